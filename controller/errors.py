@@ -1,0 +1,61 @@
+"""Shiftlight's error tree.
+
+    ShiftlightError
+    ├── TemporaryError(delay_s)        retry later; the world may fix itself
+    │   ├── MetricsUnavailable         Prometheus down, slow, empty, NaN or partial
+    │   ├── AdvisorUnavailable         the LLM endpoint failed or timed out
+    │   └── ClusterConflict            a write lost a race (HTTP 409); re-read and retry
+    └── PermanentError                 retrying the same input cannot help
+        ├── InvalidInput(source, field) a CR, policy file, CLI argument or answer failed validation
+        ├── InvalidTransition          the phase table forbids this move
+        └── NotFound                   the named object does not exist
+
+Adapters translate third-party exceptions into these at their boundary; the domain never sees an
+``httpx`` or ``kubernetes`` exception.
+"""
+
+from __future__ import annotations
+
+
+class ShiftlightError(Exception):
+    """Base of every error Shiftlight raises on purpose."""
+
+
+class TemporaryError(ShiftlightError):
+    def __init__(self, message: str, *, delay_s: float = 30.0) -> None:
+        super().__init__(message)
+        self.delay_s = delay_s
+
+
+class PermanentError(ShiftlightError):
+    pass
+
+
+class MetricsUnavailable(TemporaryError):
+    pass
+
+
+class AdvisorUnavailable(TemporaryError):
+    pass
+
+
+class ClusterConflict(TemporaryError):
+    pass
+
+
+class InvalidInput(PermanentError):
+    """Input from outside failed validation. ``source`` names the file/object, ``field`` the offending path."""
+
+    def __init__(self, message: str, *, source: str = "", field: str = "") -> None:
+        where = ":".join(p for p in (source, field) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+        self.source = source
+        self.field = field
+
+
+class InvalidTransition(PermanentError):
+    pass
+
+
+class NotFound(PermanentError):
+    pass

@@ -1,0 +1,130 @@
+"""The ports: one small Protocol per outside concern. Adapters implement them; the domain only sees these.
+
+| port          | simulated / in-memory adapter             | real adapter (later)                    |
+|---------------|-------------------------------------------|-----------------------------------------|
+| MetricsSource | adapters.simulated.SimulatedMetrics       | adapters.prometheus                     |
+| LoadTester    | adapters.simulated.SimulatedLoadTester    | trials (local vLLM process, Kubernetes) |
+| TrafficRouter | adapters.memory.InMemoryRouter            | Gateway API HTTPRoute weights           |
+| Advisor       | decide.search.DeterministicAdvisor        | LangGraph agent on an OpenAI endpoint   |
+| Notifier      | adapters.memory.RecordingNotifier         | Slack incoming webhook                  |
+| Cluster       | adapters.memory.InMemoryCluster           | Kubernetes API                          |
+| Clock         | adapters.clock.SystemClock / FakeClock    |                                         |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from controller.domain.actions import Notify
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation, TargetRef
+from controller.domain.slo import SLO
+from controller.domain.traffic import TrafficShape
+from controller.domain.trial import TrialResult
+
+
+@runtime_checkable
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """Current time, timezone-aware (UTC)."""
+        ...
+
+
+@runtime_checkable
+class MetricsSource(Protocol):
+    def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
+        """Traffic shape and per-variant SLO signals for ``[start, end)``.
+
+        Raises :class:`controller.errors.MetricsUnavailable` when the data is missing or untrustworthy.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class TrialBudget:
+    """How much canary time one trial may use."""
+
+    duration_s: float = 120.0
+    warmup_s: float = 10.0
+    max_requests: int = 2000
+    startup_timeout_s: float = 900.0
+
+
+@dataclass(frozen=True)
+class TrialRequest:
+    target: TargetRef
+    config: EngineConfig
+    shape: TrafficShape
+    slo: SLO
+    budget: TrialBudget = field(default_factory=TrialBudget)
+    seed: int = 0
+
+
+@runtime_checkable
+class LoadTester(Protocol):
+    def run(self, request: TrialRequest) -> TrialResult:
+        """Launch the candidate, replay the shape, measure, tear down. Never raises for a bad config:
+        crashes, refusals and timeouts come back as an ``infeasible`` TrialResult."""
+        ...
+
+
+@runtime_checkable
+class TrafficRouter(Protocol):
+    def get_weight(self, target: TargetRef) -> int:
+        """Percent of traffic currently routed to the candidate (0-100)."""
+        ...
+
+    def set_weight(self, target: TargetRef, candidate_weight: int) -> None:
+        """Route ``candidate_weight`` percent to the candidate and the rest to stable."""
+        ...
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate config someone (agent or optimizer) suggests, with why."""
+
+    config: EngineConfig
+    rationale: str
+    proposed_by: str
+
+
+@dataclass(frozen=True)
+class AdvisorContext:
+    target: TargetRef
+    shape: TrafficShape
+    slo: SLO
+    active: EngineConfig
+    history: tuple[TrialResult, ...]
+    max_proposals: int
+
+
+@runtime_checkable
+class Advisor(Protocol):
+    def propose(self, context: AdvisorContext) -> Sequence[Proposal]:
+        """Candidate configs worth a trial, best guess first. Output is validated before anything runs."""
+        ...
+
+
+@runtime_checkable
+class Notifier(Protocol):
+    def post(self, target: TargetRef, notification: Notify) -> None:
+        """Deliver a notification. Must not block the control loop for long or raise on delivery failure."""
+        ...
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
+        """Create or update a variant (``stable`` / ``candidate``) running ``config``."""
+        ...
+
+    def scale(self, target: TargetRef, variant: str, replicas: int) -> None: ...
+
+    def retire(self, target: TargetRef, variant: str) -> None:
+        """Remove a variant after traffic has left it."""
+        ...
+
+    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None: ...
