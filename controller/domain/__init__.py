@@ -20,7 +20,7 @@ from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import Observation, TargetRef, VariantStats
 from controller.domain.phases import VALID_TRANSITIONS, Phase, transition
 from controller.domain.slo import SLO
-from controller.domain.status import AnalysisRecord, Approval, RolloutState, ScheduledConfig, TargetStatus
+from controller.domain.status import AnalysisRecord, Approval, RolloutState, ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
 from controller.domain.trial import Percentiles, QualityReport, SpecDecodeStats, TrialResult, TrialStatus
 
@@ -56,6 +56,7 @@ __all__ = [
     "TrafficShape",
     "TrialResult",
     "TrialStatus",
+    "TuningRound",
     "VariantStats",
     "transition",
 ]

@@ -55,6 +55,8 @@ class RolloutState(BaseModel):
     approvals: tuple[Approval, ...] = ()
     analyses: tuple[AnalysisRecord, ...] = ()
     paused: bool = False
+    abort_requested: bool = False
+    abort_reason: str = ""
 
     def approved_step(self, step: int) -> bool:
         return any(a.step == step and a.decision == "approved" for a in self.approvals)
@@ -81,6 +83,19 @@ class ScheduledConfig(BaseModel):
         return self.goodput_tokens_per_s / self.stock_goodput_tokens_per_s if self.stock_goodput_tokens_per_s else 0.0
 
 
+class TuningRound(BaseModel):
+    """One search for a better config for one window's traffic shape."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    window: str
+    shape: TrafficShape
+    started_at: datetime
+    reason: str
+    trial_keys: tuple[str, ...] = Field(default=(), description="config keys trialled in this round, in order")
+
+
 class TargetStatus(BaseModel):
     """Everything the operator must remember about one target between cycles."""
 
@@ -90,6 +105,8 @@ class TargetStatus(BaseModel):
     active_config: EngineConfig = STOCK
     tuned_shape: TrafficShape | None = None
     rollout: RolloutState | None = None
+    tuning: TuningRound | None = None
+    window: str | None = Field(default=None, description="the time-of-day window the last cycle ran in")
     trials: tuple[TrialResult, ...] = ()
     schedule: tuple[ScheduledConfig, ...] = ()
     last_reasons: tuple[str, ...] = ()
