@@ -94,6 +94,14 @@ class TuningRound(BaseModel):
     started_at: datetime
     reason: str
     trial_keys: tuple[str, ...] = Field(default=(), description="config keys trialled in this round, in order")
+    trial_proposers: tuple[str, ...] = Field(default=(), description="who proposed each trial (agent, optimizer, ...)")
+    trial_reasons: tuple[str, ...] = Field(default=(), description="why each trial was run")
+
+    def proposer_of(self, config_key: str) -> str:
+        for key, who in zip(self.trial_keys, self.trial_proposers, strict=False):
+            if key == config_key:
+                return who
+        return "unknown"
 
 
 class TargetStatus(BaseModel):

@@ -1,0 +1,344 @@
+"""The decide step of the control loop: status + observation + proposals in, a Plan and the next status out.
+
+Pure: no I/O, no clock reads (``now`` is passed in), no adapters. Every action carries the reason that status,
+Events, ``shiftctl explain`` and Slack show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from controller.decide import rollout as rollouts
+from controller.decide.selection import best_trial, find
+from controller.domain.actions import Action, Notify, Promote, Rollback, RunTrial, Severity
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.phases import Phase, transition
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.traffic import TimeWindow
+from controller.domain.trial import TrialResult
+from controller.ports import Proposal
+
+ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
+
+DEFAULT_WINDOWS: tuple[TimeWindow, ...] = (TimeWindow(name="all-day", start_hour=0, end_hour=24),)
+
+
+@dataclass(frozen=True)
+class TuningRules:
+    max_trials: int = 8
+    """Trials per tuning round, the baseline and the stock reference included."""
+    trials_per_cycle: int = 2
+    min_gain: float = 1.03
+    """A candidate must beat the active config's goodput by this factor to be rolled out."""
+    approval: ApprovalMode = "auto"
+    dry_run: bool = False
+    measure_stock: bool = True
+    """Also trial the stock config in each round, as the reference for gain-over-stock evidence."""
+    keep_trials: int = 200
+
+
+@dataclass(frozen=True)
+class Rules:
+    slo: SLO = field(default_factory=SLO)
+    tuning: TuningRules = field(default_factory=TuningRules)
+    rollout: rollouts.RolloutRules = field(default_factory=rollouts.RolloutRules)
+    windows: tuple[TimeWindow, ...] = DEFAULT_WINDOWS
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: TargetStatus
+    actions: tuple[Action, ...]
+    notes: tuple[str, ...]
+
+
+def window_at(windows: Sequence[TimeWindow], now: datetime) -> TimeWindow:
+    hour = now.hour + now.minute / 60 + now.second / 3600
+    return next((w for w in windows if w.contains(hour)), windows[0])
+
+
+def round_trials(status: TargetStatus) -> list[TrialResult]:
+    """Results of the current tuning round, in the order they ran."""
+    if status.tuning is None:
+        return []
+    keys = set(status.tuning.trial_keys)
+    shape = status.tuning.shape
+    return [t for t in status.trials if t.shape == shape and t.config.key() in keys]
+
+
+def _move(current: Phase, target: Phase) -> Phase:
+    return current if current is target and target is not Phase.ROLLING_OUT else transition(current, target)
+
+
+def plan(
+    *,
+    status: TargetStatus,
+    observation: Observation | None,
+    observe_error: str | None,
+    proposals: Sequence[Proposal],
+    rules: Rules,
+    now: datetime,
+    is_lossy: Callable[[EngineConfig], bool] = lambda _c: False,
+    drifted: bool = False,
+    candidate_ready: bool = True,
+) -> Decision:
+    """Decide this cycle. ``proposals`` have already passed the guardrails."""
+    window = window_at(rules.windows, now)
+    planner = _Planner(status, observation, observe_error, proposals, rules, now, is_lossy, window)
+    decision = planner.run(drifted=drifted, candidate_ready=candidate_ready)
+    reasons = tuple(a.reason for a in decision.actions) + decision.notes
+    final = decision.status.model_copy(
+        update={
+            "updated_at": now,
+            "window": window.name,
+            "last_reasons": reasons or decision.status.last_reasons,
+        }
+    )
+    return Decision(final, decision.actions, decision.notes)
+
+
+class _Planner:
+    def __init__(
+        self,
+        status: TargetStatus,
+        observation: Observation | None,
+        observe_error: str | None,
+        proposals: Sequence[Proposal],
+        rules: Rules,
+        now: datetime,
+        is_lossy: Callable[[EngineConfig], bool],
+        window: TimeWindow,
+    ) -> None:
+        self.status = status
+        self.observation = observation
+        self.observe_error = observe_error
+        self.proposals = proposals
+        self.rules = rules
+        self.now = now
+        self.is_lossy = is_lossy
+        self.window = window
+
+    # ----- entry -------------------------------------------------------------------------------
+    def run(self, *, drifted: bool, candidate_ready: bool) -> Decision:
+        phase = self.status.phase
+        if phase in (Phase.ROLLING_OUT, Phase.AWAITING_APPROVAL, Phase.PAUSED):
+            return self._rollout(candidate_ready)
+        if phase is Phase.ROLLED_BACK:
+            return self._done(self.status.model_copy(update={"phase": _move(phase, Phase.OBSERVING), "rollout": None}))
+        if self.observation is None:
+            return self._freeze()
+        if phase is Phase.FROZEN:
+            status = self.status.model_copy(update={"phase": _move(phase, Phase.OBSERVING), "frozen_reason": None})
+            return self._done(status, notes=("metrics are back; observing again",))
+        if phase is Phase.TRIALLING:
+            return self._trial()
+        return self._observe(drifted)
+
+    def _done(self, status: TargetStatus, actions: Sequence[Action] = (), notes: Sequence[str] = ()) -> Decision:
+        return Decision(status, tuple(actions), tuple(notes))
+
+    # ----- observing ---------------------------------------------------------------------------
+    def _freeze(self) -> Decision:
+        reason = f"frozen: {self.observe_error or 'no observation'}; taking no action on missing data"
+        status = self.status.model_copy(
+            update={"phase": _move(self.status.phase, Phase.FROZEN), "frozen_reason": reason, "tuning": None}
+        )
+        actions: tuple[Action, ...] = ()
+        if self.status.phase is not Phase.FROZEN:
+            actions = (Notify(Severity.WARNING, "Observation frozen", reason),)
+        return self._done(status, actions, (reason,))
+
+    def _observe(self, drifted: bool) -> Decision:
+        assert self.observation is not None
+        status = self.status
+        entry = status.schedule_for(self.window.name)
+        window_changed = status.window != self.window.name
+        if entry is None:
+            why = f"no tuned config for window '{self.window.name}' yet"
+            return self._start_tuning(why)
+        if drifted:
+            return self._start_tuning(f"traffic drifted from the shape window '{self.window.name}' was tuned for")
+        if window_changed and entry.config.key() != status.active_config.key():
+            why = (
+                f"window '{self.window.name}' starts: its scheduled config {entry.config.label()} measured "
+                f"{entry.gain:.2f}x stock ({entry.reason})"
+            )
+            return self._begin_rollout(entry.config, why, proposed_by="schedule", gain=None)
+        return self._done(status, notes=(f"observing: {self.observation.shape.describe()}",))
+
+    # ----- trialling ---------------------------------------------------------------------------
+    def _start_tuning(self, reason: str) -> Decision:
+        assert self.observation is not None
+        shape = self.observation.shape.model_copy(update={"window": self.window})
+        round_ = TuningRound(
+            id=f"{self.window.name}-{self.now:%Y%m%d%H%M}",
+            window=self.window.name,
+            shape=shape,
+            started_at=self.now,
+            reason=reason,
+        )
+        status = self.status.model_copy(update={"phase": _move(self.status.phase, Phase.TRIALLING), "tuning": round_})
+        active = status.active_config
+        actions: list[Action] = [
+            RunTrial(active, shape, f"tuning ({reason}): baseline, the active config {active.label()}", "baseline")
+        ]
+        if self.rules.tuning.measure_stock and active.key() != STOCK.key():
+            actions.append(RunTrial(STOCK, shape, "tuning: stock vLLM config as the reference", "baseline"))
+        return self._done(status, actions, (f"started tuning round {round_.id}: {shape.describe()}",))
+
+    def _trial(self) -> Decision:
+        round_ = self.status.tuning
+        if round_ is None:
+            return self._done(self.status.model_copy(update={"phase": _move(self.status.phase, Phase.OBSERVING)}))
+        done = len(round_.trial_keys)
+        remaining = self.rules.tuning.max_trials - done
+        tried = set(round_.trial_keys)
+        fresh: list[Proposal] = []
+        for p in self.proposals:
+            if p.config.key() not in tried and all(p.config.key() != f.config.key() for f in fresh):
+                fresh.append(p)
+        batch = fresh[: max(0, min(remaining, self.rules.tuning.trials_per_cycle))]
+        if batch:
+            actions = [
+                RunTrial(
+                    p.config,
+                    round_.shape,
+                    f"trial {done + i + 1}/{self.rules.tuning.max_trials}: {p.rationale}",
+                    p.proposed_by,
+                )
+                for i, p in enumerate(batch)
+            ]
+            return self._done(self.status, actions)
+        return self._select(round_)
+
+    def _select(self, round_: TuningRound) -> Decision:
+        trials = round_trials(self.status)
+        active = self.status.active_config
+        baseline = find(trials, active)
+        stock = find(trials, STOCK) or baseline
+        best = best_trial(trials, is_lossy=self.is_lossy)
+        status = self.status.model_copy(update={"tuning": None, "tuned_shape": round_.shape})
+        stock_goodput = stock.objective() if stock else 0.0
+        base_goodput = baseline.objective() if baseline else 0.0
+        if best is None:
+            why = f"round {round_.id}: no trial met the SLO; keeping {active.label()}"
+            status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
+            return self._done(status, (Notify(Severity.WARNING, "No config meets the SLO", why),), (why,))
+        gain = best.objective() / base_goodput if base_goodput else float("inf")
+        evidence = _evidence(best, stock)
+        if best.config.key() == active.key() or gain < self.rules.tuning.min_gain:
+            why = (
+                f"round {round_.id}: keeping {active.label()} (best candidate {best.config.label()} gains "
+                f"{gain:.2f}x < {self.rules.tuning.min_gain:.2f}x)"
+            )
+            entry = ScheduledConfig(
+                window=round_.window,
+                config=active,
+                shape=round_.shape,
+                goodput_tokens_per_s=base_goodput,
+                stock_goodput_tokens_per_s=stock_goodput,
+                reason=why,
+            )
+            status = _with_schedule(status, entry).model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
+            return self._done(status, notes=(why,))
+        proposer = round_.proposer_of(best.config.key())
+        why = (
+            f"{best.config.label()} delivers {best.objective():,.0f} goodput tok/s vs {base_goodput:,.0f} for "
+            f"{active.label()} ({gain:.2f}x) on {round_.shape.describe()}; proposed by {proposer}"
+        )
+        entry = ScheduledConfig(
+            window=round_.window,
+            config=best.config,
+            shape=round_.shape,
+            goodput_tokens_per_s=best.objective(),
+            stock_goodput_tokens_per_s=stock_goodput,
+            reason=why,
+        )
+        status = _with_schedule(status, entry)
+        if self.rules.tuning.dry_run:
+            note = f"dry-run: would roll out {best.config.label()}: {why}"
+            status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
+            return self._done(status, (Notify(Severity.INFO, "Dry-run decision", note, evidence),), (note,))
+        self.status = status
+        decision = self._begin_rollout(best.config, why, proposed_by=proposer, gain=gain)
+        actions = (Notify(Severity.INFO, "New config chosen", why, evidence), *decision.actions)
+        return Decision(decision.status, actions, decision.notes)
+
+    # ----- rollout -----------------------------------------------------------------------------
+    def _begin_rollout(self, config: EngineConfig, why: str, *, proposed_by: str, gain: float | None) -> Decision:
+        approval = self.rules.tuning.approval
+        needs_approval = approval == "manual" or (approval == "manual-for-lossy" and self.is_lossy(config))
+        step = rollouts.start(
+            rollout_id=f"{self.window.name}-{self.now:%Y%m%d%H%M%S}",
+            from_config=self.status.active_config,
+            to_config=config,
+            rules=self.rules.rollout,
+            now=self.now,
+            reason=why,
+            proposed_by=proposed_by,
+            expected_gain=gain,
+            needs_approval=needs_approval,
+        )
+        status = self.status.model_copy(
+            update={"phase": _move(self.status.phase, step.phase), "rollout": step.rollout, "tuning": None}
+        )
+        return self._done(status, step.actions, step.notes)
+
+    def _rollout(self, candidate_ready: bool) -> Decision:
+        state = self.status.rollout
+        if state is None:
+            note = f"phase {self.status.phase.value} without a rollout record; observing"
+            return self._done(self.status.model_copy(update={"phase": Phase.OBSERVING}), notes=(note,))
+        step = rollouts.advance(
+            state=state,
+            phase=self.status.phase,
+            observation=self.observation,
+            slo=self.rules.slo,
+            rules=self.rules.rollout,
+            now=self.now,
+            candidate_ready=candidate_ready,
+        )
+        update: dict[str, object] = {"phase": _move(self.status.phase, step.phase), "rollout": step.rollout}
+        if self.observation is None:
+            update["frozen_reason"] = f"rollout held: {self.observe_error or 'no observation'}"
+        else:
+            update["frozen_reason"] = None
+        history = self.status.history
+        for action in step.actions:
+            if isinstance(action, Promote):
+                update.update(active_config=action.config, rollout=None)
+                history = (*history, f"{self.now:%Y-%m-%d %H:%M} promoted {action.config.label()}: {action.reason}")
+            elif isinstance(action, Rollback):
+                history = (*history, f"{self.now:%Y-%m-%d %H:%M} {action.reason}")
+                entry = self.status.schedule_for(self.window.name)
+                if entry is not None and entry.config.key() == state.to_config.key():
+                    restored = entry.model_copy(
+                        update={"config": state.from_config, "reason": f"restored after rollback: {action.reason}"}
+                    )
+                    update["schedule"] = _with_schedule(self.status, restored).schedule
+        if step.rollout is None and step.phase is Phase.OBSERVING:
+            update["rollout"] = None
+        update["history"] = history[-50:]
+        return self._done(self.status.model_copy(update=update), step.actions, step.notes)
+
+
+def _with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
+    others = tuple(s for s in status.schedule if s.window != entry.window)
+    return status.model_copy(update={"schedule": (*others, entry)})
+
+
+def _evidence(best: TrialResult, stock: TrialResult | None) -> tuple[tuple[str, str], ...]:
+    def row(t: TrialResult | None) -> str:
+        if t is None or t.ttft_s is None or t.tpot_s is None:
+            return "n/a"
+        return (
+            f"{t.output_tokens_per_s:,.0f} tok/s, goodput {t.goodput_tokens_per_s:,.0f}, "
+            f"TTFT p95 {t.ttft_s.p95 * 1000:.0f} ms, TPOT p95 {t.tpot_s.p95 * 1000:.1f} ms"
+        )
+
+    return (("stock", row(stock)), ("chosen", row(best)), ("config", best.config.label()))

@@ -1,0 +1,291 @@
+"""Progressive rollout: weighted steps, bake time, analysis of candidate vs stable, automatic rollback.
+
+Pure: takes the rollout state, the latest observation and ``now``; returns the next state and actions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from controller.domain.actions import (
+    Action,
+    DeployCandidate,
+    Notify,
+    Promote,
+    RequestApproval,
+    Rollback,
+    SetWeights,
+    Severity,
+)
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation, VariantStats
+from controller.domain.phases import Phase
+from controller.domain.slo import SLO
+from controller.domain.status import AnalysisRecord, RolloutState
+
+AnalysisVerdict = Literal["Successful", "Failed", "Inconclusive", "Pending"]
+
+
+@dataclass(frozen=True)
+class RolloutRules:
+    """How a rollout proceeds. Built from the policy by the act layer."""
+
+    steps: tuple[int, ...] = (5, 25, 50, 100)
+    bake_s: float = 600.0
+    min_samples: int = 50
+    max_latency_regression: float = 0.25
+    """Candidate p95 TTFT/TPOT may exceed stable's by at most this fraction, even inside the SLO."""
+    max_error_rate_increase: float = 0.005
+    manual_gates: tuple[int, ...] = ()
+    """Step indexes that wait for a human before their weight is applied (0 = the first step)."""
+
+    def __post_init__(self) -> None:
+        if not self.steps or self.steps[-1] != 100:
+            raise ValueError("rollout steps must end at 100")
+        if any(not 0 < s <= 100 for s in self.steps) or list(self.steps) != sorted(set(self.steps)):
+            raise ValueError("rollout steps must be strictly increasing percentages in (0, 100]")
+
+    @property
+    def min_failure_samples(self) -> int:
+        """A clear failure needs fewer samples than a success: rolling back early is cheap, promoting is not."""
+        return max(10, self.min_samples // 4)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    verdict: AnalysisVerdict
+    reason: str
+
+
+@dataclass(frozen=True)
+class RolloutStep:
+    """What to do with a rollout this cycle."""
+
+    rollout: RolloutState | None
+    phase: Phase
+    actions: tuple[Action, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def _latency_breach(name: str, cand: float | None, stable: float | None, bound: float, rules: RolloutRules) -> str:
+    if cand is None:
+        return ""
+    if cand > bound:
+        return f"candidate {name} p95 {cand * 1000:.0f} ms exceeds the SLO {bound * 1000:.0f} ms"
+    if stable and cand > stable * (1 + rules.max_latency_regression):
+        return (
+            f"candidate {name} p95 {cand * 1000:.0f} ms is {cand / stable:.2f}x stable's {stable * 1000:.0f} ms "
+            f"(allowed {1 + rules.max_latency_regression:.2f}x)"
+        )
+    return ""
+
+
+def analyse(*, candidate: VariantStats | None, stable: VariantStats | None, slo: SLO, rules: RolloutRules) -> Analysis:
+    """Compare the candidate with stable over one analysis window."""
+    if candidate is None or candidate.requests == 0:
+        return Analysis("Pending", "no candidate requests observed yet")
+    samples = candidate.requests
+    stable_error = stable.error_rate if stable else 0.0
+    problems: list[str] = []
+    if candidate.error_rate > max(slo.max_error_rate, stable_error + rules.max_error_rate_increase):
+        problems.append(f"candidate error rate {candidate.error_rate:.1%} (stable {stable_error:.1%})")
+    for name, cand, stab, bound in (
+        ("TTFT", candidate.ttft_p95_s, stable.ttft_p95_s if stable else None, slo.ttft_seconds),
+        ("TPOT", candidate.tpot_p95_s, stable.tpot_p95_s if stable else None, slo.tpot_seconds),
+    ):
+        breach = _latency_breach(name, cand, stab, bound, rules)
+        if breach:
+            stable_also = stab is not None and stab > bound
+            if (
+                stable_also
+                and cand is not None
+                and stab is not None
+                and cand <= stab * (1 + rules.max_latency_regression)
+            ):
+                return Analysis(
+                    "Inconclusive", f"stable breaches the {name} SLO too ({stab * 1000:.0f} ms): load, not config"
+                )
+            problems.append(breach)
+    if problems:
+        if samples < rules.min_failure_samples:
+            return Analysis("Pending", f"possible regression, {samples} < {rules.min_failure_samples} samples")
+        return Analysis("Failed", "; ".join(problems) + f" over {samples} requests")
+    if samples < rules.min_samples:
+        return Analysis("Pending", f"{samples} of {rules.min_samples} candidate requests needed")
+    return Analysis(
+        "Successful",
+        f"candidate within SLO and within {rules.max_latency_regression:.0%} of stable over {samples} requests",
+    )
+
+
+def start(
+    *,
+    rollout_id: str,
+    from_config: EngineConfig,
+    to_config: EngineConfig,
+    rules: RolloutRules,
+    now: datetime,
+    reason: str,
+    proposed_by: str,
+    expected_gain: float | None,
+    needs_approval: bool,
+    candidate_replicas: int = 1,
+) -> RolloutStep:
+    """Begin a rollout: either wait for approval of step 0, or apply its weight."""
+    state = RolloutState(
+        id=rollout_id,
+        from_config=from_config,
+        to_config=to_config,
+        steps=rules.steps,
+        started_at=now,
+        reason=reason,
+        proposed_by=proposed_by,
+        expected_gain=expected_gain,
+    )
+    deploy = DeployCandidate(
+        to_config, candidate_replicas, f"warm up {to_config.label()} as the candidate before it takes traffic"
+    )
+    if needs_approval or 0 in rules.manual_gates:
+        why = f"approval needed before shifting traffic to {to_config.label()}: {reason}"
+        return RolloutStep(
+            state,
+            Phase.AWAITING_APPROVAL,
+            (deploy, RequestApproval(rollout_id, 0, why), Notify(Severity.WARNING, "Approval needed", why)),
+        )
+    return RolloutStep(
+        state,
+        Phase.ROLLING_OUT,
+        (deploy, Notify(Severity.INFO, "Rollout started", f"rollout {rollout_id} started: {reason}")),
+    )
+
+
+def _apply_step(state: RolloutState, index: int, now: datetime, reason: str) -> RolloutStep:
+    weight = state.steps[index]
+    new = state.model_copy(update={"step_index": index, "weight": weight, "step_started_at": now})
+    why = f"{reason}; step {index + 1}/{len(state.steps)}: {weight}% of traffic to {state.to_config.label()}"
+    return RolloutStep(
+        new,
+        Phase.ROLLING_OUT,
+        (SetWeights(weight, why, step=index), Notify(Severity.INFO, f"Rollout at {weight}%", why)),
+    )
+
+
+def _rollback(state: RolloutState, now: datetime, reason: str, analysis: AnalysisRecord | None = None) -> RolloutStep:
+    analyses = (*state.analyses, analysis) if analysis else state.analyses
+    new = state.model_copy(update={"weight": 0, "analyses": analyses})
+    why = f"rolled back {state.to_config.label()} at {state.weight}%: {reason}"
+    return RolloutStep(new, Phase.ROLLED_BACK, (Rollback(why), Notify(Severity.CRITICAL, "Rollback", why)))
+
+
+def advance(
+    *,
+    state: RolloutState,
+    phase: Phase,
+    observation: Observation | None,
+    slo: SLO,
+    rules: RolloutRules,
+    now: datetime,
+    candidate_ready: bool = True,
+) -> RolloutStep:
+    """One cycle of a rollout in ``phase`` (RollingOut, AwaitingApproval or Paused).
+
+    ``observation`` is None when metrics are unavailable: the rollout is then frozen where it is (never promoted).
+    """
+    if state.abort_requested:
+        return _rollback(state, now, f"aborted by a user{': ' + state.abort_reason if state.abort_reason else ''}")
+
+    if phase is Phase.AWAITING_APPROVAL:
+        if state.rejected():
+            rejection = next(a for a in state.approvals if a.decision == "rejected")
+            why = f"{rejection.by} rejected rollout {state.id}" + (
+                f": {rejection.comment}" if rejection.comment else ""
+            )
+            if state.weight > 0:
+                return _rollback(state, now, why)
+            return RolloutStep(None, Phase.OBSERVING, (Notify(Severity.INFO, "Rollout rejected", why),))
+        next_index = state.step_index if state.weight == 0 else state.step_index + 1
+        if state.approved_step(next_index):
+            approver = next(a.by for a in state.approvals if a.step == next_index and a.decision == "approved")
+            if state.weight == 0 and not candidate_ready:
+                return RolloutStep(state, Phase.ROLLING_OUT, notes=(f"approved by {approver}; candidate warming up",))
+            return _apply_step(state, next_index, now, f"approved by {approver}")
+        return RolloutStep(state, phase, notes=(f"waiting for approval of step {next_index + 1}",))
+
+    if phase is Phase.PAUSED or state.paused:
+        if state.paused:
+            return RolloutStep(state, Phase.PAUSED, notes=(f"paused at {state.weight}%",))
+        step_start = state.step_started_at or now
+        resumed = state.model_copy(update={"step_started_at": max(step_start, now)})
+        return RolloutStep(resumed, Phase.ROLLING_OUT, notes=("resumed",))
+
+    if state.weight == 0:
+        if not candidate_ready:
+            return RolloutStep(
+                state, Phase.ROLLING_OUT, notes=(f"waiting for {state.to_config.label()} to become ready",)
+            )
+        return _apply_step(state, 0, now, f"candidate {state.to_config.label()} is ready")
+
+    if observation is None:
+        return RolloutStep(state, phase, notes=(f"frozen at {state.weight}%: metrics unavailable, not promoting",))
+
+    analysis = analyse(
+        candidate=observation.variants.get("candidate"),
+        stable=observation.variants.get("stable"),
+        slo=slo,
+        rules=rules,
+    )
+    record = AnalysisRecord(
+        step=state.step_index,
+        weight=state.weight,
+        at=now,
+        outcome=analysis.verdict if analysis.verdict != "Pending" else "Inconclusive",
+        reason=analysis.reason,
+    )
+    if analysis.verdict == "Failed":
+        return _rollback(state, now, analysis.reason, record)
+
+    baked = state.step_started_at is not None and (now - state.step_started_at).total_seconds() >= rules.bake_s
+    if analysis.verdict == "Pending" or not baked:
+        wait = (
+            analysis.reason
+            if analysis.verdict == "Pending"
+            else f"baking step {state.step_index + 1} ({analysis.reason})"
+        )
+        return RolloutStep(state, Phase.ROLLING_OUT, notes=(wait,))
+
+    with_record = state.model_copy(update={"analyses": (*state.analyses, record)})
+    if analysis.verdict == "Inconclusive":
+        why = f"analysis inconclusive at {state.weight}%: {analysis.reason}; a human decides"
+        return RolloutStep(
+            with_record,
+            Phase.AWAITING_APPROVAL,
+            (RequestApproval(state.id, state.step_index + 1, why), Notify(Severity.WARNING, "Approval needed", why)),
+        )
+
+    # Successful and baked.
+    if state.step_index + 1 >= len(state.steps):
+        why = f"promoted {state.to_config.label()} after {len(state.steps)} steps: {analysis.reason}"
+        return RolloutStep(
+            _finished(with_record),
+            Phase.OBSERVING,
+            (Promote(state.to_config, why), Notify(Severity.INFO, "Rollout complete", why)),
+        )
+    next_index = state.step_index + 1
+    if next_index in rules.manual_gates and not state.approved_step(next_index):
+        why = f"step {next_index + 1} ({state.steps[next_index]}%) is a manual gate: {analysis.reason}"
+        return RolloutStep(
+            with_record,
+            Phase.AWAITING_APPROVAL,
+            (RequestApproval(state.id, next_index, why), Notify(Severity.WARNING, "Approval needed", why)),
+        )
+    return _apply_step(with_record, next_index, now, f"step {state.step_index + 1} passed: {analysis.reason}")
+
+
+def _finished(state: RolloutState) -> RolloutState:
+    """A finished rollout keeps its record at 100%."""
+    return state.model_copy(update={"weight": 100})
+
+
+__all__ = ["Analysis", "RolloutRules", "RolloutStep", "advance", "analyse", "start"]
