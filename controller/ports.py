@@ -127,6 +127,11 @@ class Cluster(Protocol):
         """Remove a variant after traffic has left it."""
         ...
 
+    def promote(self, target: TargetRef) -> None:
+        """The candidate becomes stable: its warm pods keep serving, the old stable variant is retired and the
+        route sends everything to the new stable. (Gateway: backendRefs swapped; Deployments relabelled.)"""
+        ...
+
     def ready_replicas(self, target: TargetRef, variant: str) -> int:
         """Replicas of the variant that pass readiness (0 while a new config is still starting)."""
         ...

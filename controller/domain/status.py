@@ -115,6 +115,7 @@ class TargetStatus(BaseModel):
     rollout: RolloutState | None = None
     tuning: TuningRound | None = None
     window: str | None = Field(default=None, description="the time-of-day window the last cycle ran in")
+    replicas: int = Field(default=1, ge=0, description="replicas of the stable variant")
     trials: tuple[TrialResult, ...] = ()
     schedule: tuple[ScheduledConfig, ...] = ()
     last_reasons: tuple[str, ...] = ()
