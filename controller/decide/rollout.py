@@ -35,8 +35,9 @@ class RolloutRules:
     steps: tuple[int, ...] = (5, 25, 50, 100)
     bake_s: float = 600.0
     min_samples: int = 50
-    max_latency_regression: float = 0.25
-    """Candidate p95 TTFT/TPOT may exceed stable's by at most this fraction, even inside the SLO."""
+    max_ttft_regression: float = 0.25
+    """Candidate p95 TTFT may exceed stable's by at most this fraction, even inside the SLO."""
+    max_tpot_regression: float = 0.25
     max_error_rate_increase: float = 0.005
     manual_gates: tuple[int, ...] = ()
     """Step indexes that wait for a human before their weight is applied (0 = the first step)."""
@@ -69,15 +70,15 @@ class RolloutStep:
     notes: tuple[str, ...] = field(default=())
 
 
-def _latency_breach(name: str, cand: float | None, stable: float | None, bound: float, rules: RolloutRules) -> str:
+def _latency_breach(name: str, cand: float | None, stable: float | None, bound: float, allowed: float) -> str:
     if cand is None:
         return ""
     if cand > bound:
         return f"candidate {name} p95 {cand * 1000:.0f} ms exceeds the SLO {bound * 1000:.0f} ms"
-    if stable and cand > stable * (1 + rules.max_latency_regression):
+    if stable and cand > stable * (1 + allowed):
         return (
             f"candidate {name} p95 {cand * 1000:.0f} ms is {cand / stable:.2f}x stable's {stable * 1000:.0f} ms "
-            f"(allowed {1 + rules.max_latency_regression:.2f}x)"
+            f"(allowed {1 + allowed:.2f}x)"
         )
     return ""
 
@@ -91,33 +92,38 @@ def analyse(*, candidate: VariantStats | None, stable: VariantStats | None, slo:
     problems: list[str] = []
     if candidate.error_rate > max(slo.max_error_rate, stable_error + rules.max_error_rate_increase):
         problems.append(f"candidate error rate {candidate.error_rate:.1%} (stable {stable_error:.1%})")
-    for name, cand, stab, bound in (
-        ("TTFT", candidate.ttft_p95_s, stable.ttft_p95_s if stable else None, slo.ttft_seconds),
-        ("TPOT", candidate.tpot_p95_s, stable.tpot_p95_s if stable else None, slo.tpot_seconds),
-    ):
-        breach = _latency_breach(name, cand, stab, bound, rules)
-        if breach:
-            stable_also = stab is not None and stab > bound
-            if (
-                stable_also
-                and cand is not None
-                and stab is not None
-                and cand <= stab * (1 + rules.max_latency_regression)
-            ):
-                return Analysis(
-                    "Inconclusive", f"stable breaches the {name} SLO too ({stab * 1000:.0f} ms): load, not config"
-                )
-            problems.append(breach)
+    checks = (
+        (
+            "TTFT",
+            candidate.ttft_p95_s,
+            stable.ttft_p95_s if stable else None,
+            slo.ttft_seconds,
+            rules.max_ttft_regression,
+        ),
+        (
+            "TPOT",
+            candidate.tpot_p95_s,
+            stable.tpot_p95_s if stable else None,
+            slo.tpot_seconds,
+            rules.max_tpot_regression,
+        ),
+    )
+    for name, cand, stab, bound, allowed in checks:
+        breach = _latency_breach(name, cand, stab, bound, allowed)
+        if not breach:
+            continue
+        if cand is not None and stab is not None and stab > bound and cand <= stab * (1 + allowed):
+            return Analysis(
+                "Inconclusive", f"stable breaches the {name} SLO too ({stab * 1000:.0f} ms): load, not config"
+            )
+        problems.append(breach)
     if problems:
         if samples < rules.min_failure_samples:
             return Analysis("Pending", f"possible regression, {samples} < {rules.min_failure_samples} samples")
         return Analysis("Failed", "; ".join(problems) + f" over {samples} requests")
     if samples < rules.min_samples:
         return Analysis("Pending", f"{samples} of {rules.min_samples} candidate requests needed")
-    return Analysis(
-        "Successful",
-        f"candidate within SLO and within {rules.max_latency_regression:.0%} of stable over {samples} requests",
-    )
+    return Analysis("Successful", f"candidate within the SLO and no worse than stable over {samples} requests")
 
 
 def start(
