@@ -1,0 +1,194 @@
+"""Plain in-memory adapters for unit tests and dry runs: they keep state in dicts and record every call.
+
+* :class:`InMemoryRouter` (TrafficRouter): candidate weight per target, with a history of every change.
+* :class:`InMemoryCluster` (Cluster): variants per target and every call made, in order; events with timestamps.
+* :class:`RecordingNotifier` / :class:`NopNotifier` (Notifier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from controller.domain.actions import Notify
+from controller.domain.config import EngineConfig
+from controller.domain.observation import TargetRef
+from controller.errors import InvalidInput, NotFound
+from controller.ports import Clock
+
+__all__ = [
+    "ClusterCall",
+    "DeployedVariant",
+    "InMemoryCluster",
+    "InMemoryRouter",
+    "NopNotifier",
+    "RecordedEvent",
+    "RecordingNotifier",
+    "check_replicas",
+    "check_variant",
+    "check_weight",
+]
+
+VARIANTS: frozenset[str] = frozenset({"stable", "candidate"})
+
+
+def check_weight(candidate_weight: int) -> int:
+    """Validate a candidate weight (an int in 0..100) or raise :class:`InvalidInput`."""
+    if isinstance(candidate_weight, bool) or not isinstance(candidate_weight, int):
+        raise InvalidInput(f"must be an integer, got {candidate_weight!r}", field="candidate_weight")
+    if not 0 <= candidate_weight <= 100:
+        raise InvalidInput(f"must be within 0..100, got {candidate_weight}", field="candidate_weight")
+    return candidate_weight
+
+
+def check_variant(variant: str) -> str:
+    if variant not in VARIANTS:
+        raise InvalidInput(f"unknown variant {variant!r}; expected one of {sorted(VARIANTS)}", field="variant")
+    return variant
+
+
+def check_replicas(replicas: int) -> int:
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise InvalidInput(f"must be a non-negative integer, got {replicas!r}", field="replicas")
+    return replicas
+
+
+class InMemoryRouter:
+    """TrafficRouter keeping the candidate weight per target in memory. Unknown targets start at 0."""
+
+    def __init__(self, initial: dict[str, int] | None = None) -> None:
+        self._weights: dict[str, int] = {k: check_weight(v) for k, v in (initial or {}).items()}
+        self.history: list[tuple[TargetRef, int]] = []
+
+    def get_weight(self, target: TargetRef) -> int:
+        return self._weights.get(str(target), 0)
+
+    def set_weight(self, target: TargetRef, candidate_weight: int) -> None:
+        self._weights[str(target)] = check_weight(candidate_weight)
+        self.history.append((target, candidate_weight))
+
+
+@dataclass(frozen=True)
+class DeployedVariant:
+    config: EngineConfig
+    replicas: int
+
+
+@dataclass(frozen=True)
+class ClusterCall:
+    """One call made on a cluster adapter, in the order it was made."""
+
+    op: Literal["deploy", "scale", "retire", "promote", "event"]
+    target: TargetRef
+    variant: str = ""
+    config: EngineConfig | None = None
+    replicas: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RecordedEvent:
+    """A Kubernetes-Event-like record: what happened to a target, when and why."""
+
+    target: TargetRef
+    reason: str
+    message: str
+    warning: bool
+    at: datetime | None
+
+
+@dataclass
+class InMemoryCluster:
+    """Cluster keeping variants in a dict and recording every call (``calls``) and event (``events``).
+
+    Replicas are ready as soon as they are deployed, except those of variants listed in ``starting`` (a test
+    can put a variant there to model a cold start). ``scale`` and ``promote`` of a variant that does not exist
+    raise :class:`NotFound`; ``retire`` of a missing variant is a no-op (deleting what is already gone is not an
+    error), but is still recorded. With a ``router``, ``promote`` also sends all traffic to the new stable.
+    """
+
+    clock: Clock | None = None
+    router: InMemoryRouter | None = None
+    starting: set[str] = field(default_factory=set)
+    variants: dict[tuple[str, str], DeployedVariant] = field(default_factory=dict)
+    calls: list[ClusterCall] = field(default_factory=list)
+    events: list[RecordedEvent] = field(default_factory=list)
+
+    def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
+        check_variant(variant)
+        check_replicas(replicas)
+        self.calls.append(ClusterCall("deploy", target, variant, config, replicas))
+        self.variants[(str(target), variant)] = DeployedVariant(config, replicas)
+
+    def scale(self, target: TargetRef, variant: str, replicas: int) -> None:
+        check_variant(variant)
+        check_replicas(replicas)
+        self.calls.append(ClusterCall("scale", target, variant, replicas=replicas))
+        key = (str(target), variant)
+        current = self.variants.get(key)
+        if current is None:
+            raise NotFound(f"{target}: variant {variant!r} is not deployed")
+        self.variants[key] = DeployedVariant(current.config, replicas)
+
+    def retire(self, target: TargetRef, variant: str) -> None:
+        check_variant(variant)
+        self.calls.append(ClusterCall("retire", target, variant))
+        self.variants.pop((str(target), variant), None)
+
+    def promote(self, target: TargetRef) -> None:
+        self.calls.append(ClusterCall("promote", target, "candidate"))
+        candidate = self.variants.pop((str(target), "candidate"), None)
+        if candidate is None:
+            raise NotFound(f"{target}: no candidate variant to promote")
+        self.variants[(str(target), "stable")] = candidate
+        if self.router is not None:
+            self.router.set_weight(target, 0)
+
+    def ready_replicas(self, target: TargetRef, variant: str) -> int:
+        check_variant(variant)
+        current = self.variants.get((str(target), variant))
+        if current is None or variant in self.starting:
+            return 0
+        return current.replicas
+
+    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
+        at = self.clock.now() if self.clock is not None else None
+        self.calls.append(ClusterCall("event", target, detail=f"{reason}: {message}"))
+        self.events.append(RecordedEvent(target, reason, message, warning, at))
+
+    # ----- reading back -------------------------------------------------------------------------------------------
+    def variant(self, target: TargetRef, variant: str) -> DeployedVariant | None:
+        return self.variants.get((str(target), variant))
+
+    def ops(self) -> list[str]:
+        """The calls as short strings, e.g. ``["deploy candidate x1", "scale candidate x2", "retire candidate"]``."""
+        out: list[str] = []
+        for c in self.calls:
+            if c.op == "event":
+                out.append(f"event {c.detail}")
+            elif c.op in ("retire", "promote"):
+                out.append(f"{c.op} {c.variant}")
+            else:
+                out.append(f"{c.op} {c.variant} x{c.replicas}")
+        return out
+
+
+class RecordingNotifier:
+    """Notifier that stores every ``(target, Notify)`` pair it is given."""
+
+    def __init__(self) -> None:
+        self.posted: list[tuple[TargetRef, Notify]] = []
+
+    def post(self, target: TargetRef, notification: Notify) -> None:
+        self.posted.append((target, notification))
+
+    def titles(self) -> list[str]:
+        return [n.title for _, n in self.posted]
+
+
+class NopNotifier:
+    """Notifier that drops everything (the default when no channel is configured)."""
+
+    def post(self, target: TargetRef, notification: Notify) -> None:
+        return None
