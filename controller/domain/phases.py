@@ -22,6 +22,8 @@ VALID_TRANSITIONS: dict[Phase, frozenset[Phase]] = {
         {
             Phase.TRIALLING,  # drift, a new window without a tuned config, or a first run
             Phase.FROZEN,  # metrics missing or untrustworthy: take no action
+            Phase.ROLLING_OUT,  # a new window starts whose scheduled config differs from the active one
+            Phase.AWAITING_APPROVAL,  # the same, when policy wants a human first
         }
     ),
     Phase.TRIALLING: frozenset(

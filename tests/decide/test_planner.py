@@ -1,0 +1,220 @@
+"""The pure planner: table-like cases over statuses, observations, proposals and a fixed clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.decide import planner
+from controller.decide.planner import Rules, TuningRules
+from controller.domain import (
+    SLO,
+    STOCK,
+    DeployCandidate,
+    EngineConfig,
+    LengthDistribution,
+    Notify,
+    Observation,
+    Percentiles,
+    Phase,
+    RunTrial,
+    ScheduledConfig,
+    TargetStatus,
+    TimeWindow,
+    TrafficShape,
+    TrialResult,
+    TrialStatus,
+)
+from controller.ports import Proposal
+
+NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
+DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
+NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
+MTP3 = EngineConfig(speculative_method="mtp", num_speculative_tokens=3)
+SHAPE = TrafficShape(
+    arrival_rate_rps=20,
+    concurrency=256,
+    prompt_tokens=LengthDistribution(mean=512),
+    output_tokens=LengthDistribution(mean=512),
+)
+RULES = Rules(slo=SLO(ttft_seconds=2, tpot_seconds=0.1), tuning=TuningRules(max_trials=4), windows=(NIGHT, DAY))
+
+
+def observation(shape: TrafficShape = SHAPE) -> Observation:
+    return Observation(target="ns/m", start=NOON - timedelta(minutes=5), end=NOON, shape=shape)
+
+
+def measured(config: EngineConfig, goodput: float, shape: TrafficShape, ttft: float = 0.5) -> TrialResult:
+    p = Percentiles(p50=ttft / 2, p95=ttft, p99=ttft * 1.2)
+    q = Percentiles(p50=0.02, p95=0.03, p99=0.04)
+    return TrialResult(
+        config=config,
+        shape=shape,
+        slo=RULES.slo,
+        status=TrialStatus.MEASURED,
+        ttft_s=p,
+        tpot_s=q,
+        goodput_tokens_per_s=goodput,
+        output_tokens_per_s=goodput,
+        completed=100,
+    )
+
+
+def plan(status: TargetStatus, proposals: tuple[Proposal, ...] = (), **kw: object) -> planner.Decision:
+    args: dict[str, object] = {
+        "status": status,
+        "observation": observation(),
+        "observe_error": None,
+        "proposals": proposals,
+        "rules": RULES,
+        "now": NOON,
+    }
+    args.update(kw)
+    return planner.plan(**args)  # type: ignore[arg-type]
+
+
+def tuning_status(results: list[TrialResult], proposers: list[str]) -> TargetStatus:
+    first = plan(TargetStatus())
+    assert first.status.tuning is not None
+    round_ = first.status.tuning.model_copy(
+        update={"trial_keys": tuple(r.config.key() for r in results), "trial_proposers": tuple(proposers)}
+    )
+    shaped = [r.model_copy(update={"shape": round_.shape}) for r in results]
+    return first.status.model_copy(update={"tuning": round_, "trials": tuple(shaped)})
+
+
+def test_first_cycle_starts_tuning_with_a_baseline_trial() -> None:
+    d = plan(TargetStatus())
+    assert d.status.phase is Phase.TRIALLING
+    assert d.status.window == "day"
+    trials = [a for a in d.actions if isinstance(a, RunTrial)]
+    assert [t.config for t in trials] == [STOCK]
+    assert "no tuned config for window 'day'" in trials[0].reason
+    assert trials[0].shape.window == DAY
+
+
+def test_trialling_runs_new_proposals_within_budget() -> None:
+    status = tuning_status([measured(STOCK, 1000, SHAPE)], ["baseline"])
+    proposals = (
+        Proposal(STOCK, "again", "agent"),  # already trialled: dropped
+        Proposal(MTP1, "MTP1 at high concurrency", "agent"),
+        Proposal(MTP3, "deeper drafts", "optimizer"),
+        Proposal(EngineConfig(max_num_seqs=512), "bigger batch", "optimizer"),
+    )
+    d = plan(status, proposals)
+    runs = [a for a in d.actions if isinstance(a, RunTrial)]
+    assert [r.config for r in runs] == [MTP1, MTP3]  # trials_per_cycle = 2
+    assert runs[0].proposed_by == "agent" and "trial 2/4: MTP1 at high concurrency" in runs[0].reason
+
+
+def test_selection_rolls_out_the_best_with_evidence() -> None:
+    status = tuning_status(
+        [measured(STOCK, 1000, SHAPE), measured(MTP1, 1800, SHAPE), measured(MTP3, 1500, SHAPE)],
+        ["baseline", "agent", "optimizer"],
+    )
+    d = plan(status)
+    assert d.status.phase is Phase.ROLLING_OUT
+    assert d.status.rollout is not None and d.status.rollout.to_config == MTP1
+    assert d.status.rollout.proposed_by == "agent"
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.config == MTP1 and entry.gain == pytest.approx(1.8)
+    notify = next(a for a in d.actions if isinstance(a, Notify))
+    assert "1.80x" in notify.reason and dict(notify.fields)["config"] == "mtp1"
+    assert any(isinstance(a, DeployCandidate) for a in d.actions)
+
+
+def test_small_gain_keeps_the_active_config() -> None:
+    status = tuning_status([measured(STOCK, 1000, SHAPE), measured(MTP1, 1010, SHAPE)], ["baseline", "optimizer"])
+    d = plan(status)
+    assert d.status.phase is Phase.OBSERVING and d.status.rollout is None
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.config == STOCK and "1.01x < 1.03x" in entry.reason
+
+
+def test_candidates_that_break_the_slo_never_win() -> None:
+    status = tuning_status([measured(STOCK, 1000, SHAPE), measured(MTP3, 5000, SHAPE, ttft=9.0)], ["baseline", "agent"])
+    d = plan(status)
+    assert d.status.phase is Phase.OBSERVING
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.config == STOCK
+
+
+@pytest.mark.parametrize(
+    ("approval", "config", "phase"),
+    [
+        ("auto", MTP1, Phase.ROLLING_OUT),
+        ("manual", MTP1, Phase.AWAITING_APPROVAL),
+        ("manual-for-lossy", MTP1, Phase.ROLLING_OUT),
+        ("manual-for-lossy", EngineConfig(mamba_ssm_cache_dtype="float16"), Phase.AWAITING_APPROVAL),
+    ],
+)
+def test_approval_modes(approval: str, config: EngineConfig, phase: Phase) -> None:
+    rules = Rules(slo=RULES.slo, tuning=TuningRules(max_trials=2, approval=approval), windows=RULES.windows)  # type: ignore[arg-type]
+    status = tuning_status([measured(STOCK, 1000, SHAPE), measured(config, 2000, SHAPE)], ["baseline", "optimizer"])
+    d = plan(status, rules=rules, is_lossy=lambda c: c.mamba_ssm_cache_dtype == "float16")
+    assert d.status.phase is phase
+
+
+def test_dry_run_reports_but_rolls_out_nothing() -> None:
+    rules = Rules(slo=RULES.slo, tuning=TuningRules(max_trials=2, dry_run=True), windows=RULES.windows)
+    status = tuning_status([measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE)], ["baseline", "optimizer"])
+    d = plan(status, rules=rules)
+    assert d.status.phase is Phase.OBSERVING and d.status.rollout is None
+    assert d.status.active_config == STOCK
+    assert [type(a) for a in d.actions] == [Notify] and "dry-run: would roll out mtp1" in d.actions[0].reason
+
+
+def test_missing_metrics_freeze_and_recover() -> None:
+    d = plan(TargetStatus(), observation=None, observe_error="metrics unavailable: connection refused")
+    assert d.status.phase is Phase.FROZEN and "connection refused" in (d.status.frozen_reason or "")
+    assert [type(a) for a in d.actions] == [Notify]
+    again = plan(d.status, observation=None, observe_error="still down")
+    assert again.status.phase is Phase.FROZEN and again.actions == ()
+    back = plan(again.status)
+    assert back.status.phase is Phase.OBSERVING and back.status.frozen_reason is None
+
+
+def test_new_window_switches_to_its_scheduled_config() -> None:
+    night_shape = SHAPE.model_copy(update={"concurrency": 2})
+    status = TargetStatus(
+        active_config=MTP1,
+        window="day",
+        schedule=(
+            ScheduledConfig(
+                window="night",
+                config=MTP3,
+                shape=night_shape,
+                goodput_tokens_per_s=300,
+                stock_goodput_tokens_per_s=200,
+                reason="measured",
+            ),
+            ScheduledConfig(
+                window="day",
+                config=MTP1,
+                shape=SHAPE,
+                goodput_tokens_per_s=3000,
+                stock_goodput_tokens_per_s=1500,
+                reason="measured",
+            ),
+        ),
+    )
+    d = plan(status, now=datetime(2026, 12, 1, 1, 0, tzinfo=UTC), observation=observation(night_shape))
+    assert d.status.phase is Phase.ROLLING_OUT and d.status.rollout is not None
+    assert d.status.rollout.to_config == MTP3 and d.status.rollout.proposed_by == "schedule"
+    assert "window 'night' starts" in d.status.rollout.reason and "1.50x stock" in d.status.rollout.reason
+
+
+def test_drift_starts_a_new_round() -> None:
+    status = TargetStatus(
+        window="day",
+        schedule=(
+            ScheduledConfig(
+                window="day", config=STOCK, shape=SHAPE, goodput_tokens_per_s=1, stock_goodput_tokens_per_s=1
+            ),
+        ),
+    )
+    assert plan(status).status.phase is Phase.OBSERVING
+    d = plan(status, drifted=True)
+    assert d.status.phase is Phase.TRIALLING and "drifted" in d.status.tuning.reason  # type: ignore[union-attr]

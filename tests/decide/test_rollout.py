@@ -1,0 +1,243 @@
+"""Rollout analysis and stepping: table-driven over scripted variant stats and a fake clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.decide import rollout
+from controller.decide.rollout import RolloutRules
+from controller.domain import (
+    SLO,
+    STOCK,
+    Approval,
+    DeployCandidate,
+    EngineConfig,
+    LengthDistribution,
+    Observation,
+    Phase,
+    Promote,
+    RequestApproval,
+    Rollback,
+    SetWeights,
+    TrafficShape,
+    VariantStats,
+)
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05, max_error_rate=0.01)
+RULES = RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100)
+CANDIDATE = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
+SHAPE = TrafficShape(
+    arrival_rate_rps=10,
+    concurrency=64,
+    prompt_tokens=LengthDistribution(mean=512),
+    output_tokens=LengthDistribution(mean=512),
+)
+
+
+def stats(variant: str, requests: int, ttft: float = 0.3, tpot: float = 0.02, errors: int = 0) -> VariantStats:
+    return VariantStats(variant=variant, requests=requests, errors=errors, ttft_p95_s=ttft, tpot_p95_s=tpot)
+
+
+def obs(candidate: VariantStats | None, stable: VariantStats | None = None) -> Observation:
+    variants = {v.variant: v for v in (candidate, stable or stats("stable", 2000)) if v is not None}
+    return Observation(target="ns/m", start=T0, end=T0 + timedelta(minutes=5), shape=SHAPE, variants=variants)
+
+
+@pytest.mark.parametrize(
+    ("candidate", "stable", "verdict", "says"),
+    [
+        (None, stats("stable", 500), "Pending", "no candidate requests"),
+        (stats("candidate", 50), stats("stable", 500), "Pending", "50 of 100"),
+        (stats("candidate", 150), stats("stable", 500), "Successful", "150 requests"),
+        (stats("candidate", 150, ttft=0.6), stats("stable", 500, ttft=0.3), "Failed", "2.00x stable"),
+        (stats("candidate", 150, ttft=1.5), stats("stable", 500), "Failed", "exceeds the SLO"),
+        (stats("candidate", 150, tpot=0.08), stats("stable", 500), "Failed", "TPOT"),
+        (stats("candidate", 150, errors=10), stats("stable", 500), "Failed", "error rate"),
+        (stats("candidate", 150, ttft=1.6), stats("stable", 500, ttft=1.5), "Inconclusive", "stable breaches"),
+        # a clear regression needs fewer samples to roll back than a success needs to promote
+        (stats("candidate", 30, ttft=0.9), stats("stable", 500, ttft=0.3), "Failed", "3.00x"),
+        (stats("candidate", 5, ttft=0.9), stats("stable", 500, ttft=0.3), "Pending", "possible regression"),
+    ],
+)
+def test_analysis_table(candidate: VariantStats | None, stable: VariantStats | None, verdict: str, says: str) -> None:
+    result = rollout.analyse(candidate=candidate, stable=stable, slo=SLO_, rules=RULES)
+    assert result.verdict == verdict
+    assert says in result.reason
+
+
+def start(needs_approval: bool = False, rules: RolloutRules = RULES) -> rollout.RolloutStep:
+    return rollout.start(
+        rollout_id="r1",
+        from_config=STOCK,
+        to_config=CANDIDATE,
+        rules=rules,
+        now=T0,
+        reason="faster",
+        proposed_by="optimizer",
+        expected_gain=1.5,
+        needs_approval=needs_approval,
+    )
+
+
+def test_full_rollout_walks_every_step_then_promotes() -> None:
+    step = start()
+    assert step.phase is Phase.ROLLING_OUT and isinstance(step.actions[0], DeployCandidate)
+    assert step.rollout is not None and step.rollout.weight == 0
+    now = T0
+    weights: list[int] = []
+    for _ in range(20):
+        assert step.rollout is not None
+        now += timedelta(seconds=150)
+        step = rollout.advance(
+            state=step.rollout,
+            phase=step.phase,
+            observation=obs(stats("candidate", 400)),
+            slo=SLO_,
+            rules=RULES,
+            now=now,
+        )
+        weights += [a.candidate_weight for a in step.actions if isinstance(a, SetWeights)]
+        if any(isinstance(a, Promote) for a in step.actions):
+            break
+    assert weights == [5, 25, 50, 100]
+    assert step.phase is Phase.OBSERVING
+    assert step.rollout is not None and len(step.rollout.analyses) == 4
+
+
+def test_candidate_not_ready_holds_weight_at_zero() -> None:
+    step = start()
+    assert step.rollout is not None
+    held = rollout.advance(
+        state=step.rollout,
+        phase=step.phase,
+        observation=obs(None),
+        slo=SLO_,
+        rules=RULES,
+        now=T0,
+        candidate_ready=False,
+    )
+    assert held.actions == () and held.rollout is not None and held.rollout.weight == 0
+    assert "waiting for" in held.notes[0]
+
+
+def test_regression_rolls_back_at_first_step() -> None:
+    step = start()
+    assert step.rollout is not None
+    step = rollout.advance(state=step.rollout, phase=step.phase, observation=obs(None), slo=SLO_, rules=RULES, now=T0)
+    assert step.rollout is not None and step.rollout.weight == 5
+    bad = obs(stats("candidate", 60, ttft=0.7), stats("stable", 1500, ttft=0.3))
+    step = rollout.advance(state=step.rollout, phase=step.phase, observation=bad, slo=SLO_, rules=RULES, now=T0)
+    assert step.phase is Phase.ROLLED_BACK
+    assert isinstance(step.actions[0], Rollback) and "2.33x" in step.actions[0].reason
+
+
+def test_metrics_outage_freezes_without_promoting() -> None:
+    step = start()
+    assert step.rollout is not None
+    step = rollout.advance(state=step.rollout, phase=step.phase, observation=obs(None), slo=SLO_, rules=RULES, now=T0)
+    assert step.rollout is not None
+    frozen = rollout.advance(
+        state=step.rollout, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0 + timedelta(hours=2)
+    )
+    assert frozen.actions == () and frozen.rollout == step.rollout and "metrics unavailable" in frozen.notes[0]
+
+
+def test_manual_approval_then_rejection_and_approval() -> None:
+    step = start(needs_approval=True)
+    assert step.phase is Phase.AWAITING_APPROVAL
+    assert any(isinstance(a, RequestApproval) for a in step.actions)
+    assert step.rollout is not None
+    waiting = rollout.advance(state=step.rollout, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0)
+    assert waiting.phase is Phase.AWAITING_APPROVAL and waiting.actions == ()
+    approved = step.rollout.model_copy(
+        update={"approvals": (Approval(by="alice", at=T0, step=0, decision="approved"),)}
+    )
+    go = rollout.advance(state=approved, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0)
+    assert go.phase is Phase.ROLLING_OUT and isinstance(go.actions[0], SetWeights)
+    assert "alice" in go.actions[0].reason
+    rejected = step.rollout.model_copy(
+        update={"approvals": (Approval(by="bob", at=T0, step=0, decision="rejected", comment="not today"),)}
+    )
+    no = rollout.advance(state=rejected, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0)
+    assert no.phase is Phase.OBSERVING and no.rollout is None and "bob" in no.actions[0].reason
+
+
+def test_inconclusive_analysis_pauses_for_a_human() -> None:
+    step = start()
+    assert step.rollout is not None
+    step = rollout.advance(state=step.rollout, phase=step.phase, observation=obs(None), slo=SLO_, rules=RULES, now=T0)
+    assert step.rollout is not None
+    both_slow = obs(stats("candidate", 300, ttft=1.6), stats("stable", 3000, ttft=1.5))
+    later = T0 + timedelta(seconds=400)
+    step = rollout.advance(
+        state=step.rollout, phase=step.phase, observation=both_slow, slo=SLO_, rules=RULES, now=later
+    )
+    assert step.phase is Phase.AWAITING_APPROVAL
+    assert isinstance(step.actions[0], RequestApproval) and step.actions[0].step == 1
+
+
+def test_pause_resume_and_abort() -> None:
+    step = start()
+    assert step.rollout is not None
+    step = rollout.advance(state=step.rollout, phase=step.phase, observation=obs(None), slo=SLO_, rules=RULES, now=T0)
+    assert step.rollout is not None
+    paused = step.rollout.model_copy(update={"paused": True})
+    p = rollout.advance(
+        state=paused,
+        phase=Phase.ROLLING_OUT,
+        observation=obs(stats("candidate", 500)),
+        slo=SLO_,
+        rules=RULES,
+        now=T0 + timedelta(hours=1),
+    )
+    assert p.phase is Phase.PAUSED and p.actions == ()
+    resumed = rollout.advance(
+        state=paused.model_copy(update={"paused": False}),
+        phase=Phase.PAUSED,
+        observation=None,
+        slo=SLO_,
+        rules=RULES,
+        now=T0 + timedelta(hours=2),
+    )
+    assert resumed.phase is Phase.ROLLING_OUT
+    aborted = rollout.advance(
+        state=step.rollout.model_copy(update={"abort_requested": True, "abort_reason": "ops"}),
+        phase=Phase.ROLLING_OUT,
+        observation=None,
+        slo=SLO_,
+        rules=RULES,
+        now=T0,
+    )
+    assert aborted.phase is Phase.ROLLED_BACK and "aborted by a user: ops" in aborted.actions[0].reason
+
+
+def test_manual_gate_waits_before_its_step() -> None:
+    rules = RolloutRules(steps=(10, 50, 100), bake_s=60, min_samples=10, manual_gates=(2,))
+    step = start(rules=rules)
+    now = T0
+    seen: list[str] = []
+    for _ in range(10):
+        assert step.rollout is not None
+        now += timedelta(seconds=120)
+        step = rollout.advance(
+            state=step.rollout,
+            phase=step.phase,
+            observation=obs(stats("candidate", 100)),
+            slo=SLO_,
+            rules=rules,
+            now=now,
+        )
+        seen.append(step.phase.value)
+        if step.phase is Phase.AWAITING_APPROVAL:
+            break
+    assert step.rollout is not None and step.rollout.weight == 50
+    assert isinstance(step.actions[0], RequestApproval) and step.actions[0].step == 2
+
+
+@pytest.mark.parametrize("steps", [(), (5, 25), (50, 25, 100), (0, 100)])
+def test_bad_step_schedules_are_rejected(steps: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="steps"):
+        RolloutRules(steps=steps)
