@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from controller.decide import planner
+from controller.decide import guardrails, planner
 from controller.decide.rollout import RolloutRules
 from controller.domain.actions import (
     Action,
@@ -155,19 +155,18 @@ class Reconciler:
         return accepted, notes + rejected
 
     def screen(self, proposals: Sequence[Proposal], status: TargetStatus) -> tuple[list[Proposal], list[str]]:
-        """Guardrails: only in-policy, feasible, new configs reach a trial. Returns (accepted, rejection reasons)."""
-        tried = set(status.tuning.trial_keys) if status.tuning else set()
-        accepted: list[Proposal] = []
-        rejected: list[str] = []
-        for p in proposals:
-            problems = self.policy.validate_config(p.config, active=status.active_config)
-            if p.config.key() in tried or any(a.config.key() == p.config.key() for a in accepted):
-                problems.append("already trialled in this round")
-            if problems:
-                rejected.append(f"rejected {p.config.label()} from {p.proposed_by}: {'; '.join(problems)}")
-            else:
-                accepted.append(p)
-        return accepted, rejected
+        """Guardrails: only in-policy, feasible, new, in-budget configs reach a trial.
+
+        Returns the accepted proposals and one line per rejection (who proposed it and why it was refused).
+        """
+        verdict = guardrails.check_proposals(
+            proposals,
+            policy=self.policy,
+            active=status.active_config,
+            history=planner.round_trials(status),
+            max_accept=self.rules.tuning.trials_per_cycle,
+        )
+        return list(verdict.accepted), [f"rejected {r.describe()}" for r in verdict.rejected]
 
     # ----- cycle -------------------------------------------------------------------------------
     def reconcile(self, target: TargetRef, status: TargetStatus) -> CycleResult:
