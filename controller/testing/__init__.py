@@ -1,0 +1,1 @@
+"""Helpers for tests that need real components (a tiny vLLM server, ...)."""

@@ -1,0 +1,1 @@
+"""Canary trials: launch a candidate engine, replay a traffic shape, measure, gate on quality."""

@@ -1,0 +1,304 @@
+"""The trial runner: the real :class:`~controller.ports.LoadTester`.
+
+launch -> wait ready -> warm up -> scrape /metrics -> replay the shape (sampling KV usage) -> scrape /metrics ->
+(quality gate) -> tear down -> :class:`TrialResult`. Every way a candidate can fail (refused flag, crash, OOM,
+start-up timeout) comes back as an ``infeasible`` result with the engine's reason and last log lines; only a
+broken measurement (load generator, metrics, cancel) is ``failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import httpx
+
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.errors import MetricsUnavailable
+from controller.ports import TrialRequest
+from controller.trials.cache import TrialCache, TrialKey
+from controller.trials.launchers import Launch, Launcher
+from controller.trials.loadgen import LoadGenerator, LoadPlan, LoadReport, plan_requests
+from controller.trials.metrics_delta import GaugeSampler, MetricsDelta, delta, scrape
+from controller.trials.quality import QualityGate
+
+#: ``progress(phase, done, total)``; phases: launch, warmup, replay, quality, teardown, done.
+TrialProgress = Callable[[str, int, int], None]
+
+_ERROR_LINE = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception)):\s*(.+)$")
+_OOM = re.compile(r"out of memory|OutOfMemory|Killed|MemoryError|oom", re.IGNORECASE)
+
+
+def engine_reason(error: str, log_tail: Sequence[str]) -> str:
+    """One line saying why the engine did not serve: the last exception line in its log, else the launcher's."""
+    for line in reversed(log_tail):
+        m = _ERROR_LINE.search(line)
+        if m:
+            return f"{m.group(1).split('.')[-1]}: {m.group(2).strip()}"[:400]
+    for line in reversed(log_tail):
+        if _OOM.search(line):
+            return f"out of memory: {line.strip()}"[:400]
+    return error or "engine failed"
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    """How trials are shaped; the budget (duration, request cap, start-up timeout) comes with each request."""
+
+    mode: Literal["open", "closed"] | None = None  # None: open loop when the shape has an arrival rate
+    burstiness: float = 1.0
+    token_id_range: tuple[int, int] = (300, 4000)
+    max_model_len: int | None = None
+    warmup_requests: int = 4
+    request_timeout_s: float = 600.0
+    temperature: float = 0.0
+    sample_interval_s: float = 1.0
+
+
+class TrialRunner:
+    """Runs one trial at a time through a :class:`Launcher`; implements the ``LoadTester`` port."""
+
+    def __init__(
+        self,
+        launcher: Launcher,
+        *,
+        model: str,
+        gpu_type: str,
+        engine_version: str,
+        settings: RunnerSettings | None = None,
+        cache: TrialCache | None = None,
+        quality_gate: QualityGate | None = None,
+        progress: TrialProgress | None = None,
+    ) -> None:
+        self.launcher = launcher
+        self.model = model
+        self.gpu_type = gpu_type
+        self.engine_version = engine_version
+        self.settings = settings or RunnerSettings()
+        self.cache = cache
+        self.quality_gate = quality_gate
+        self.progress = progress
+        self._cancel = threading.Event()
+        self.runs = 0  # trials actually executed (cache hits excluded)
+
+    # ----- public -------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop the running trial as soon as possible; it returns a ``failed`` result marked cancelled."""
+        self._cancel.set()
+
+    def key(self, request: TrialRequest) -> TrialKey:
+        return TrialKey.of(
+            model=self.model,
+            gpu_type=self.gpu_type,
+            engine_version=self.engine_version,
+            config=request.config,
+            shape=request.shape,
+        )
+
+    def plan(self, request: TrialRequest) -> LoadPlan:
+        s = self.settings
+        shape, budget = request.shape, request.budget
+        mode = s.mode or ("open" if shape.arrival_rate_rps > 0 else "closed")
+        if mode == "open":
+            n = max(1, min(budget.max_requests, math.ceil(shape.arrival_rate_rps * budget.duration_s)))
+        else:
+            n = max(1, budget.max_requests)
+        return plan_requests(
+            shape,
+            num_requests=n,
+            seed=request.seed,
+            mode=mode,
+            burstiness=s.burstiness,
+            token_id_range=s.token_id_range,
+            max_model_len=s.max_model_len,
+        )
+
+    def run(self, request: TrialRequest) -> TrialResult:
+        key = self.key(request)
+        if self.cache is not None:
+            cached = self.cache.get(key)
+            if cached is not None:
+                self._report("done", 1, 1)
+                return cached
+        self._cancel.clear()
+        result = self._run_uncached(request)
+        self.runs += 1
+        if self.cache is not None and result.status is not TrialStatus.FAILED:
+            self.cache.put(key, result)
+        return result
+
+    # ----- internals ----------------------------------------------------------------------------
+    def _report(self, phase: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(phase, done, total)
+
+    def _base(self, request: TrialRequest) -> dict[str, object]:
+        return {
+            "config": request.config,
+            "shape": request.shape,
+            "slo": request.slo,
+            "source": self.launcher.source,
+        }
+
+    def _run_uncached(self, request: TrialRequest) -> TrialResult:
+        base = self._base(request)
+        self._report("launch", 0, 1)
+        launch = self.launcher.start(request.config, timeout_s=request.budget.startup_timeout_s)
+        self._report("launch", 1, 1)
+        try:
+            if not launch.ready:
+                tail = launch.log_tail or self.launcher.logs(launch)
+                return TrialResult(
+                    **base,
+                    status=TrialStatus.INFEASIBLE,
+                    reason=engine_reason(launch.error, tail),
+                    startup_s=launch.startup_s,
+                    log_tail=tuple(tail),
+                )
+            return self._measure(request, launch, base)
+        finally:
+            self._report("teardown", 0, 1)
+            self.launcher.stop(launch)
+            self._report("teardown", 1, 1)
+
+    def _alive(self, launch: Launch) -> bool:
+        try:
+            return httpx.get(launch.endpoint + "/health", timeout=5.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _replay(self, launch: Launch, plan: LoadPlan, phase: str, max_duration_s: float | None) -> LoadReport:
+        s = self.settings
+
+        def progress(done: int, total: int) -> None:
+            self._report(phase, done, total)
+
+        gen = LoadGenerator(
+            launch.endpoint,
+            launch.model,
+            request_timeout_s=s.request_timeout_s,
+            temperature=s.temperature,
+            progress=progress,
+        )
+
+        async def main() -> LoadReport:
+            cancel = asyncio.Event()
+
+            async def watch() -> None:
+                while not self._cancel.is_set():
+                    await asyncio.sleep(0.1)
+                cancel.set()
+
+            watcher = asyncio.create_task(watch())
+            try:
+                return await gen.run(plan, max_duration_s=max_duration_s, cancel=cancel)
+            finally:
+                watcher.cancel()
+
+        return asyncio.run(main())
+
+    def _measure(self, request: TrialRequest, launch: Launch, base: dict[str, object]) -> TrialResult:
+        s = self.settings
+        budget = request.budget
+        plan = self.plan(request)
+        if s.warmup_requests > 0 and budget.warmup_s > 0:
+            warm = plan_requests(
+                request.shape,
+                num_requests=s.warmup_requests,
+                seed=request.seed + 1_000_003,
+                mode="closed",
+                token_id_range=s.token_id_range,
+                max_model_len=s.max_model_len,
+                max_concurrency=s.warmup_requests,
+            )
+            self._replay(launch, warm, "warmup", budget.warmup_s)
+        if self._cancel.is_set():
+            return self._cancelled(base, launch)
+        try:
+            before = scrape(launch.endpoint)
+            with GaugeSampler(launch.endpoint, interval_s=s.sample_interval_s) as sampler:
+                report = self._replay(launch, plan, "replay", budget.duration_s)
+            after = scrape(launch.endpoint)
+            server: MetricsDelta = delta(before, after, kv_peak=sampler.kv_peak)
+        except MetricsUnavailable as exc:
+            if not self._alive(launch):
+                return self._crashed(base, launch, f"engine stopped answering during the trial ({exc})")
+            return TrialResult(
+                **base,
+                status=TrialStatus.FAILED,
+                reason=f"server metrics unavailable: {exc}",
+                startup_s=launch.startup_s,
+            )
+        if report.cancelled or self._cancel.is_set():
+            return self._cancelled(base, launch)
+        if report.failed and not self._alive(launch):
+            return self._crashed(base, launch, "engine crashed during the trial")
+        summary = report.summary(request.slo)
+        done = len(report.completed)
+        if done == 0:
+            first = report.failed[0].error if report.failed else "no request was sent"
+            return TrialResult(
+                **base,
+                status=TrialStatus.FAILED,
+                reason=f"no request completed: {first}",
+                startup_s=launch.startup_s,
+                failed=len(report.failed),
+                log_tail=self.launcher.logs(launch),
+            )
+        quality = None
+        status = TrialStatus.MEASURED
+        reason = ""
+        if self.quality_gate is not None:
+            self._report("quality", 0, 1)
+            quality = self.quality_gate.evaluate(launch.endpoint, launch.model)
+            self._report("quality", 1, 1)
+            if not quality.passed:
+                status = TrialStatus.REJECTED
+                reason = f"quality gate: {quality.reason}"
+        zero = Percentiles(p50=0, p95=0, p99=0)
+        return TrialResult(
+            **base,
+            status=status,
+            reason=reason,
+            duration_s=report.duration_s,
+            startup_s=launch.startup_s,
+            completed=summary.completed,
+            failed=summary.failed,
+            output_tokens_per_s=summary.output_tokens_per_s,
+            total_tokens_per_s=summary.total_tokens_per_s,
+            request_throughput=summary.request_throughput,
+            goodput_rps=summary.goodput_rps,
+            goodput_tokens_per_s=summary.goodput_tokens_per_s,
+            ttft_s=summary.ttft_s or zero,
+            tpot_s=summary.tpot_s or zero,
+            itl_s=summary.itl_s,
+            e2e_s=summary.e2e_s,
+            spec_decode=server.spec_decode(),
+            preemptions=round(server.preemptions),
+            kv_cache_usage=server.kv_cache_usage_peak,
+            quality=quality,
+        )
+
+    def _crashed(self, base: dict[str, object], launch: Launch, what: str) -> TrialResult:
+        tail = self.launcher.logs(launch)
+        reason = engine_reason(what, tail)
+        return TrialResult(
+            **base,
+            status=TrialStatus.INFEASIBLE,
+            reason=reason if reason == what else f"{what}: {reason}",
+            startup_s=launch.startup_s,
+            log_tail=tail,
+        )
+
+    def _cancelled(self, base: dict[str, object], launch: Launch) -> TrialResult:
+        return TrialResult(
+            **base,
+            status=TrialStatus.FAILED,
+            reason="cancelled",
+            startup_s=launch.startup_s,
+        )
