@@ -1,0 +1,168 @@
+"""Adapters onto the in-process :class:`~controller.simulator.fleet.SimulatedFleet`.
+
+* :class:`SimulatedMetrics` (MetricsSource): reads the fleet's recorded ticks the way a Prometheus query would read
+  counters and histograms over a window, and fails the same ways (outage, empty answer, NaN).
+* :class:`SimulatedRouter` (TrafficRouter): the fleet's candidate weight.
+* :class:`SimulatedCluster` (Cluster): deploys, scales, retires and promotes variants on the fleet; events are kept
+  in a list, stamped with the fleet's clock.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from controller.adapters.memory import ClusterCall, RecordedEvent, check_variant, check_weight
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation, TargetRef, VariantStats
+from controller.domain.traffic import TimeWindow
+from controller.errors import MetricsUnavailable
+from controller.simulator.fleet import VARIANTS, FleetTick, SimulatedFleet, mixture_quantile
+from controller.simulator.traffic import mix_shapes
+
+__all__ = ["SimulatedCluster", "SimulatedMetrics", "SimulatedRouter"]
+
+
+class SimulatedMetrics:
+    """MetricsSource over a :class:`SimulatedFleet`.
+
+    ``observe(target, start, end)`` aggregates the ticks that started in ``[start, end)``:
+
+    * shape: lengths, repetitiveness and prefix share mixed per request; arrival rate and concurrency averaged over
+      time (as ``rate()`` and an averaged gauge would give them);
+    * per variant: requests, errors and good requests summed; TTFT/TPOT p95 of the request-weighted mixture of the
+      ticks' distributions (as ``histogram_quantile`` over summed buckets would); output tokens per second over the
+      window; speculative acceptance weighted by output tokens.
+
+    Raises :class:`MetricsUnavailable` when no tick lies in the window, when a metrics outage, an empty answer or
+    NaN answers are injected (``fleet.faults.metrics``), and whenever a computed value is not finite.
+    """
+
+    def __init__(self, fleet: SimulatedFleet, *, retry_after_s: float = 30.0) -> None:
+        self.fleet = fleet
+        self.retry_after_s = retry_after_s
+
+    def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
+        fault = self.fleet.faults.metrics
+        if fault == "outage":
+            raise MetricsUnavailable(f"{target}: metrics backend unreachable", delay_s=self.retry_after_s)
+        if end <= start:
+            raise MetricsUnavailable(f"{target}: empty window {start.isoformat()} .. {end.isoformat()}", delay_s=0)
+        self.fleet.catch_up()
+        ticks = self.fleet.ticks_between(start, end)
+        if not ticks or fault == "empty":
+            raise MetricsUnavailable(
+                f"{target}: no samples between {start.isoformat()} and {end.isoformat()}", delay_s=self.retry_after_s
+            )
+        seconds = sum(t.seconds for t in ticks)
+        base = mix_shapes([(max(t.shape.arrival_rate_rps * t.seconds, 1e-12), t.shape) for t in ticks])
+        shape = base.model_copy(
+            update={
+                "arrival_rate_rps": sum(t.shape.arrival_rate_rps * t.seconds for t in ticks) / seconds,
+                "concurrency": sum(t.shape.concurrency * t.seconds for t in ticks) / seconds,
+                "window": _dominant_window(ticks),
+            }
+        )
+        variants = {name: self._variant(name, ticks, seconds) for name in VARIANTS if _present(name, ticks)}
+        if fault == "nan":
+            variants = {
+                name: v.model_copy(update={"ttft_p95_s": math.nan, "output_tokens_per_s": math.nan})
+                for name, v in variants.items()
+            }
+            shape = shape.model_copy(update={"arrival_rate_rps": math.nan})
+        _require_finite(target, shape.arrival_rate_rps, shape.concurrency)
+        for v in variants.values():
+            _require_finite(target, v.ttft_p95_s, v.tpot_p95_s, v.output_tokens_per_s, v.spec_acceptance_rate)
+        return Observation(target=str(target), start=start, end=end, shape=shape, variants=variants)
+
+    @staticmethod
+    def _variant(name: str, ticks: list[FleetTick], seconds: float) -> VariantStats:
+        recs = [t.variants[name] for t in ticks if name in t.variants]
+        requests = sum(r.requests for r in recs)
+        errors = sum(r.errors for r in recs)
+        good = sum(r.good_requests for r in recs)
+        tokens = sum(r.output_tokens for r in recs)
+        ttft = mixture_quantile(((r.served, r.ttft_s) for r in recs if r.ttft_s is not None), 0.95)
+        tpot = mixture_quantile(((r.served, r.tpot_s) for r in recs if r.tpot_s is not None), 0.95)
+        spec_w = [(r.output_tokens, r.spec_acceptance) for r in recs if r.spec_acceptance is not None]
+        spec_tokens = sum(w for w, _ in spec_w)
+        spec = sum(w * a for w, a in spec_w if a is not None) / spec_tokens if spec_tokens > 0 else None
+        return VariantStats(
+            variant=name,
+            requests=requests,
+            errors=errors,
+            ttft_p95_s=ttft,
+            tpot_p95_s=tpot,
+            output_tokens_per_s=tokens / seconds,
+            good_requests=good,
+            spec_acceptance_rate=min(1.0, spec) if spec is not None else None,
+        )
+
+
+def _present(name: str, ticks: list[FleetTick]) -> bool:
+    return any(name in t.variants and (t.variants[name].replicas or t.variants[name].requests) for t in ticks)
+
+
+def _dominant_window(ticks: list[FleetTick]) -> TimeWindow | None:
+    seconds: dict[str, float] = {}
+    by_name: dict[str, TimeWindow] = {}
+    for t in ticks:
+        if t.shape.window is not None:
+            seconds[t.shape.window.name] = seconds.get(t.shape.window.name, 0.0) + t.seconds
+            by_name[t.shape.window.name] = t.shape.window
+    if not seconds:
+        return None
+    return by_name[max(seconds, key=lambda name: seconds[name])]
+
+
+def _require_finite(target: TargetRef, *values: float | None) -> None:
+    for v in values:
+        if v is not None and not math.isfinite(v):
+            raise MetricsUnavailable(f"{target}: metrics answered NaN/Inf; not trusting this window")
+
+
+class SimulatedRouter:
+    """TrafficRouter over the fleet's weighted route (one route per fleet; ``target`` is informational)."""
+
+    def __init__(self, fleet: SimulatedFleet) -> None:
+        self.fleet = fleet
+        self.history: list[tuple[datetime, int]] = []
+
+    def get_weight(self, target: TargetRef) -> int:
+        return self.fleet.candidate_weight
+
+    def set_weight(self, target: TargetRef, candidate_weight: int) -> None:
+        self.fleet.set_weight(check_weight(candidate_weight))
+        self.history.append((self.fleet.clock.now(), candidate_weight))
+
+
+class SimulatedCluster:
+    """Cluster over the fleet: variants start cold on the fleet; every call and event is recorded."""
+
+    def __init__(self, fleet: SimulatedFleet) -> None:
+        self.fleet = fleet
+        self.calls: list[ClusterCall] = []
+        self.events: list[RecordedEvent] = []
+
+    def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
+        self.calls.append(ClusterCall("deploy", target, check_variant(variant), config, replicas))
+        self.fleet.deploy(variant, config, replicas)
+
+    def scale(self, target: TargetRef, variant: str, replicas: int) -> None:
+        self.calls.append(ClusterCall("scale", target, check_variant(variant), replicas=replicas))
+        self.fleet.scale(variant, replicas)
+
+    def retire(self, target: TargetRef, variant: str) -> None:
+        self.calls.append(ClusterCall("retire", target, check_variant(variant)))
+        self.fleet.retire(variant)
+
+    def promote(self, target: TargetRef) -> None:
+        self.calls.append(ClusterCall("promote", target, "candidate"))
+        self.fleet.promote()
+
+    def ready_replicas(self, target: TargetRef, variant: str) -> int:
+        return self.fleet.ready_replicas(check_variant(variant))
+
+    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
+        self.calls.append(ClusterCall("event", target, detail=f"{reason}: {message}"))
+        self.events.append(RecordedEvent(target, reason, message, warning, self.fleet.clock.now()))

@@ -1,0 +1,216 @@
+"""Adapters onto the simulated fleet: metrics read the recorded ticks (and fail like Prometheus does), the router
+moves the fleet's weight, the cluster deploys cold variants and records timestamped events."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+from controller.clock import FakeClock
+from controller.domain import STOCK, EngineConfig, Percentiles, SpecDecodeStats, TargetRef, TrafficShape
+from controller.errors import InvalidInput, MetricsUnavailable, NotFound
+from controller.ports import Cluster, MetricsSource, TrafficRouter
+from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.traffic import DiurnalTraffic
+
+MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
+T = TargetRef("llm", "workhorse", "nemotron")
+MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, async_scheduling=True)
+
+
+@dataclass(frozen=True)
+class ToyEstimate:
+    feasible: bool
+    reason: str
+    output_tokens_per_s: float
+    request_throughput: float
+    ttft_s: Percentiles | None
+    tpot_s: Percentiles | None
+    e2e_s: Percentiles | None
+    spec: SpecDecodeStats | None
+
+
+class ToyPerf:
+    """Throughput saturates as ``peak * c / (c + 32)``; stock peaks at 8,000 tok/s, speculative configs at 16,000."""
+
+    def estimate(self, config: EngineConfig, shape: TrafficShape) -> ToyEstimate:
+        peak = 16_000.0 if config.speculative_method != "none" else 8_000.0
+        c = max(shape.concurrency, 1e-3)
+        tpot = (c + 32) / peak
+        ttft = shape.prompt_tokens.mean / 50_000 + tpot
+        e2e = ttft + shape.output_tokens.mean * tpot
+
+        def pct(x: float) -> Percentiles:
+            return Percentiles(p50=x, p95=1.5 * x, p99=2 * x)
+
+        spec = SpecDecodeStats(acceptance_rate=0.8, mean_acceptance_length=1.8) if config.k else None
+        return ToyEstimate(True, "", c / e2e * shape.output_tokens.mean, c / e2e, pct(ttft), pct(tpot), pct(e2e), spec)
+
+
+def make(profile: str = "agents-flat", *, cold_start_s: float = 180.0) -> SimulatedFleet:
+    return SimulatedFleet(
+        "toy", "toy", DiurnalTraffic(0, profile), FakeClock(MONDAY), 0, perf=ToyPerf(), cold_start_s=cold_start_s
+    )
+
+
+def test_adapters_satisfy_ports() -> None:
+    fleet = make()
+    assert isinstance(SimulatedMetrics(fleet), MetricsSource)
+    assert isinstance(SimulatedRouter(fleet), TrafficRouter)
+    assert isinstance(SimulatedCluster(fleet), Cluster)
+
+
+# ----- metrics -------------------------------------------------------------------------------------------------------
+def test_observe_aggregates_the_window() -> None:
+    fleet = make()
+    fleet.advance(900)
+    obs = SimulatedMetrics(fleet).observe(T, start=MONDAY, end=MONDAY + timedelta(seconds=600))
+    assert obs.target == "llm/workhorse" and obs.start == MONDAY
+    true = fleet.ticks[0].shape
+    assert obs.shape.arrival_rate_rps == pytest.approx(true.arrival_rate_rps)
+    assert obs.shape.concurrency == pytest.approx(true.concurrency)
+    assert obs.shape.prompt_tokens.mean == pytest.approx(512)
+    assert obs.shape.window is not None and obs.shape.window.name == "all-day"
+    assert set(obs.variants) == {"stable"}
+    stable = obs.variants["stable"]
+    ticks = fleet.ticks[:10]
+    assert stable.requests == sum(t.variants["stable"].requests for t in ticks)
+    assert stable.output_tokens_per_s == pytest.approx(stable.requests * 512 / 600)
+    p95 = ticks[0].variants["stable"].ttft_s
+    assert p95 is not None and stable.ttft_p95_s == pytest.approx(p95.p95)
+    assert stable.error_rate == 0 and stable.good_requests is not None and stable.spec_acceptance_rate is None
+
+
+def test_observe_splits_variants_by_weight() -> None:
+    fleet = make(cold_start_s=0)
+    cluster, router, metrics = SimulatedCluster(fleet), SimulatedRouter(fleet), SimulatedMetrics(fleet)
+    cluster.deploy(T, "candidate", MTP1, 1)
+    router.set_weight(T, 25)
+    fleet.advance(3600)
+    obs = metrics.observe(T, start=MONDAY, end=fleet.clock.now())
+    cand, stable = obs.variants["candidate"], obs.variants["stable"]
+    assert cand.requests / (cand.requests + stable.requests) == pytest.approx(0.25, abs=0.02)
+    assert cand.spec_acceptance_rate == pytest.approx(0.8)
+    # the faster config, on a quarter of the load, answers faster
+    assert cand.tpot_p95_s is not None and stable.tpot_p95_s is not None
+    assert cand.tpot_p95_s < stable.tpot_p95_s
+
+
+def test_latency_fault_shows_in_that_variants_p95_only() -> None:
+    fleet = make(cold_start_s=0)
+    SimulatedCluster(fleet).deploy(T, "candidate", STOCK, 1)
+    SimulatedRouter(fleet).set_weight(T, 50)
+    metrics = SimulatedMetrics(fleet)
+    fleet.advance(600)
+    healthy = metrics.observe(T, start=MONDAY, end=fleet.clock.now())
+    fleet.faults.latency_multiplier["candidate"] = 3.0
+    start = fleet.clock.now()
+    fleet.advance(600)
+    slow = metrics.observe(T, start=start, end=fleet.clock.now())
+    h_c, s_c = healthy.variants["candidate"], slow.variants["candidate"]
+    assert h_c.ttft_p95_s is not None and s_c.ttft_p95_s is not None
+    assert s_c.ttft_p95_s == pytest.approx(3 * h_c.ttft_p95_s)
+    assert slow.variants["stable"].ttft_p95_s == pytest.approx(healthy.variants["stable"].ttft_p95_s)
+    # a window straddling the fault mixes both distributions: its p95 lies between
+    mixed = metrics.observe(T, start=MONDAY + timedelta(seconds=300), end=fleet.clock.now() - timedelta(seconds=300))
+    m_c = mixed.variants["candidate"].ttft_p95_s
+    assert m_c is not None and h_c.ttft_p95_s < m_c < s_c.ttft_p95_s
+
+
+def test_observe_catches_up_with_the_clock() -> None:
+    fleet = make()
+    fleet.clock.advance(300)
+    obs = SimulatedMetrics(fleet).observe(T, start=MONDAY, end=fleet.clock.now())
+    assert obs.variants["stable"].requests > 0 and len(fleet.ticks) == 5
+
+
+@pytest.mark.parametrize("fault", ["outage", "nan", "empty"])
+def test_metrics_faults_raise_metrics_unavailable(fault: str) -> None:
+    fleet = make()
+    fleet.advance(600)
+    metrics = SimulatedMetrics(fleet)
+    fleet.faults.metrics = fault  # type: ignore[assignment]
+    with pytest.raises(MetricsUnavailable) as info:
+        metrics.observe(T, start=MONDAY, end=fleet.clock.now())
+    assert info.value.delay_s > 0
+    fleet.faults.clear()
+    assert metrics.observe(T, start=MONDAY, end=fleet.clock.now()).variants["stable"].requests > 0
+
+
+def test_no_data_raises() -> None:
+    fleet = make()
+    fleet.advance(600)
+    metrics = SimulatedMetrics(fleet)
+    with pytest.raises(MetricsUnavailable, match="no samples"):
+        metrics.observe(T, start=MONDAY - timedelta(hours=2), end=MONDAY)
+    with pytest.raises(MetricsUnavailable, match="empty window"):
+        metrics.observe(T, start=MONDAY, end=MONDAY)
+
+
+def test_nan_answers_are_not_trusted_even_when_only_one_value_is_bad() -> None:
+    fleet = make()
+    fleet.advance(120)
+    fleet.faults.metrics = "nan"
+    with pytest.raises(MetricsUnavailable, match="NaN"):
+        SimulatedMetrics(fleet).observe(T, start=MONDAY, end=fleet.clock.now())
+    assert not math.isnan(fleet.ticks[0].shape.arrival_rate_rps)  # the fleet itself is untouched
+
+
+# ----- router --------------------------------------------------------------------------------------------------------
+def test_router_moves_the_fleet_weight_and_validates() -> None:
+    fleet = make()
+    router = SimulatedRouter(fleet)
+    assert router.get_weight(T) == 0
+    router.set_weight(T, 30)
+    assert router.get_weight(T) == fleet.candidate_weight == 30
+    for bad in (-1, 101, 50.0, False):
+        with pytest.raises(InvalidInput, match="candidate_weight"):
+            router.set_weight(T, bad)  # type: ignore[arg-type]
+    assert router.get_weight(T) == 30
+    assert router.history == [(MONDAY, 30)]
+
+
+# ----- cluster -------------------------------------------------------------------------------------------------------
+def test_cluster_deploys_cold_variants_and_records_events() -> None:
+    fleet = make(cold_start_s=180)
+    cluster = SimulatedCluster(fleet)
+    cluster.deploy(T, "candidate", MTP1, 2)
+    assert cluster.ready_replicas(T, "candidate") == 0
+    assert cluster.ready_replicas(T, "stable") == 1
+    fleet.advance(120)
+    cluster.record_event(T, "CandidateStarting", "mtp1 warming up")
+    fleet.advance(60)
+    assert cluster.ready_replicas(T, "candidate") == 2
+    cluster.scale(T, "candidate", 1)
+    assert fleet.variant("candidate") is not None and fleet.ready_replicas("candidate") == 1
+    cluster.record_event(T, "RolledBack", "TTFT p95 above SLO", warning=True)
+    cluster.retire(T, "candidate")
+    assert fleet.variant("candidate") is None
+    assert [(e.reason, e.at, e.warning) for e in cluster.events] == [
+        ("CandidateStarting", MONDAY + timedelta(seconds=120), False),
+        ("RolledBack", MONDAY + timedelta(seconds=180), True),
+    ]
+    assert [c.op for c in cluster.calls] == ["deploy", "event", "scale", "event", "retire"]
+
+
+def test_cluster_promote_and_errors() -> None:
+    fleet = make(cold_start_s=60)
+    cluster, router = SimulatedCluster(fleet), SimulatedRouter(fleet)
+    with pytest.raises(NotFound):
+        cluster.promote(T)
+    with pytest.raises(NotFound):
+        cluster.scale(T, "candidate", 1)
+    with pytest.raises(InvalidInput, match="variant"):
+        cluster.deploy(T, "blue", STOCK, 1)
+    cluster.deploy(T, "candidate", MTP1, 1)
+    fleet.advance(60)
+    router.set_weight(T, 100)
+    cluster.promote(T)
+    assert router.get_weight(T) == 0
+    assert cluster.ready_replicas(T, "stable") == 1 and cluster.ready_replicas(T, "candidate") == 0
+    stable = fleet.variant("stable")
+    assert stable is not None and stable.config == MTP1
