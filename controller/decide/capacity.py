@@ -1,0 +1,82 @@
+"""Capacity-based replica counts: forecast load over measured per-replica capacity at the SLO. Pure.
+
+Ray Serve style: a pure policy (``desired = ceil(load * (1 + headroom) / capacity)``) wrapped by guardrails
+(bounds, a scale-down stabilisation window, and deference to an HPA/KEDA object that already owns the workload).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+ExternalMode = Literal["defer", "takeover"]
+
+
+@dataclass(frozen=True)
+class ScalingRules:
+    min_replicas: int = 1
+    max_replicas: int = 8
+    headroom: float = 0.2
+    """Spare capacity kept above the forecast (0.2 = plan for 120% of the forecast load)."""
+    scale_down_stabilisation_s: float = 900.0
+    """Desired replicas must stay below the current count this long before replicas are removed."""
+    external_autoscaler_mode: ExternalMode = "defer"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_replicas <= self.max_replicas:
+            raise ValueError("need 0 <= min_replicas <= max_replicas")
+        if self.headroom < 0:
+            raise ValueError("headroom must be >= 0")
+
+
+@dataclass(frozen=True)
+class ScalingDecision:
+    replicas: int
+    """Replica count to apply; equal to ``current`` when nothing should change."""
+    reason: str
+    below_since: datetime | None
+    """When desired first fell below current (carried in status for the stabilisation window)."""
+
+    def changes(self, current: int) -> bool:
+        return self.replicas != current
+
+
+def desired_replicas(
+    *,
+    forecast_rps: float,
+    capacity_rps_per_replica: float,
+    current: int,
+    rules: ScalingRules,
+    now: datetime,
+    below_since: datetime | None = None,
+    external_autoscaler: str | None = None,
+) -> ScalingDecision:
+    """How many replicas serve ``forecast_rps`` at the SLO, given one replica sustains ``capacity_rps_per_replica``."""
+    if external_autoscaler and rules.external_autoscaler_mode == "defer":
+        return ScalingDecision(current, f"{external_autoscaler} manages replicas; deferring to it", None)
+    if capacity_rps_per_replica <= 0:
+        return ScalingDecision(current, "no measured capacity at the SLO yet; keeping the replica count", None)
+    raw = math.ceil(forecast_rps * (1 + rules.headroom) / capacity_rps_per_replica - 1e-9) if forecast_rps > 0 else 0
+    bounded = min(max(raw, rules.min_replicas), rules.max_replicas)
+    basis = (
+        f"forecast {forecast_rps:.2f} req/s x {1 + rules.headroom:.2f} headroom / "
+        f"{capacity_rps_per_replica:.2f} req/s per replica at the SLO = {raw}"
+    )
+    if bounded != raw:
+        basis += f", bounded to [{rules.min_replicas}, {rules.max_replicas}]"
+    takeover = f" (taking over from {external_autoscaler})" if external_autoscaler else ""
+    if bounded > current:
+        return ScalingDecision(bounded, f"scale up {current} -> {bounded}: {basis}{takeover}", None)
+    if bounded == current:
+        return ScalingDecision(current, f"keep {current}: {basis}", None)
+    since = below_since or now
+    waited = (now - since).total_seconds()
+    if waited < rules.scale_down_stabilisation_s:
+        return ScalingDecision(
+            current,
+            f"keep {current} for now: {basis}; scale-down waits {rules.scale_down_stabilisation_s - waited:.0f} s more",
+            since,
+        )
+    return ScalingDecision(bounded, f"scale down {current} -> {bounded}: {basis}{takeover}", None)

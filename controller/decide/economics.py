@@ -1,0 +1,77 @@
+"""Cost per million tokens of self-hosting against an API price. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ApiPrice:
+    """What an API provider charges, in USD per million tokens."""
+
+    input_per_million: float
+    output_per_million: float
+
+    def cost(self, *, input_tokens: float, output_tokens: float) -> float:
+        return (input_tokens * self.input_per_million + output_tokens * self.output_per_million) / 1e6
+
+
+@dataclass(frozen=True)
+class WindowEconomics:
+    window: str
+    gpu_hours: float
+    self_hosted_usd: float
+    api_usd: float
+    input_tokens: float
+    output_tokens: float
+    utilisation: float
+    """Share of the GPUs' capacity (at the SLO) the traffic used."""
+
+    @property
+    def usd_per_million_output(self) -> float:
+        return self.self_hosted_usd / self.output_tokens * 1e6 if self.output_tokens else float("inf")
+
+    @property
+    def api_is_cheaper(self) -> bool:
+        return self.api_usd < self.self_hosted_usd
+
+    @property
+    def saving(self) -> float:
+        """Fraction saved by self-hosting versus the API (negative when the API is cheaper)."""
+        return 1 - self.self_hosted_usd / self.api_usd if self.api_usd else 0.0
+
+    def describe(self) -> str:
+        verdict = (
+            f"API cheaper by ${self.self_hosted_usd - self.api_usd:,.2f} (GPUs {self.utilisation:.1%} utilised)"
+            if self.api_is_cheaper
+            else f"self-hosting saves {self.saving:.0%}"
+        )
+        return (
+            f"{self.window}: ${self.usd_per_million_output:,.2f} per million output tokens on {self.gpu_hours:.1f} "
+            f"GPU-hours (${self.self_hosted_usd:,.2f}) vs API ${self.api_usd:,.2f}: {verdict}"
+        )
+
+
+def window_economics(
+    *,
+    window: str,
+    gpu_hours: float,
+    gpu_usd_per_hour: float,
+    input_tokens: float,
+    output_tokens: float,
+    capacity_output_tokens: float,
+    api: ApiPrice,
+) -> WindowEconomics:
+    """Economics of one window at measured utilisation (``capacity_output_tokens``: what the GPUs could have
+    produced at the SLO in that window)."""
+    if gpu_hours < 0 or gpu_usd_per_hour < 0 or input_tokens < 0 or output_tokens < 0:
+        raise ValueError("hours, prices and token counts must be >= 0")
+    return WindowEconomics(
+        window=window,
+        gpu_hours=gpu_hours,
+        self_hosted_usd=gpu_hours * gpu_usd_per_hour,
+        api_usd=api.cost(input_tokens=input_tokens, output_tokens=output_tokens),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        utilisation=min(1.0, output_tokens / capacity_output_tokens) if capacity_output_tokens else 0.0,
+    )

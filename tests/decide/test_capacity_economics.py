@@ -1,0 +1,123 @@
+"""Capacity-based scaling and window economics: table-driven."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.decide.capacity import ScalingRules, desired_replicas
+from controller.decide.economics import ApiPrice, window_economics
+
+NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
+RULES = ScalingRules(min_replicas=1, max_replicas=6, headroom=0.2, scale_down_stabilisation_s=600)
+
+
+@pytest.mark.parametrize(
+    ("forecast", "capacity", "current", "below_since", "external", "replicas", "says"),
+    [
+        (10.0, 5.0, 1, None, None, 3, "scale up 1 -> 3"),  # 10 * 1.2 / 5 = 2.4 -> 3
+        (10.0, 5.0, 3, None, None, 3, "keep 3"),
+        (100.0, 5.0, 2, None, None, 6, "bounded to [1, 6]"),
+        (0.0, 5.0, 2, None, None, 2, "scale-down waits 600 s"),  # first time below: wait
+        (0.0, 5.0, 2, NOW - timedelta(seconds=700), None, 1, "scale down 2 -> 1"),
+        (1.0, 0.0, 2, None, None, 2, "no measured capacity"),
+        (10.0, 5.0, 1, None, "HorizontalPodAutoscaler/vllm", 1, "deferring"),
+    ],
+)
+def test_desired_replicas(
+    forecast: float,
+    capacity: float,
+    current: int,
+    below_since: datetime | None,
+    external: str | None,
+    replicas: int,
+    says: str,
+) -> None:
+    d = desired_replicas(
+        forecast_rps=forecast,
+        capacity_rps_per_replica=capacity,
+        current=current,
+        rules=RULES,
+        now=NOW,
+        below_since=below_since,
+        external_autoscaler=external,
+    )
+    assert d.replicas == replicas
+    assert says in d.reason
+
+
+def test_takeover_mode_scales_despite_an_hpa() -> None:
+    rules = ScalingRules(external_autoscaler_mode="takeover")
+    d = desired_replicas(
+        forecast_rps=10,
+        capacity_rps_per_replica=5,
+        current=1,
+        rules=rules,
+        now=NOW,
+        external_autoscaler="ScaledObject/vllm",
+    )
+    assert d.replicas == 3 and "taking over from ScaledObject/vllm" in d.reason
+
+
+def test_stabilisation_window_is_carried_in_state() -> None:
+    first = desired_replicas(forecast_rps=0, capacity_rps_per_replica=5, current=3, rules=RULES, now=NOW)
+    assert first.replicas == 3 and first.below_since == NOW
+    later = desired_replicas(
+        forecast_rps=0,
+        capacity_rps_per_replica=5,
+        current=3,
+        rules=RULES,
+        now=NOW + timedelta(seconds=601),
+        below_since=first.below_since,
+    )
+    assert later.replicas == 1
+    bounce = desired_replicas(forecast_rps=20, capacity_rps_per_replica=5, current=3, rules=RULES, now=NOW)
+    assert bounce.below_since is None
+
+
+@pytest.mark.parametrize("bad", [{"min_replicas": 3, "max_replicas": 2}, {"headroom": -0.1}])
+def test_bad_scaling_rules(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        ScalingRules(**bad)  # type: ignore[arg-type]
+
+
+def test_busy_gpu_beats_the_api_and_idle_gpu_loses() -> None:
+    api = ApiPrice(input_per_million=0.30, output_per_million=1.20)
+    busy = window_economics(
+        window="day",
+        gpu_hours=8,
+        gpu_usd_per_hour=4.05,
+        input_tokens=200e6,
+        output_tokens=200e6,
+        capacity_output_tokens=250e6,
+        api=api,
+    )
+    assert busy.self_hosted_usd == pytest.approx(32.4)
+    assert busy.api_usd == pytest.approx(60 + 240)
+    assert not busy.api_is_cheaper and busy.saving == pytest.approx(1 - 32.4 / 300)
+    assert busy.usd_per_million_output == pytest.approx(0.162)
+    assert busy.utilisation == pytest.approx(0.8)
+    idle = window_economics(
+        window="night",
+        gpu_hours=7,
+        gpu_usd_per_hour=4.05,
+        input_tokens=2e6,
+        output_tokens=1e6,
+        capacity_output_tokens=200e6,
+        api=api,
+    )
+    assert idle.api_is_cheaper and "API cheaper" in idle.describe() and "0.5% utilised" in idle.describe()
+
+
+def test_negative_inputs_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        window_economics(
+            window="w",
+            gpu_hours=-1,
+            gpu_usd_per_hour=1,
+            input_tokens=0,
+            output_tokens=0,
+            capacity_output_tokens=0,
+            api=ApiPrice(input_per_million=1, output_per_million=1),
+        )
