@@ -285,19 +285,32 @@ class DiurnalTraffic:
 
     ``DiurnalTraffic(seed, profile="coding-agents")`` repeats the same weekday every day;
     ``DiurnalTraffic.week(seed)`` (or ``weekly=True``) also applies the profile's weekend differences on
-    Saturday and Sunday. Times are read in UTC.
+    Saturday and Sunday. ``load_scale`` multiplies every population's streams (and so its arrival rate), e.g. to
+    size the profile for a smaller GPU or a larger fleet. Times are read in UTC.
     """
 
-    def __init__(self, seed: int = 0, profile: str | TrafficProfile = "coding-agents", *, weekly: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        profile: str | TrafficProfile = "coding-agents",
+        *,
+        weekly: bool = False,
+        load_scale: float = 1.0,
+    ) -> None:
+        if not 0 < load_scale <= 1e4:
+            raise InvalidInput(f"must be in (0, 10000], got {load_scale}", field="load_scale")
         self.seed = int(seed)
+        self.load_scale = float(load_scale)
         self.profile = load_preset(profile) if isinstance(profile, str) else profile
         self.weekly = weekly
         self._noise_cache: dict[int, float] = {}
 
     @classmethod
-    def week(cls, seed: int = 0, profile: str | TrafficProfile = "coding-agents") -> DiurnalTraffic:
+    def week(
+        cls, seed: int = 0, profile: str | TrafficProfile = "coding-agents", *, load_scale: float = 1.0
+    ) -> DiurnalTraffic:
         """A week-long generator: weekdays as the profile's curves, weekends with its weekend differences."""
-        return cls(seed, profile, weekly=True)
+        return cls(seed, profile, weekly=True, load_scale=load_scale)
 
     # ----- windows ------------------------------------------------------------------------------------------------
     @property
@@ -360,7 +373,7 @@ class DiurnalTraffic:
     def _shape(self, hour: float, *, weekday: int, noise: float) -> TrafficShape:
         weekend = self.weekly and weekday in WEEKEND_DAYS
         pops = list(self.profile.populations.values())
-        streams = [pop.peak_concurrency * pop.intensity(hour, weekend=weekend) for pop in pops]
+        streams = [self.load_scale * pop.peak_concurrency * pop.intensity(hour, weekend=weekend) for pop in pops]
         rates = [s / pop.request_seconds for s, pop in zip(streams, pops, strict=True)]
         # lengths mix per request; when nobody is active keep the first population's mix, with no load
         weights = rates if sum(rates) > 0 else [1.0] + [0.0] * (len(pops) - 1)

@@ -171,3 +171,14 @@ def test_yaml_profile_round_trip(tmp_path: Path) -> None:
     )
     shape = DiurnalTraffic(0, TrafficProfile.from_yaml(path)).shape_at(at(5))
     assert shape.concurrency == 4 and shape.arrival_rate_rps == pytest.approx(0.4)
+
+
+def test_load_scale_multiplies_streams_and_rate_not_the_mix() -> None:
+    full, quarter = DiurnalTraffic(5), DiurnalTraffic(5, load_scale=0.25)
+    for hour in (3, 8, 13, 20):
+        a, b = full.shape_at(at(hour)), quarter.shape_at(at(hour))
+        assert b.concurrency == pytest.approx(a.concurrency / 4)
+        assert b.arrival_rate_rps == pytest.approx(a.arrival_rate_rps / 4)
+        assert b.prompt_tokens == a.prompt_tokens and b.repetitiveness == a.repetitiveness
+    with pytest.raises(InvalidInput, match="load_scale"):
+        DiurnalTraffic(0, load_scale=0)
