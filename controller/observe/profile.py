@@ -1,0 +1,190 @@
+"""Hour-of-week traffic profile from weeks of Prometheus history, compact enough for a CR status.
+
+:func:`build_profile` runs the four range queries of :func:`controller.observe.queries.profile_queries` over a
+configurable history (7-28 days, one point per ``step``) and folds them into a :class:`TrafficProfile`:
+
+- 168 hour-of-week slots (Monday 00:00 UTC is slot 0), each with mean arrival rate, Little's-law concurrency and the
+  arrival-weighted prompt/output means;
+- the hourly mean arrival rate over the whole history (at most 672 numbers), which the forecast fits.
+
+Values are rounded to 4 significant digits; a 28-day profile serialises to roughly 10 KB of JSON, so it lives in the
+target's status and a restarted operator does not re-query weeks of data (:meth:`TrafficProfile.is_fresh`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from controller.domain.observation import TargetRef
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.errors import InvalidInput, MetricsUnavailable
+from controller.observe import queries as q
+from controller.observe.prometheus import PrometheusMetrics
+
+HOURS_PER_WEEK = 168
+#: Prometheus refuses range queries of more than 11,000 points per series.
+MAX_POINTS = 11_000
+
+
+def hour_of_week(when: datetime) -> int:
+    when = when.astimezone(UTC)
+    return when.weekday() * 24 + when.hour
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+class HourSlot(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hour: int = Field(ge=0, lt=HOURS_PER_WEEK, description="hour of week, Monday 00:00 UTC = 0")
+    arrival_rate: float = Field(ge=0)
+    concurrency: float = Field(ge=0)
+    prompt_mean: float | None = Field(default=None, gt=0)
+    output_mean: float | None = Field(default=None, gt=0)
+    samples: int = Field(ge=1)
+
+
+class TrafficProfile(BaseModel):
+    """What a target's traffic looks like by hour of week, plus the hourly arrival history for forecasting."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str
+    built_at: datetime
+    history_start: datetime = Field(description="start of the first hour in hourly_arrival (UTC, on the hour)")
+    step_s: float = Field(gt=0)
+    slots: tuple[HourSlot, ...] = ()
+    hourly_arrival: tuple[float | None, ...] = Field(default=(), description="hourly mean req/s, None = no data")
+
+    def slot(self, hour: int) -> HourSlot | None:
+        return next((s for s in self.slots if s.hour == hour), None)
+
+    @property
+    def history_hours(self) -> int:
+        return len(self.hourly_arrival)
+
+    def is_fresh(self, now: datetime, max_age: timedelta = timedelta(days=1)) -> bool:
+        return now - self.built_at <= max_age
+
+    def typical_shape(self, when: datetime, arrival_rate: float | None = None) -> TrafficShape | None:
+        """The shape of the slot ``when`` falls in; with ``arrival_rate`` the concurrency is rescaled by Little's law
+        (the slot's mean latency times the given rate)."""
+        slot = self.slot(hour_of_week(when))
+        if slot is None or slot.prompt_mean is None or slot.output_mean is None:
+            return None
+        rate = slot.arrival_rate if arrival_rate is None else max(arrival_rate, 0.0)
+        latency = slot.concurrency / slot.arrival_rate if slot.arrival_rate > 0 else 0.0
+        return TrafficShape(
+            arrival_rate_rps=rate,
+            concurrency=rate * latency,
+            prompt_tokens=LengthDistribution(mean=slot.prompt_mean),
+            output_tokens=LengthDistribution(mean=slot.output_mean),
+        )
+
+
+Series = Sequence[tuple[float, float]]
+
+
+def profile_from_series(
+    target: str,
+    series: Mapping[str, Series],
+    *,
+    start: datetime,
+    end: datetime,
+    step_s: float,
+    built_at: datetime,
+) -> TrafficProfile:
+    """Fold ``(unix_ts, value)`` series named ``arrival_rate``, ``concurrency``, ``prompt_mean``, ``output_mean`` into a
+    profile. Non-finite values (NaN from 0/0 in idle steps) are skipped; idle steps still count as rate 0."""
+    first_hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    n_hours = max(math.ceil((end - first_hour).total_seconds() / 3600), 0)
+    per_slot: dict[str, dict[int, list[float]]] = {k: defaultdict(list) for k in ("rate", "conc")}
+    weighted: dict[str, dict[int, list[float]]] = {k: defaultdict(list) for k in ("prompt", "output", "w")}
+    hourly: dict[int, list[float]] = defaultdict(list)
+    rate_at = {ts: v for ts, v in series.get("arrival_rate", ()) if math.isfinite(v)}
+    conc_at = {ts: v for ts, v in series.get("concurrency", ()) if math.isfinite(v)}
+    prompt_at = {ts: v for ts, v in series.get("prompt_mean", ()) if math.isfinite(v) and v > 0}
+    output_at = {ts: v for ts, v in series.get("output_mean", ()) if math.isfinite(v) and v > 0}
+    t0 = first_hour.timestamp()
+    for ts, rate in sorted(rate_at.items()):
+        when = datetime.fromtimestamp(ts, UTC)
+        how = hour_of_week(when)
+        rate = max(rate, 0.0)
+        per_slot["rate"][how].append(rate)
+        per_slot["conc"][how].append(max(conc_at.get(ts, 0.0), 0.0))
+        index = int((ts - t0) // 3600)
+        if 0 <= index < n_hours:
+            hourly[index].append(rate)
+        if ts in prompt_at and ts in output_at and rate > 0:
+            weighted["prompt"][how].append(prompt_at[ts] * rate)
+            weighted["output"][how].append(output_at[ts] * rate)
+            weighted["w"][how].append(rate)
+    slots = []
+    for how in sorted(per_slot["rate"]):
+        rates = per_slot["rate"][how]
+        w = sum(weighted["w"][how])
+        slots.append(
+            HourSlot(
+                hour=how,
+                arrival_rate=_round(sum(rates) / len(rates)),
+                concurrency=_round(sum(per_slot["conc"][how]) / len(rates)),
+                prompt_mean=_round(sum(weighted["prompt"][how]) / w) if w > 0 else None,
+                output_mean=_round(sum(weighted["output"][how]) / w) if w > 0 else None,
+                samples=len(rates),
+            )
+        )
+    return TrafficProfile(
+        target=target,
+        built_at=built_at,
+        history_start=first_hour,
+        step_s=step_s,
+        slots=tuple(slots),
+        hourly_arrival=tuple(
+            _round(sum(hourly[i]) / len(hourly[i])) if hourly.get(i) else None for i in range(n_hours)
+        ),
+    )
+
+
+def _matrix_values(matrix: list[Any], what: str) -> list[tuple[float, float]]:
+    if not matrix:
+        return []
+    if len(matrix) > 1:
+        raise MetricsUnavailable(f"{what}: expected one series, got {len(matrix)} (unexpected label set)")
+    try:
+        return [(float(ts), float(v)) for ts, v in matrix[0]["values"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MetricsUnavailable(f"{what}: malformed range answer") from exc
+
+
+def build_profile(
+    source: PrometheusMetrics,
+    target: TargetRef,
+    *,
+    end: datetime,
+    days: float = 14,
+    step_s: float = 300,
+) -> TrafficProfile:
+    """Query ``days`` of history ending at ``end`` (4 range queries) and build the profile."""
+    if not 1 <= days <= 28:
+        raise InvalidInput(f"history must be 1-28 days, got {days}", source="profile", field="days")
+    if days * 86400 / step_s > MAX_POINTS:
+        raise InvalidInput(
+            f"{days} days at {step_s}s steps exceeds {MAX_POINTS} points", source="profile", field="step_s"
+        )
+    start = end - timedelta(days=days)
+    selector = source.settings.selector(target)
+    series: dict[str, list[tuple[float, float]]] = {}
+    for query in q.profile_queries(selector, q.duration(step_s)):
+        what = f"profile {target} {query.name}"
+        series[query.name] = _matrix_values(source.query_range(query.expr, start, end, step_s, what), what)
+    if not series["arrival_rate"]:
+        raise MetricsUnavailable(f"profile {target}: no request history in the last {days} days")
+    return profile_from_series(str(target), series, start=start, end=end, step_s=step_s, built_at=end)
