@@ -1,0 +1,421 @@
+"""Slack notifier: the :class:`controller.ports.Notifier` port on a Slack incoming webhook (``slack_sdk``).
+
+* Never blocks the control loop: :meth:`SlackNotifier.post` only deduplicates, rate-limits and enqueues into a
+  bounded queue; one background worker thread delivers. :meth:`flush` waits for delivery (tests, shutdown).
+* Deduplicated: the same target + title + reason within ``dedup_window_s`` is sent once.
+* Rate-limited by a token bucket (``burst`` messages, refilled at ``rate_per_s``). Over the rate, messages are
+  dropped and counted, except rollbacks, critical messages and approval requests, which always go out.
+* Retried by ``slack_sdk``'s retry machinery with Shiftlight's handlers: HTTP 429 waits for ``Retry-After``
+  (capped), any 5xx and connection errors back off exponentially; the waits end early on :meth:`close`.
+* The webhook URL is a secret: it comes only from a Secret-mounted file (:meth:`from_secret_file`) or a named
+  environment variable (:meth:`from_env`), is held as a ``SecretStr``, and a redacting filter removes it from
+  every log record of this module and of the webhook client. It never reaches Events or status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
+from slack_sdk.http_retry.builtin_interval_calculators import BackoffRetryIntervalCalculator
+from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.webhook import WebhookClient
+
+from controller.adapters import slack_format
+from controller.domain.actions import Notify, Severity
+from controller.domain.observation import TargetRef
+from controller.errors import InvalidInput
+
+logger = logging.getLogger(__name__)
+#: The logger handed to ``slack_sdk``'s WebhookClient (it logs the URL at debug level; the filter redacts it).
+sdk_logger = logging.getLogger(f"{__name__}.sdk")
+
+REDACTED = "<redacted-slack-webhook>"
+DEFAULT_ENV_VAR = "SHIFTLIGHT_SLACK_WEBHOOK_URL"
+DEFAULT_FILE_ENV_VAR = "SHIFTLIGHT_SLACK_WEBHOOK_FILE"
+
+
+class RedactingFilter(logging.Filter):
+    """Replaces every occurrence of the given secrets in a record's message and traceback text."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = self.redact(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        return True
+
+
+def _secret_variants(url: str) -> list[str]:
+    """The URL and its path (the token part), so a partial echo is redacted too."""
+    parts = urlsplit(url)
+    variants = [url]
+    if len(parts.path) > 8:
+        variants.append(parts.path)
+    return variants
+
+
+@dataclass
+class SlackStats:
+    """Counters for tests, ``/metrics`` and debugging (never contains the URL)."""
+
+    enqueued: int = 0
+    sent: int = 0
+    failed: int = 0
+    retries: int = 0
+    dropped_duplicate: int = 0
+    dropped_rate_limited: int = 0
+    dropped_queue_full: int = 0
+
+
+class TokenBucket:
+    """``capacity`` tokens, refilled continuously at ``rate_per_s``; ``clock`` is a monotonic seconds source."""
+
+    def __init__(self, *, capacity: float, rate_per_s: float, clock: Callable[[], float]) -> None:
+        if capacity < 1 or rate_per_s <= 0:
+            raise ValueError("a token bucket needs capacity >= 1 and rate_per_s > 0")
+        self.capacity = capacity
+        self.rate_per_s = rate_per_s
+        self._clock = clock
+        self._tokens = capacity
+        self._at = clock()
+
+    def take(self) -> bool:
+        now = self._clock()
+        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate_per_s)
+        self._at = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+
+# ----- retries ----------------------------------------------------------------------------------------
+
+
+def retry_after_seconds(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date; ``None`` if unusable."""
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class _InterruptibleRetry(RetryHandler):
+    """A ``slack_sdk`` retry handler whose waits end early when the notifier closes."""
+
+    def __init__(
+        self, *, max_retry_count: int, backoff_factor: float, stop: threading.Event, stats: SlackStats
+    ) -> None:
+        super().__init__(max_retry_count, BackoffRetryIntervalCalculator(backoff_factor=backoff_factor))
+        self._stop = stop
+        self._stats = stats
+
+    def _delay(self, state: RetryState, response: HttpResponse | None) -> float:
+        return self.interval_calculator.calculate_sleep_duration(state.current_attempt)
+
+    def prepare_for_next_attempt(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        delay = self._delay(state, response)
+        self._stats.retries += 1
+        logger.info(
+            "slack webhook: retry %d in %.1fs after %s",
+            state.current_attempt + 1,
+            delay,
+            f"HTTP {response.status_code}" if response is not None else type(error).__name__,
+        )
+        state.increment_current_attempt()
+        if self._stop.wait(delay):
+            return  # closing: give up instead of retrying
+        state.next_attempt_requested = True
+
+
+class RateLimitRetry(_InterruptibleRetry):
+    """HTTP 429: wait as long as ``Retry-After`` says (capped at ``max_wait_s``)."""
+
+    def __init__(
+        self,
+        *,
+        max_wait_s: float,
+        max_retry_count: int,
+        backoff_factor: float,
+        stop: threading.Event,
+        stats: SlackStats,
+    ) -> None:
+        super().__init__(max_retry_count=max_retry_count, backoff_factor=backoff_factor, stop=stop, stats=stats)
+        self.max_wait_s = max_wait_s
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is not None and response.status_code == 429
+
+    def _delay(self, state: RetryState, response: HttpResponse | None) -> float:
+        header = None
+        if response is not None:
+            for key, values in response.headers.items():
+                if key.lower() == "retry-after" and values:
+                    header = values[0]
+        seconds = retry_after_seconds(header)
+        if seconds is None:
+            seconds = super()._delay(state, response)
+        return min(seconds, self.max_wait_s)
+
+
+class ServerErrorRetry(_InterruptibleRetry):
+    """Any HTTP 5xx: exponential backoff with jitter."""
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is not None and 500 <= response.status_code <= 599
+
+
+class ConnectionRetry(_InterruptibleRetry):
+    """Connection refused/reset, timeouts: exponential backoff with jitter."""
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        return response is None and isinstance(error, OSError)
+
+
+# ----- the notifier -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Job:
+    label: str
+    payload: dict[str, Any]
+
+
+_STOP = _Job("stop", {})
+
+
+class SlackNotifier:
+    """Posts notifications to a Slack incoming webhook from a background thread. Implements ``Notifier``."""
+
+    def __init__(
+        self,
+        webhook_url: SecretStr,
+        *,
+        channel: str = "",
+        dedup_window_s: float = 600.0,
+        burst: int = 10,
+        rate_per_s: float = 1 / 30,
+        queue_size: int = 100,
+        max_retries: int = 4,
+        backoff_factor: float = 0.5,
+        max_retry_after_s: float = 60.0,
+        timeout_s: int = 10,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        url = webhook_url.get_secret_value().strip()
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+            raise InvalidInput("the Slack webhook URL must be an http(s) URL", field="webhook")
+        self.channel = channel
+        self.dedup_window_s = dedup_window_s
+        self.stats = SlackStats()
+        self._clock = clock
+        self._bucket = TokenBucket(capacity=burst, rate_per_s=rate_per_s, clock=clock)
+        self._seen: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._pending = 0
+        self._stop = threading.Event()
+        self._queue: queue.Queue[_Job] = queue.Queue(maxsize=queue_size)
+        self._redactor = RedactingFilter(_secret_variants(url))
+        for log in (logger, sdk_logger):
+            log.addFilter(self._redactor)
+        common: dict[str, Any] = {"max_retry_count": max_retries, "backoff_factor": backoff_factor}
+        self._client = WebhookClient(
+            url,
+            timeout=timeout_s,
+            logger=sdk_logger,
+            retry_handlers=[
+                RateLimitRetry(max_wait_s=max_retry_after_s, stop=self._stop, stats=self.stats, **common),
+                ServerErrorRetry(stop=self._stop, stats=self.stats, **common),
+                ConnectionRetry(stop=self._stop, stats=self.stats, **common),
+            ],
+        )
+        self._worker = threading.Thread(target=self._run, name="slack-notifier", daemon=True)
+        self._worker.start()
+
+    # ----- construction from a Secret -------------------------------------------------------------------
+    @classmethod
+    def from_secret_file(cls, path: str | Path, **kwargs: Any) -> SlackNotifier:
+        """Read the URL from a file (a mounted Secret key). Errors name the file, never its content."""
+        file = Path(path)
+        try:
+            url = file.read_text().strip()
+        except OSError as exc:
+            raise InvalidInput(f"cannot read the Slack webhook file: {exc.strerror}", source=str(file)) from None
+        if not url:
+            raise InvalidInput("the Slack webhook file is empty", source=str(file))
+        return cls(SecretStr(url), **kwargs)
+
+    @classmethod
+    def from_env(cls, var: str = DEFAULT_ENV_VAR, **kwargs: Any) -> SlackNotifier:
+        """Read the URL from the environment variable named ``var`` (set from a Secret with ``secretKeyRef``)."""
+        url = os.environ.get(var, "").strip()
+        if not url:
+            raise InvalidInput(f"environment variable {var} is not set or empty", source="env", field=var)
+        return cls(SecretStr(url), **kwargs)
+
+    def __repr__(self) -> str:
+        return f"SlackNotifier(channel={self.channel!r}, url={REDACTED})"
+
+    # ----- the Notifier port ----------------------------------------------------------------------------
+    def post(self, target: TargetRef, notification: Notify) -> None:
+        """Queue a notification for delivery; returns at once. Never raises for delivery problems."""
+        kind = slack_format.classify(notification)
+        key = (str(target), notification.title, notification.reason)
+        now = self._clock()
+        with self._lock:
+            self._seen = {k: t for k, t in self._seen.items() if now - t < self.dedup_window_s}
+            if key in self._seen:
+                self.stats.dropped_duplicate += 1
+                logger.debug("slack: duplicate %r for %s dropped", notification.title, target)
+                return
+            urgent = notification.severity is Severity.CRITICAL or kind in (
+                slack_format.Kind.ROLLBACK,
+                slack_format.Kind.APPROVAL,
+            )
+            if not self._bucket.take() and not urgent:
+                self.stats.dropped_rate_limited += 1
+                logger.warning("slack: rate limit reached; %r for %s not sent", notification.title, target)
+                return
+            self._seen[key] = now
+        payload = slack_format.build_message(target, notification, channel=self.channel)
+        self._enqueue(_Job(f"{kind.value} {notification.title!r} for {target}", payload))
+
+    def post_digest(self, day: date, entries: Sequence[slack_format.DigestEntry]) -> None:
+        """Queue the daily digest (not rate-limited; deduplicated per day)."""
+        key = ("*", "digest", day.isoformat())
+        with self._lock:
+            if key in self._seen:
+                self.stats.dropped_duplicate += 1
+                return
+            self._seen[key] = self._clock()
+        self._enqueue(
+            _Job(f"digest {day.isoformat()}", slack_format.digest_message(day, entries, channel=self.channel))
+        )
+
+    def _enqueue(self, job: _Job) -> None:
+        if self._stop.is_set():
+            logger.warning("slack: notifier closed; %s not sent", job.label)
+            return
+        with self._lock:
+            self._pending += 1
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            with self._lock:
+                self._pending -= 1
+                self.stats.dropped_queue_full += 1
+            logger.warning("slack: queue full; %s not sent", job.label)
+            return
+        with self._lock:
+            self.stats.enqueued += 1
+
+    # ----- delivery -------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is _STOP:
+                return
+            try:
+                self._deliver(job)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _deliver(self, job: _Job) -> None:
+        try:
+            response = self._client.send(text=job.payload["text"], blocks=job.payload["blocks"])
+        except Exception as exc:  # connection errors after retries: log (redacted) and carry on
+            self.stats.failed += 1
+            logger.warning("slack: %s failed: %s: %s", job.label, type(exc).__name__, self._redactor.redact(str(exc)))
+            return
+        if response.status_code == 200:
+            self.stats.sent += 1
+            logger.info("slack: sent %s", job.label)
+        else:
+            self.stats.failed += 1
+            body = self._redactor.redact(str(response.body))[:200]
+            logger.warning("slack: %s failed: HTTP %s %s", job.label, response.status_code, body)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued message is delivered (or given up); ``False`` on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Deliver what is queued (up to ``timeout``), then stop the worker; pending retries are abandoned."""
+        self.flush(timeout)
+        self._stop.set()
+        with contextlib.suppress(queue.Full):
+            self._queue.put(_STOP, timeout=1.0)
+        self._worker.join(timeout=max(timeout, 1.0))
+        for log in (logger, sdk_logger):
+            log.removeFilter(self._redactor)

@@ -1,0 +1,304 @@
+"""Pure Block Kit builders for Shiftlight's Slack messages. No I/O; every function returns plain dicts.
+
+Message kinds (:class:`Kind`), chosen from a :class:`~controller.domain.actions.Notify` by :func:`classify`:
+
+* ``decision``  a new config was chosen (or would be, in dry-run), with an evidence table stock vs chosen;
+* ``step``      a rollout reached a weight step, started or completed;
+* ``rollback``  traffic went back to stable, with its cause;
+* ``approval``  a rollout waits for a human, with the exact ``shiftctl approve`` line;
+* ``digest``    the daily summary of all targets (built by :func:`digest_message`);
+* ``generic``   anything else (frozen observation, no config meets the SLO, ...).
+
+``Notify.fields`` are ``(label, value)`` pairs. A value of the form ``"<stock> → <chosen>"`` is an evidence row
+and goes into the evidence table (see :func:`evidence_fields`); other pairs are shown as labelled fields. A
+``("kind", "<kind>")`` pair, if present, forces the kind and is not shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from enum import StrEnum
+from typing import Any
+
+from controller.crd import models
+from controller.domain.actions import Notify, Severity
+from controller.domain.observation import TargetRef
+from controller.domain.status import TargetStatus
+from controller.domain.trial import TrialResult
+
+Block = dict[str, Any]
+Message = dict[str, Any]
+
+ARROW = " → "
+#: Block Kit limits (https://api.slack.com/reference/block-kit/blocks).
+MAX_HEADER = 150
+MAX_TEXT = 3000
+MAX_FIELDS = 10
+MAX_FIELD = 2000
+MAX_BLOCKS = 50
+
+_EMOJI = {Severity.INFO: ":large_blue_circle:", Severity.WARNING: ":warning:", Severity.CRITICAL: ":rotating_light:"}
+
+
+class Kind(StrEnum):
+    DECISION = "decision"
+    STEP = "step"
+    ROLLBACK = "rollback"
+    APPROVAL = "approval"
+    DIGEST = "digest"
+    GENERIC = "generic"
+
+
+def escape(text: str) -> str:
+    """Escape the three characters Slack's mrkdwn treats as control characters."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _mrkdwn(text: str) -> Block:
+    return {"type": "mrkdwn", "text": _cut(text, MAX_TEXT)}
+
+
+def _section(text: str) -> Block:
+    return {"type": "section", "text": _mrkdwn(text)}
+
+
+def _header(text: str) -> Block:
+    return {"type": "header", "text": {"type": "plain_text", "text": _cut(text, MAX_HEADER), "emoji": True}}
+
+
+def _context(*parts: str) -> Block:
+    return {"type": "context", "elements": [_mrkdwn(p) for p in parts if p]}
+
+
+def _divider() -> Block:
+    return {"type": "divider"}
+
+
+def approve_command(target: TargetRef) -> str:
+    return f"shiftctl approve {target.name} -n {target.namespace}"
+
+
+def reject_command(target: TargetRef) -> str:
+    return f"shiftctl reject {target.name} -n {target.namespace}"
+
+
+def explain_command(target: TargetRef) -> str:
+    return f"shiftctl explain {target.name} -n {target.namespace}"
+
+
+# ----- fields and evidence --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvidenceRow:
+    metric: str
+    stock: str
+    chosen: str
+
+
+def split_fields(fields: Sequence[tuple[str, str]]) -> tuple[str | None, list[EvidenceRow], list[tuple[str, str]]]:
+    """``(forced kind, evidence rows, other fields)`` of a notification's fields."""
+    kind: str | None = None
+    rows: list[EvidenceRow] = []
+    other: list[tuple[str, str]] = []
+    for label, value in fields:
+        if label == "kind":
+            kind = value
+        elif ARROW in value:
+            stock, chosen = value.split(ARROW, 1)
+            rows.append(EvidenceRow(label, stock.strip(), chosen.strip()))
+        else:
+            other.append((label, value))
+    return kind, rows, other
+
+
+def evidence_fields(
+    stock: TrialResult,
+    chosen: TrialResult,
+    *,
+    gpu_hours_per_day: tuple[float, float] | None = None,
+    cost_per_day: tuple[float, float] | None = None,
+    currency: str = "$",
+) -> tuple[tuple[str, str], ...]:
+    """``Notify.fields`` rows comparing the stock and chosen trials (``"metric", "stock → chosen"``).
+
+    ``gpu_hours_per_day`` and ``cost_per_day`` are the projected (stock, chosen) values for serving the same
+    traffic, when the caller knows them.
+    """
+
+    def ms(t: TrialResult, which: str) -> str:
+        pct = t.ttft_s if which == "ttft" else t.tpot_s
+        if pct is None:
+            return "n/a"
+        return f"{pct.p95 * 1000:,.0f} ms" if which == "ttft" else f"{pct.p95 * 1000:,.1f} ms"
+
+    rows = [
+        ("Output tokens/s", f"{stock.output_tokens_per_s:,.0f}{ARROW}{chosen.output_tokens_per_s:,.0f}"),
+        ("TTFT p95", f"{ms(stock, 'ttft')}{ARROW}{ms(chosen, 'ttft')}"),
+        ("TPOT p95", f"{ms(stock, 'tpot')}{ARROW}{ms(chosen, 'tpot')}"),
+        ("Goodput tokens/s", f"{stock.goodput_tokens_per_s:,.0f}{ARROW}{chosen.goodput_tokens_per_s:,.0f}"),
+    ]
+    if gpu_hours_per_day is not None:
+        rows.append(("GPU-hours/day", f"{gpu_hours_per_day[0]:,.1f}{ARROW}{gpu_hours_per_day[1]:,.1f}"))
+    if cost_per_day is not None:
+        rows.append(("Cost/day", f"{currency}{cost_per_day[0]:,.2f}{ARROW}{currency}{cost_per_day[1]:,.2f}"))
+    rows.append(("Config", f"{stock.config.label()}{ARROW}{chosen.config.label()}"))
+    return tuple(rows)
+
+
+def evidence_table(rows: Sequence[EvidenceRow]) -> str:
+    """A monospace table (Slack has no table block in incoming webhooks' mrkdwn): metric | stock | chosen."""
+    header = EvidenceRow("", "stock", "chosen")
+    all_rows = [header, *rows]
+    w0 = max(len(r.metric) for r in all_rows)
+    w1 = max(len(r.stock) for r in all_rows)
+    lines = [f"{r.metric:<{w0}}  {r.stock:>{w1}}  {r.chosen}" for r in all_rows]
+    return "```\n" + escape("\n".join(lines)) + "\n```"
+
+
+def _fields_block(pairs: Sequence[tuple[str, str]]) -> list[Block]:
+    blocks = []
+    for start in range(0, len(pairs), MAX_FIELDS):
+        chunk = pairs[start : start + MAX_FIELDS]
+        blocks.append(
+            {
+                "type": "section",
+                "fields": [_mrkdwn(_cut(f"*{escape(k)}*\n{escape(v)}", MAX_FIELD)) for k, v in chunk],
+            }
+        )
+    return blocks
+
+
+# ----- one notification -----------------------------------------------------------------------------
+
+
+def classify(notification: Notify) -> Kind:
+    """Which kind of message a notification is (a ``("kind", ...)`` field wins over the title)."""
+    forced, rows, _ = split_fields(notification.fields)
+    if forced is not None:
+        try:
+            return Kind(forced)
+        except ValueError:
+            pass
+    title = notification.title.lower()
+    if "approval" in title:
+        return Kind.APPROVAL
+    if "rollback" in title or "rolled back" in title:
+        return Kind.ROLLBACK
+    if "digest" in title:
+        return Kind.DIGEST
+    if title.startswith("rollout") or "step" in title:
+        return Kind.STEP
+    if rows or "decision" in title or "chosen" in title:
+        return Kind.DECISION
+    return Kind.GENERIC
+
+
+def build_message(target: TargetRef, notification: Notify, *, channel: str = "") -> Message:
+    """The webhook payload (``text`` fallback + ``blocks``) for one notification about ``target``."""
+    kind = classify(notification)
+    _, rows, other = split_fields(notification.fields)
+    emoji = _EMOJI[notification.severity]
+    where = f"`{escape(str(target))}` · model `{escape(target.model)}`"
+    blocks: list[Block] = [_header(f"{notification.title} · {target.name}")]
+
+    if kind is Kind.ROLLBACK:
+        blocks.append(_section(f"{emoji} *Rolled back* {where}\n*Cause:* {escape(notification.reason)}"))
+    elif kind is Kind.APPROVAL:
+        blocks.append(_section(f"{emoji} *Approval needed* for {where}\n{escape(notification.reason)}"))
+        blocks.append(
+            _section(
+                "Approve with:\n```\n"
+                + escape(approve_command(target))
+                + "\n```\nor reject with `"
+                + escape(reject_command(target))
+                + "`"
+            )
+        )
+    elif kind is Kind.STEP:
+        blocks.append(_section(f"{emoji} {where}\n{escape(notification.reason)}"))
+    elif kind is Kind.DECISION:
+        blocks.append(_section(f"{emoji} *Decision* for {where}\n{escape(notification.reason)}"))
+    else:
+        blocks.append(_section(f"{emoji} {where}\n{escape(notification.reason)}"))
+
+    if rows:
+        blocks.append(_section("*Evidence*\n" + evidence_table(rows)))
+    if other:
+        blocks.extend(_fields_block(other))
+    blocks.append(
+        _context(
+            f"severity *{notification.severity.value}*",
+            f"`{escape(explain_command(target))}` for the full reasoning",
+            f"channel {escape(channel)}" if channel else "",
+        )
+    )
+    text = f"[{notification.severity.value}] {notification.title} · {target}: {notification.reason}"
+    return {"text": _cut(text, MAX_TEXT), "blocks": blocks[:MAX_BLOCKS]}
+
+
+# ----- daily digest ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DigestEntry:
+    """One target's line in the daily digest."""
+
+    target: str
+    phase: str
+    active_config: str
+    gain: str = ""
+    candidate: str | None = None
+    canary_weight: int = 0
+    rollouts: int = 0
+    rollbacks: int = 0
+    note: str = ""
+
+
+def digest_message(day: date, entries: Sequence[DigestEntry], *, channel: str = "") -> Message:
+    """The daily digest: one line per target (phase, active config, gain, rollout activity)."""
+    blocks: list[Block] = [_header(f"Shiftlight daily digest · {day.isoformat()}")]
+    if not entries:
+        blocks.append(_section("No TunedServices."))
+    total_rollouts = sum(e.rollouts for e in entries)
+    total_rollbacks = sum(e.rollbacks for e in entries)
+    blocks.append(
+        _section(
+            f"*{len(entries)}* targets · *{total_rollouts}* rollouts finished · *{total_rollbacks}* rollbacks "
+            "in the last 24 h"
+        )
+    )
+    for entry in entries[: MAX_BLOCKS - 4]:
+        line = f"*{escape(entry.target)}* · {escape(entry.phase)} · `{escape(entry.active_config)}`"
+        if entry.gain:
+            line += f" · {escape(entry.gain)} vs stock"
+        if entry.candidate:
+            line += f"\n→ rolling out `{escape(entry.candidate)}` at {entry.canary_weight}%"
+        if entry.note:
+            line += f"\n{escape(entry.note)}"
+        blocks.append(_section(line))
+    blocks.append(_context("`shiftctl get -A` for the live view", f"channel {escape(channel)}" if channel else ""))
+    text = f"Shiftlight daily digest {day.isoformat()}: {len(entries)} targets, {total_rollbacks} rollbacks"
+    return {"text": text, "blocks": blocks[:MAX_BLOCKS]}
+
+
+def digest_entry(target: TargetRef, status: TargetStatus, *, rollouts: int = 0, rollbacks: int = 0) -> DigestEntry:
+    """A digest line from a target's status (same summary values as ``kubectl get ts``)."""
+    summary = models.summarize(status)
+    return DigestEntry(
+        target=str(target),
+        phase=status.phase.value,
+        active_config=summary.active_config,
+        gain=summary.gain,
+        candidate=summary.candidate_config,
+        canary_weight=summary.canary_weight,
+        rollouts=rollouts,
+        rollbacks=rollbacks,
+        note=status.frozen_reason or (status.last_reasons[-1] if status.last_reasons else ""),
+    )

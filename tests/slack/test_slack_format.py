@@ -1,0 +1,137 @@
+"""Pure Block Kit builders: kinds, evidence table, escaping, Block Kit limits."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+from controller.adapters import slack_format as fmt
+from controller.domain.actions import Notify, Severity
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import TargetRef
+from controller.domain.slo import SLO
+from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+
+TARGET = TargetRef(namespace="ml", name="llama", model="llama-8b")
+SHAPE = TrafficShape(
+    arrival_rate_rps=4,
+    concurrency=16,
+    prompt_tokens=LengthDistribution(mean=512),
+    output_tokens=LengthDistribution(mean=256),
+)
+CHOSEN = EngineConfig(speculative_method="ngram", num_speculative_tokens=3, max_num_seqs=256)
+
+
+def trial(config: EngineConfig, tps: float, ttft: float, tpot: float, goodput: float) -> TrialResult:
+    return TrialResult(
+        config=config,
+        shape=SHAPE,
+        slo=SLO(),
+        status=TrialStatus.MEASURED,
+        output_tokens_per_s=tps,
+        goodput_tokens_per_s=goodput,
+        ttft_s=Percentiles(p50=ttft / 2, p95=ttft, p99=ttft * 1.5),
+        tpot_s=Percentiles(p50=tpot / 2, p95=tpot, p99=tpot * 1.5),
+    )
+
+
+def test_classify_by_title_and_forced_kind() -> None:
+    assert fmt.classify(Notify(Severity.WARNING, "Approval needed", "x")) is fmt.Kind.APPROVAL
+    assert fmt.classify(Notify(Severity.CRITICAL, "Rollback", "x")) is fmt.Kind.ROLLBACK
+    assert fmt.classify(Notify(Severity.INFO, "Rollout at 25%", "x")) is fmt.Kind.STEP
+    assert fmt.classify(Notify(Severity.INFO, "Rollout complete", "x")) is fmt.Kind.STEP
+    assert fmt.classify(Notify(Severity.INFO, "New config chosen", "x")) is fmt.Kind.DECISION
+    assert fmt.classify(Notify(Severity.INFO, "Dry-run decision", "x")) is fmt.Kind.DECISION
+    assert fmt.classify(Notify(Severity.WARNING, "Observation frozen", "x")) is fmt.Kind.GENERIC
+    assert fmt.classify(Notify(Severity.INFO, "Something", "x", (("kind", "rollback"),))) is fmt.Kind.ROLLBACK
+
+
+def test_evidence_fields_from_trials_render_a_table() -> None:
+    stock = trial(STOCK, 1200, 0.812, 0.041, 1020)
+    chosen = trial(CHOSEN, 1650, 0.430, 0.0285, 1590)
+    fields = fmt.evidence_fields(stock, chosen, gpu_hours_per_day=(96, 72), cost_per_day=(288, 216))
+    assert dict(fields) == {
+        "Output tokens/s": "1,200 → 1,650",
+        "TTFT p95": "812 ms → 430 ms",
+        "TPOT p95": "41.0 ms → 28.5 ms",
+        "Goodput tokens/s": "1,020 → 1,590",
+        "GPU-hours/day": "96.0 → 72.0",
+        "Cost/day": "$288.00 → $216.00",
+        "Config": "stock → ngram3+seqs256",
+    }
+    message = fmt.build_message(TARGET, Notify(Severity.INFO, "New config chosen", "1.56x", fields))
+    evidence = message["blocks"][2]["text"]["text"]
+    assert evidence.splitlines() == [
+        "*Evidence*",
+        "```",
+        "                    stock  chosen",
+        "Output tokens/s     1,200  1,650",
+        "TTFT p95           812 ms  430 ms",
+        "TPOT p95          41.0 ms  28.5 ms",
+        "Goodput tokens/s    1,020  1,590",
+        "GPU-hours/day        96.0  72.0",
+        "Cost/day          $288.00  $216.00",
+        "Config              stock  ngram3+seqs256",
+        "```",
+    ]
+
+
+def test_plain_fields_become_section_fields_and_text_is_escaped() -> None:
+    fields = (("stock", "1,200 tok/s"), ("chosen", "1,650 tok/s <fast>"), ("config", "ngram3"))
+    message = fmt.build_message(TARGET, Notify(Severity.INFO, "New config chosen", "a & b", fields), channel="#ml")
+    kinds = [b["type"] for b in message["blocks"]]
+    assert kinds == ["header", "section", "section", "context"]
+    assert "a &amp; b" in message["blocks"][1]["text"]["text"]
+    assert [f["text"] for f in message["blocks"][2]["fields"]] == [
+        "*stock*\n1,200 tok/s",
+        "*chosen*\n1,650 tok/s &lt;fast&gt;",
+        "*config*\nngram3",
+    ]
+    assert message["text"] == "[info] New config chosen · ml/llama: a & b"
+
+
+def test_block_kit_limits_are_respected() -> None:
+    many = tuple((f"k{i}", "v" * 3000) for i in range(25))
+    message = fmt.build_message(TARGET, Notify(Severity.INFO, "T" * 400, "r" * 5000, many))
+    header = message["blocks"][0]["text"]["text"]
+    assert len(header) == fmt.MAX_HEADER
+    for block in message["blocks"]:
+        if block["type"] == "section" and "fields" in block:
+            assert len(block["fields"]) <= fmt.MAX_FIELDS
+            assert all(len(f["text"]) <= fmt.MAX_FIELD for f in block["fields"])
+        if "text" in block:
+            assert len(block["text"]["text"]) <= fmt.MAX_TEXT
+    assert sum(len(b.get("fields", [])) for b in message["blocks"]) == 25
+    assert len(message["text"]) <= fmt.MAX_TEXT
+
+
+def test_digest_entry_from_status() -> None:
+    now = datetime(2026, 11, 30, 9, tzinfo=UTC)
+    rollout = RolloutState(
+        id="day-1",
+        from_config=STOCK,
+        to_config=CHOSEN,
+        steps=(10, 50, 100),
+        step_index=1,
+        weight=50,
+        started_at=now,
+        expected_gain=1.56,
+    )
+    entry = fmt.digest_entry(TARGET, TargetStatus(rollout=rollout, last_reasons=("step 2/3",)), rollouts=2)
+    assert entry == fmt.DigestEntry(
+        target="ml/llama",
+        phase="Observing",
+        active_config="stock",
+        gain="1.56x",
+        candidate="ngram3+seqs256",
+        canary_weight=50,
+        rollouts=2,
+        note="step 2/3",
+    )
+    message = fmt.digest_message(date(2026, 11, 30), [entry])
+    lines = [b["text"]["text"] for b in message["blocks"] if b["type"] == "section"]
+    assert lines[0] == "*1* targets · *2* rollouts finished · *0* rollbacks in the last 24 h"
+    assert lines[1] == (
+        "*ml/llama* · Observing · `stock` · 1.56x vs stock\n→ rolling out `ngram3+seqs256` at 50%\nstep 2/3"
+    )
