@@ -444,8 +444,8 @@ class SimulatedFleet:
             return failed("not deployed")
         if ready == 0:
             return failed("cold start" if replicas else "no replicas")
-        if share <= 0:
-            return failed("idle")  # no traffic: requests == 0
+        if share <= 0 or rate <= 0:
+            return failed("no traffic")  # requests == 0, so nothing fails
         per_replica = shape.model_copy(update={"arrival_rate_rps": rate / ready, "concurrency": conc / ready})
         est = self._estimate(state.config, per_replica)
         if not est.feasible or est.ttft_s is None or est.tpot_s is None:
