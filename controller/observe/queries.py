@@ -137,7 +137,7 @@ def _by(labels: Iterable[str]) -> str:
     return f" by ({', '.join(names)})" if names else ""
 
 
-Kind = Literal["scalar", "by_variant", "buckets", "by_position"]
+Kind = Literal["scalar", "by_variant", "buckets", "by_position", "series"]
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,8 @@ class Query:
     """One named PromQL expression.
 
     ``kind`` says how its result is read: ``scalar`` (one series, no labels), ``by_variant`` (one series per variant),
-    ``buckets`` (one series per ``le``), ``by_position`` (one series per spec-decode draft position).
+    ``buckets`` (one series per ``le``), ``by_position`` (one series per spec-decode draft position), ``series``
+    (dashboard only: any label set).
     ``required`` fields must be present and finite or the observe cycle fails with ``MetricsUnavailable``.
     """
 
@@ -447,20 +448,80 @@ def shiftlight_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
         Query(
             "shiftlight_decisions",
             increase(SHIFTLIGHT_DECISIONS, ops, rng, ("decision",)),
-            "scalar",
+            "series",
             "decisions taken by the operator, by kind",
         ),
         Query(
             "shiftlight_rollout_weight",
             f"max by (variant) ({_sel(SHIFTLIGHT_ROLLOUT_WEIGHT, ops)})",
-            "scalar",
+            "series",
             "percent of traffic routed to the candidate",
             unit="percent",
         ),
         Query(
             "shiftlight_trials",
             increase(SHIFTLIGHT_TRIALS, ops, rng, ("outcome",)),
-            "scalar",
+            "series",
             "canary trials run, by outcome",
         ),
     )
+
+
+def dashboard_queries(
+    selector: Selector,
+    rng: str,
+    variant_label: str = DEFAULT_VARIANT_LABEL,
+    ttft_bound: str = "$ttft_bound",
+    tpot_bound: str = "$tpot_bound",
+) -> tuple[Query, ...]:
+    """Everything the Grafana dashboard may plot: the observe queries plus views only a human needs."""
+    s, r = selector, rng
+    v = (check_label_name(variant_label),)
+    extra = [
+        Query(
+            f"{name}_{_qname(qq)}",
+            histogram_quantile(qq, metric, s, r),
+            "series",
+            f"{name.replace('_', ' ')} {qq} quantile (coarse 1-2-5 buckets: interpolated inside a bucket)",
+            unit="tokens",
+        )
+        for name, metric in (("prompt_tokens", PROMPT_TOKENS), ("output_tokens", GENERATION_TOKENS))
+        for qq in (0.5, 0.9)
+    ]
+    extra += [
+        Query(
+            "v_arrival_rate",
+            rate(REQUEST_SUCCESS, s, r, v),
+            "series",
+            "finished requests per second per variant",
+            unit="req/s",
+        ),
+        Query(
+            "v_error_ratio",
+            ratio(
+                rate(REQUEST_SUCCESS, s, r, v, (_error_matcher(),)),
+                rate(REQUEST_SUCCESS, s, r, v),
+            ),
+            "series",
+            "share of requests finished with an error/abort per variant",
+        ),
+        Query(
+            "v_ttft_good_ratio",
+            slo_good_ratio(TTFT, s, r, ttft_bound, variant_label),
+            "series",
+            "share of requests with TTFT within the bound (a TTFT bucket boundary)",
+        ),
+        Query(
+            "v_tpot_good_ratio",
+            slo_good_ratio(TPOT, s, r, tpot_bound, variant_label),
+            "series",
+            "share of requests with TPOT within the bound (a TPOT bucket boundary)",
+        ),
+        Query(
+            "preemptions_per_s",
+            rate(PREEMPTIONS, s, r),
+            "series",
+            "preemptions per second",
+        ),
+    ]
+    return observe_queries(s, r, variant_label) + tuple(extra) + shiftlight_queries(s, r)
