@@ -11,7 +11,7 @@ import pytest
 
 from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
 from controller.clock import FakeClock
-from controller.domain import STOCK, EngineConfig, Percentiles, SpecDecodeStats, TargetRef, TrafficShape
+from controller.domain import STOCK, EngineConfig, Observation, Percentiles, SpecDecodeStats, TargetRef, TrafficShape
 from controller.errors import InvalidInput, MetricsUnavailable, NotFound
 from controller.ports import Cluster, MetricsSource, TrafficRouter
 from controller.simulator.fleet import SimulatedFleet
@@ -214,3 +214,31 @@ def test_cluster_promote_and_errors() -> None:
     assert cluster.ready_replicas(T, "stable") == 1 and cluster.ready_replicas(T, "candidate") == 0
     stable = fleet.variant("stable")
     assert stable is not None and stable.config == MTP1
+
+
+# ----- a day on the real performance model --------------------------------------------------------------------------
+def test_observing_a_real_day_window_by_window() -> None:
+    traffic = DiurnalTraffic(2)
+    fleet = SimulatedFleet("nemotron-3-super-nvfp4", "gb300-dgx-station", traffic, FakeClock(MONDAY), 2)
+    cluster, router, metrics = SimulatedCluster(fleet), SimulatedRouter(fleet), SimulatedMetrics(fleet)
+    cluster.deploy(T, "candidate", MTP1, 1)
+    fleet.advance(600)
+    router.set_weight(T, 20)
+    fleet.advance(86_400 - 600)
+    seen: dict[str, Observation] = {}
+    for window in traffic.windows:
+        start = MONDAY + timedelta(hours=window.start_hour)
+        obs = metrics.observe(T, start=start, end=MONDAY + timedelta(hours=window.end_hour))
+        assert obs.shape.window == window
+        seen[window.name] = obs
+    day, night = seen["day"], seen["night"]
+    assert day.shape.concurrency > 20 * night.shape.concurrency
+    assert night.shape.prompt_tokens.mean > 20 * day.shape.prompt_tokens.mean
+    assert night.shape.repetitiveness > 0.7 > day.shape.repetitiveness
+    for obs in (day, night):
+        cand, stable = obs.variants["candidate"], obs.variants["stable"]
+        assert cand.spec_acceptance_rate is not None and stable.spec_acceptance_rate is None
+        assert cand.requests / (cand.requests + stable.requests) == pytest.approx(0.2, abs=0.05)
+        assert cand.error_rate == 0 and stable.error_rate == 0
+    # the MTP candidate beats stock on per-token latency under the daytime load
+    assert day.variants["candidate"].tpot_p95_s < day.variants["stable"].tpot_p95_s  # type: ignore[operator]

@@ -300,3 +300,66 @@ def test_mixture_quantile() -> None:
     assert mixed is not None and 2.0 < mixed < 20.0
     assert mixture_quantile([], 0.95) is None
     assert mixture_quantile([(0, p)], 0.95) is None
+
+
+# ----- with the real performance model -----------------------------------------------------------------------------
+MODEL, GPU = "nemotron-3-super-nvfp4", "gb300-dgx-station"
+#: field note 1's final configuration
+TUNED = EngineConfig(
+    speculative_method="mtp",
+    num_speculative_tokens=1,
+    omp_num_threads=1,
+    async_scheduling=True,
+    mamba_backend="flashinfer",
+    mamba_ssm_cache_dtype="float16",
+    mamba_cache_stochastic_rounding=True,
+)
+
+
+def real_fleet(profile: str, config: EngineConfig, *, seed: int = 0) -> SimulatedFleet:
+    return SimulatedFleet(MODEL, GPU, DiurnalTraffic(seed, profile), FakeClock(MONDAY), seed, stable_config=config)
+
+
+def test_faster_config_answers_faster_and_has_more_headroom_at_the_same_load() -> None:
+    stock, tuned = real_fleet("agents-flat", STOCK), real_fleet("agents-flat", TUNED)
+    for fleet in (stock, tuned):
+        fleet.advance(1800)
+    s, t = stock.ticks[-1].variants["stable"], tuned.ticks[-1].variants["stable"]
+    assert s.requests == t.requests  # same seed, same arrivals
+    assert s.ttft_s is not None and t.ttft_s is not None and s.tpot_s is not None and t.tpot_s is not None
+    assert t.ttft_s.p95 < s.ttft_s.p95
+    assert t.tpot_s.p95 < 0.6 * s.tpot_s.p95
+    assert t.capacity_tokens_per_s > 1.5 * s.capacity_tokens_per_s
+    assert t.spec_acceptance is not None and s.spec_acceptance is None
+
+
+def test_faster_config_serves_more_tokens_when_stock_saturates() -> None:
+    stock, tuned = real_fleet("agents-flat", STOCK), real_fleet("agents-flat", TUNED)
+    for fleet in (stock, tuned):
+        fleet.faults.traffic_spike = 2.5
+        fleet.advance(1800)
+    s, t = totals(stock.ticks), totals(tuned.ticks)
+    assert s["requests"] == t["requests"]
+    assert s["errors"] > 0.1 * s["requests"] and t["errors"] == 0
+    assert t["output_tokens"] > 1.3 * s["output_tokens"]
+    assert t["good_requests"] > s["good_requests"]
+
+
+def test_a_simulated_day_of_one_minute_ticks() -> None:
+    fleet = SimulatedFleet(MODEL, GPU, DiurnalTraffic(1), FakeClock(MONDAY), 1, stable_config=TUNED, stable_replicas=2)
+    fleet.advance(86_400)
+    assert len(fleet.ticks) == 1440 and fleet.clock.now() == MONDAY + timedelta(days=1)
+    assert fleet.gpu_seconds() == 2 * 86_400
+    by_window: dict[str, list[float]] = {}
+    for tick in fleet.ticks:
+        assert tick.shape.window is not None
+        by_window.setdefault(tick.shape.window.name, []).append(tick.variants["stable"].requests)
+    assert sum(by_window["day"]) > 50 * sum(by_window["night"])
+    night = fleet.ticks[3 * 60].variants["stable"]
+    noon = fleet.ticks[13 * 60].variants["stable"]
+    assert night.ttft_s is not None and noon.ttft_s is not None and night.tpot_s is not None
+    assert noon.tpot_s is not None
+    assert night.ttft_s.p95 > noon.ttft_s.p95  # 24k-token prompts
+    assert night.tpot_s.p95 < noon.tpot_s.p95  # a handful of streams
+    day = totals(fleet.ticks)
+    assert day["errors"] == 0 and day["good_requests"] > 0.99 * day["requests"]
