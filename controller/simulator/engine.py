@@ -45,10 +45,12 @@ FloatArray = npt.NDArray[np.float64]
 
 #: vLLM's default KV block size (tokens per block).
 DEFAULT_BLOCK_SIZE = 16
+#: Context length servers and trials admit unless told otherwise (always capped by what the KV cache holds).
+DEFAULT_MAX_MODEL_LEN = 131_072
 
 _PENDING, _WAITING, _RUNNING, _FINISHED = 0, 1, 2, 3
-FINISH_REASONS: tuple[str, ...] = ("", "stop", "length", "abort")
-_STOP, _LENGTH, _ABORT = 1, 2, 3
+FINISH_REASONS: tuple[str, ...] = ("", "stop", "length", "abort", "error")
+_STOP, _LENGTH, _ABORT, _ERROR = 1, 2, 3, 4
 
 
 # ----- what the engine needs from a performance model ----------------------------------------------------------
@@ -59,6 +61,8 @@ class CapacityLike(Protocol):
     def max_num_batched_tokens(self) -> int: ...
     @property
     def kv_cache_tokens(self) -> int: ...
+    @property
+    def state_tokens_per_seq(self) -> int: ...
 
 
 class StepTimingLike(Protocol):
@@ -241,6 +245,8 @@ class ReplicaEngine:
 
     ``record_token_times`` keeps every token's timestamp per request (for streaming and inspection); turn it off for
     long benchmark runs, where the aggregate arrays in :class:`StepResult` and :meth:`finished_arrays` suffice.
+    ``num_gpu_blocks_override`` replaces the modelled KV capacity with a fixed number of blocks, like vLLM's
+    ``--num-gpu-blocks-override``.
     """
 
     def __init__(
@@ -254,6 +260,7 @@ class ReplicaEngine:
         repetitiveness: float = 0.0,
         record_token_times: bool = True,
         start_time: float = 0.0,
+        num_gpu_blocks_override: int | None = None,
     ) -> None:
         self.perf = perf
         self.config = config
@@ -264,10 +271,14 @@ class ReplicaEngine:
         self.max_num_seqs = int(cap.max_num_seqs)
         self.max_num_batched_tokens = int(cap.max_num_batched_tokens)
         self.kv_cache_tokens = int(cap.kv_cache_tokens)
+        if num_gpu_blocks_override is not None:  # vLLM's --num-gpu-blocks-override
+            self.kv_cache_tokens = num_gpu_blocks_override * block_size
         self.total_blocks = max(1, self.kv_cache_tokens // block_size)
         self.k = config.num_speculative_tokens
+        # Per-sequence state outside the token KV (Mamba SSM/conv state slots), held while a sequence runs.
+        self.state_blocks = -(-int(cap.state_tokens_per_seq) // block_size)
         # The longest sequence the KV cache can hold, including the decode look-ahead of 1 + k slots.
-        kv_limit = self.total_blocks * block_size - self.k - 1
+        kv_limit = (self.total_blocks - self.state_blocks) * block_size - self.k - 1
         self.max_model_len = max(1, min(max_model_len, kv_limit) if max_model_len is not None else kv_limit)
         self.prefix_caching = config.enable_prefix_caching is not False
         self.now = float(start_time)
@@ -395,10 +406,10 @@ class ReplicaEngine:
         )
 
     def finished_arrays(self) -> dict[str, npt.NDArray[np.float64] | IntArray]:
-        """Columns of every request that finished normally (not aborted), for vectorised analysis."""
+        """Columns of every request that finished normally (``stop`` or ``length``), for vectorised analysis."""
         t = self._t
         n = t.size
-        done = np.flatnonzero((t.state[:n] == _FINISHED) & (t.reason[:n] != _ABORT))
+        done = np.flatnonzero((t.state[:n] == _FINISHED) & ((t.reason[:n] == _STOP) | (t.reason[:n] == _LENGTH)))
         return {
             "id": done,
             "prompt": t.prompt[done],
@@ -496,7 +507,8 @@ class ReplicaEngine:
         before = np.cumsum(need) - need
         chunk = np.clip(self.max_num_batched_tokens - before, 0, need)
         held = t.blocks[run]
-        new_blocks = np.where(chunk > 0, np.maximum(-(-(comp + chunk) // bs) - held, 0), 0)
+        sb = self.state_blocks
+        new_blocks = np.where(chunk > 0, np.maximum(-(-(comp + chunk) // bs) + sb - held, 0), 0)
 
         # 2. KV: keep the longest prefix of the running list that fits once the tail is preempted
         free = self.total_blocks - self._used_blocks
@@ -535,7 +547,7 @@ class ReplicaEngine:
             target = int(t.target[rid])
             hits = self._prefix_lookup(rid) if self.prefix_caching else 0
             c = min(target - hits, budget)
-            blocks = -(-(hits + c) // bs)
+            blocks = -(-(hits + c) // bs) + sb
             if blocks > self.total_blocks - self._used_blocks:
                 break
             self._waiting.popleft()
@@ -568,8 +580,9 @@ class ReplicaEngine:
         pre = active & prefilling
         n_decode = int(np.count_nonzero(decoding))
         prefill_tokens = int(chunk[pre].sum())
-        n_active = int(np.count_nonzero(active))
-        mean_ctx = float((comp[active] + chunk[active]).mean()) if n_active else 0.0
+        if not np.any(active):
+            return self._reject_head(t0)
+        mean_ctx = float(comp[decoding].mean()) if n_decode else 0.0
         reps = t.rep[run[decoding]]
         mean_rep = float(reps.mean()) if n_decode else self.repetitiveness
         timing = self.perf.step(
@@ -671,6 +684,40 @@ class ReplicaEngine:
             num_draft_tokens=draft_tokens,
             num_accepted=accepted_total,
             accepted_per_pos=per_pos,
+            num_running=len(self._running),
+            num_waiting=len(self._waiting),
+            kv_usage=self.kv_usage,
+        )
+        for observer in self._observers:
+            observer(self, result)
+        return result
+
+    def _reject_head(self, now: float) -> StepResult:
+        """Nothing fits: the head of the queue can never run (longer than the KV cache); fail it like vLLM would."""
+        t = self._t
+        rid = self._waiting.popleft()
+        t.state[rid] = _FINISHED
+        t.reason[rid] = _ERROR
+        t.finish[rid] = now
+        empty = np.zeros(0, np.int64)
+        result = StepResult(
+            start=now,
+            end=now,
+            prefill_tokens=0,
+            decode_seqs=0,
+            emitted_ids=empty,
+            emitted_counts=empty,
+            itl=np.zeros(0),
+            first_token_ids=empty,
+            finished_ids=np.asarray([rid], np.int64),
+            prompt_tokens_done=0,
+            preemptions=0,
+            prefix_queries=0,
+            prefix_hits=0,
+            num_drafts=0,
+            num_draft_tokens=0,
+            num_accepted=0,
+            accepted_per_pos=np.zeros(self.k, np.int64),
             num_running=len(self._running),
             num_waiting=len(self._waiting),
             kv_usage=self.kv_usage,

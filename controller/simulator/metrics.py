@@ -299,6 +299,8 @@ class ReplicaMetrics:
         for rid in result.finished_ids.tolist():
             record = engine.record(rid)
             self.request_success[record.finish_reason].inc()
+            if record.output_tokens == 0:  # rejected before running: no latencies to record
+                continue
             self.e2e_request_latency.observe(record.e2e)
             self.request_queue_time.observe(record.queue_time)
             self.request_prefill_time.observe(record.prefill_time)

@@ -1,0 +1,226 @@
+"""The simulated :class:`~controller.ports.LoadTester`: trials on the replica engine, in virtual time.
+
+A trial replays the traffic shape as a closed loop at ``shape.concurrency`` streams (each stream sends its next
+request the moment the previous one finishes, like ``vllm bench serve --max-concurrency`` with an unbounded request
+rate). Prompt and output lengths are drawn from the shape's log-normal distributions with the trial's seed; a
+``prefix_share`` of each prompt comes from a handful of shared prefixes so the prefix cache sees realistic hits.
+
+Measurement follows ``vllm bench serve``:
+
+* the first ``budget.warmup_s`` seconds are warm-up; the measured window is ``[warmup, warmup + duration]``, cut
+  short when ``budget.max_requests`` measured requests have finished;
+* throughput counts the output tokens generated inside the window and the requests that finished inside it;
+* latency percentiles use the requests that *arrived* after warm-up and finished in the window; per request
+  TPOT = (e2e - TTFT) / (output tokens - 1); a request is *good* when TTFT <= ``slo.ttft_seconds`` and
+  TPOT <= ``slo.tpot_seconds`` (``--goodput ttft:.. tpot:..``);
+* goodput is the throughput times the share of those requests that are good (``goodput_rps``), or the share of
+  their output tokens that belong to good requests (``goodput_tokens_per_s``), so it never exceeds throughput;
+* speculative-decoding statistics come from the engine's counters over the window, as bench diffs ``/metrics``.
+
+An infeasible config (the performance model says vLLM would refuse it or run out of memory) comes back as an
+``infeasible`` result with the reason, never as an exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from controller.domain.config import EngineConfig
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import Percentiles, SpecDecodeStats, TrialResult, TrialStatus
+from controller.ports import TrialRequest
+from controller.simulator.engine import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_MODEL_LEN, ReplicaEngine
+from controller.simulator.perf import PerformanceModel
+from controller.simulator.profiles import load_gpu, load_model
+
+#: Number of distinct shared prompt prefixes when ``prefix_share > 0``.
+PREFIX_GROUPS = 4
+
+
+def sample_lengths(dist: LengthDistribution, n: int, rng: np.random.Generator) -> npt.NDArray[np.int64]:
+    """``n`` token lengths from the log-normal ``dist`` (exactly ``mean`` when ``cv == 0``), at least 1."""
+    if dist.cv == 0:
+        values = np.full(n, dist.mean)
+    else:
+        mu, sigma = dist.lognormal_params()
+        values = rng.lognormal(mu, sigma, n)
+    if dist.maximum is not None:
+        values = np.minimum(values, dist.maximum)
+    lengths: npt.NDArray[np.int64] = np.maximum(np.rint(values), 1).astype(np.int64)
+    return lengths
+
+
+def percentiles(values: npt.NDArray[Any]) -> Percentiles:
+    if len(values) == 0:
+        return Percentiles(p50=0.0, p95=0.0, p99=0.0)
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return Percentiles(p50=max(float(p50), 0.0), p95=max(float(p95), 0.0), p99=max(float(p99), 0.0))
+
+
+class SimulatedLoadTester:
+    """Trials of ``model`` on ``gpu`` (profile names, see :mod:`controller.simulator.profiles`)."""
+
+    def __init__(self, model: str, gpu: str, *, max_model_len: int = DEFAULT_MAX_MODEL_LEN) -> None:
+        self.model = model
+        self.gpu = gpu
+        self.max_model_len = max_model_len
+        self.perf = PerformanceModel(load_model(model), load_gpu(gpu))
+
+    def run(self, request: TrialRequest) -> TrialResult:
+        config, shape, slo = request.config, request.shape, request.slo
+        reason = self.perf.feasibility(config)
+        if reason is not None:
+            return TrialResult(
+                config=config, shape=shape, slo=slo, status=TrialStatus.INFEASIBLE, reason=reason, source="simulator"
+            )
+        return _Trial(self, request).run()
+
+
+class _Trial:
+    def __init__(self, tester: SimulatedLoadTester, request: TrialRequest) -> None:
+        self.request = request
+        self.config: EngineConfig = request.config
+        self.shape: TrafficShape = request.shape
+        self.engine = ReplicaEngine(
+            tester.perf,
+            request.config,
+            seed=request.seed,
+            max_model_len=tester.max_model_len,
+            repetitiveness=request.shape.repetitiveness,
+            record_token_times=False,
+        )
+        self.rng = np.random.default_rng([request.seed, 0x5EED])
+        self.arrivals: list[float] = []
+        self._prompts: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._outputs: npt.NDArray[np.int64] = np.zeros(0, np.int64)
+        self._next = 0
+
+    def _refill(self, n: int = 1024) -> None:
+        self._prompts = sample_lengths(self.shape.prompt_tokens, n, self.rng)
+        self._outputs = sample_lengths(self.shape.output_tokens, n, self.rng)
+        self._groups = self.rng.integers(0, PREFIX_GROUPS, n)
+        self._next = 0
+
+    def _submit(self) -> None:
+        if self._next >= len(self._prompts):
+            self._refill()
+        i = self._next
+        self._next += 1
+        limit = self.engine.max_model_len
+        prompt = int(min(self._prompts[i], limit - 1))
+        output = int(min(self._outputs[i], limit - prompt))
+        hashes: list[int] = []
+        if self.shape.prefix_share > 0:
+            blocks = int(prompt * self.shape.prefix_share) // DEFAULT_BLOCK_SIZE
+            group = int(self._groups[i])
+            hashes = [hash((group, b)) for b in range(blocks)]
+        self.engine.add_request(prompt, output, prefix_hashes=hashes)
+        self.arrivals.append(self.engine.now)
+
+    def run(self) -> TrialResult:
+        req = self.request
+        budget = req.budget
+        engine = self.engine
+        warmup = budget.warmup_s
+        end = warmup + budget.duration_s
+        streams = max(1, round(self.shape.concurrency))
+        k = self.config.num_speculative_tokens
+
+        for _ in range(streams):
+            self._submit()
+        generated = 0
+        preemptions = 0
+        drafts = draft_tokens = accepted = 0
+        per_pos = np.zeros(k, np.int64)
+        kv_time = 0.0
+        itl: list[npt.NDArray[np.float64]] = []
+        measured = 0
+        window_end = end
+        steps = 0
+        while engine.now < window_end:
+            result = engine.step()
+            if result is None:  # only possible if every stream failed to submit
+                break
+            steps += 1
+            if warmup < result.end <= window_end:
+                generated += result.generated_tokens
+                preemptions += result.preemptions
+                drafts += result.num_drafts
+                draft_tokens += result.num_draft_tokens
+                accepted += result.num_accepted
+                if k:
+                    per_pos += result.accepted_per_pos
+                kv_time += result.kv_usage * (result.end - max(result.start, warmup))
+                itl.append(result.itl)
+                for rid in result.finished_ids.tolist():
+                    if self.arrivals[rid] >= warmup:
+                        measured += 1
+                if measured >= budget.max_requests:
+                    window_end = result.end
+            for _ in range(len(result.finished_ids)):
+                self._submit()
+
+        duration = max(min(engine.now, window_end) - warmup, 1e-9)
+        cols = engine.finished_arrays()
+        in_window = (cols["finish"] > warmup) & (cols["finish"] <= window_end + 1e-12)
+        sample = in_window & (cols["arrival"] >= warmup)
+        if not np.any(sample):
+            sample = in_window
+        if not np.any(sample):
+            return TrialResult(
+                config=self.config,
+                shape=self.shape,
+                slo=req.slo,
+                status=TrialStatus.INFEASIBLE,
+                reason=f"no request finished within the {budget.duration_s:g} s trial window",
+                source="simulator",
+                duration_s=duration,
+            )
+        ttft = cols["first_token"][sample] - cols["arrival"][sample]
+        e2e = cols["finish"][sample] - cols["arrival"][sample]
+        out = cols["output"][sample]
+        tpot = np.where(out > 1, (e2e - ttft) / np.maximum(out - 1, 1), 0.0)
+        good = (ttft <= req.slo.ttft_seconds) & (tpot <= req.slo.tpot_seconds)
+        completed = int(np.count_nonzero(in_window))
+        # goodput = throughput x the share of (post-warm-up) requests, and of their output tokens, within the SLO
+        good_share = float(np.count_nonzero(good)) / len(good)
+        good_token_share = float(out[good].sum()) / max(float(out.sum()), 1.0)
+        prompt_in_window = int(cols["prompt"][in_window].sum())
+        spec = None
+        if k and drafts:
+            spec = SpecDecodeStats(
+                acceptance_rate=min(accepted / draft_tokens, 1.0),
+                mean_acceptance_length=1.0 + accepted / drafts,
+                per_position=tuple(float(x) / drafts for x in per_pos),
+            )
+        all_itl = np.concatenate(itl) if itl else np.zeros(0)
+        return TrialResult(
+            config=self.config,
+            shape=self.shape,
+            slo=req.slo,
+            status=TrialStatus.MEASURED,
+            source="simulator",
+            duration_s=duration,
+            completed=completed,
+            failed=0,
+            output_tokens_per_s=generated / duration,
+            total_tokens_per_s=(generated + prompt_in_window) / duration,
+            request_throughput=completed / duration,
+            goodput_rps=completed * good_share / duration,
+            goodput_tokens_per_s=generated * good_token_share / duration,
+            ttft_s=percentiles(ttft),
+            tpot_s=percentiles(tpot[out > 1]),
+            itl_s=percentiles(all_itl),
+            e2e_s=percentiles(e2e),
+            spec_decode=spec,
+            preemptions=preemptions,
+            kv_cache_usage=min(max(kv_time / duration, 0.0), 1.0),
+            log_tail=(
+                f"simulated {steps} engine steps, {engine.num_requests} requests at {streams} concurrent streams",
+                f"window {duration:.1f} s after {warmup:g} s warm-up: {completed} finished, "
+                f"{int(np.count_nonzero(good))}/{int(np.count_nonzero(sample))} within the SLO",
+            ),
+        )

@@ -1,0 +1,566 @@
+"""A vLLM-compatible HTTP server in front of one simulated replica.
+
+Endpoints (the subset of vLLM's OpenAI server that load generators, gateways and Prometheus use):
+
+* ``POST /v1/completions`` and ``POST /v1/chat/completions``: streaming (server-sent events, ``data: {...}`` chunks
+  and a final ``data: [DONE]``) and non-streaming, with ``usage``; ``max_tokens`` (``max_completion_tokens`` for
+  chat), ``ignore_eos``, ``stream_options.include_usage``; OpenAI-style 400 errors for bad requests and 404 for an
+  unknown model name;
+* ``GET /v1/models``, ``GET /health`` (and ``/ping``), ``GET /version``, ``GET /metrics`` (see
+  :mod:`controller.simulator.metrics`).
+
+The engine runs in real time, optionally sped up (``--speedup 10`` makes a 40 ms step take 4 ms); every
+timing the server reports (metrics, usage) is in engine time.
+
+**Tokenizer approximation.** There are no weights and no vocabulary, so text is tokenized deterministically as one
+token per 4 bytes of UTF-8 (rounded up): ``"Hello world"`` (11 bytes) is 3 tokens. A ``prompt`` given as a list of
+token ids is used as is. Chat messages are rendered as ``<|role|>\\ncontent\\n`` per message plus
+``<|assistant|>\\n`` and tokenized the same way. Generated text is made of 4-byte words (``" the"``, ``" sim"``,
+...), one per token, so re-tokenizing a completion gives back its token count.
+
+**End of sequence.** With ``ignore_eos`` the model generates exactly ``max_tokens`` tokens. Without it the simulated
+model stops by itself (finish reason ``stop``) after a length derived from a hash of the prompt, between 16 and 512
+tokens, or at ``max_tokens`` (finish reason ``length``) if that comes first.
+
+CLI::
+
+    python -m controller.simulator.server --model hybrid-moe-mtp --gpu gb300-dgx-station \\
+        --config '{"speculative_method": "mtp", "num_speculative_tokens": 1}' --port 8000 --speedup 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+import uuid
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controller.domain.config import EngineConfig
+from controller.simulator.engine import DEFAULT_MAX_MODEL_LEN, RealTimeDriver, ReplicaEngine, StepResult
+from controller.simulator.metrics import ReplicaMetrics
+
+#: Version string reported on ``/version``: the vLLM API generation the simulator mimics, tagged as simulated.
+VERSION = "0.32.0+shiftlight.sim"
+BYTES_PER_TOKEN = 4
+VOCAB_SIZE = 32_000
+_WORDS: tuple[str, ...] = (
+    " the",
+    " sim",
+    " and",
+    " for",
+    " ran",
+    " one",
+    " new",
+    " way",
+    " key",
+    " log",
+    " map",
+    " set",
+    " run",
+    " row",
+    " fit",
+    " use",
+)
+_EOS_MIN, _EOS_SPAN = 16, 497
+_M = TypeVar("_M", bound=BaseModel)
+
+
+# ----- tokenizer approximation -------------------------------------------------------------------------------------
+def tokenize(text: str) -> list[int]:
+    """Deterministic token ids: one per 4 UTF-8 bytes (see the module docstring), in ``[0, 32000)``."""
+    data = text.encode()
+    return [
+        int.from_bytes(data[i : i + BYTES_PER_TOKEN], "little") % VOCAB_SIZE
+        for i in range(0, len(data), BYTES_PER_TOKEN)
+    ]
+
+
+def render_chat(messages: Sequence[ChatMessage]) -> str:
+    """The chat template: ``<|role|>\\ncontent\\n`` per message, then the assistant's turn."""
+    parts = [f"<|{m.role}|>\n{m.text()}\n" for m in messages]
+    return "".join(parts) + "<|assistant|>\n"
+
+
+def detokenize(start: int, count: int) -> str:
+    """Text of generated tokens ``start .. start + count - 1``."""
+    return "".join(_WORDS[i % len(_WORDS)] for i in range(start, start + count))
+
+
+def block_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
+    """Chained hashes of the prompt's full KV blocks (what vLLM's prefix cache keys on)."""
+    hashes: list[int] = []
+    parent = 0
+    for i in range(0, len(token_ids) - block_size + 1, block_size):
+        parent = hash((parent, tuple(token_ids[i : i + block_size])))
+        hashes.append(parent)
+    return hashes
+
+
+def natural_length(token_ids: Sequence[int]) -> int:
+    """Where the simulated model would emit end-of-sequence for this prompt (16..512 tokens)."""
+    digest = zlib.crc32(b"".join(t.to_bytes(4, "little") for t in token_ids[:4096]))
+    return _EOS_MIN + digest % _EOS_SPAN
+
+
+# ----- request models (validated input) ----------------------------------------------------------------------------
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool | None = True
+    continuous_usage_stats: bool | None = False
+
+
+class _Sampling(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    ignore_eos: bool = False
+    n: int = Field(default=1, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+
+
+class CompletionRequest(_Sampling):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    max_tokens: int | None = Field(default=16, ge=1)
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: str = Field(min_length=1)
+    content: str | list[TextPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content)
+
+
+class ChatCompletionRequest(_Sampling):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+
+
+class RequestError(Exception):
+    """An OpenAI-style error answer."""
+
+    def __init__(self, message: str, *, status: int = 400, err_type: str = "BadRequestError", param: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.err_type = err_type
+        self.param = param
+
+
+def error_response(err: RequestError) -> web.Response:
+    body = {"error": {"message": str(err), "type": err.err_type, "param": err.param, "code": err.status}}
+    return web.json_response(body, status=err.status)
+
+
+def _validation_message(exc: ValidationError) -> tuple[str, str | None]:
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    return f"{loc}: {first['msg']}", loc or None
+
+
+# ----- the replica --------------------------------------------------------------------------------------------------
+@dataclass
+class _Stream:
+    queue: asyncio.Queue[tuple[int, bool]] = field(default_factory=asyncio.Queue)
+
+
+class SimulatedServer:
+    """One replica: engine, real-time driver, metrics and the aiohttp application around them."""
+
+    def __init__(
+        self,
+        engine: ReplicaEngine,
+        *,
+        served_model_name: str,
+        speedup: float = 1.0,
+        engine_index: int = 0,
+        vocab_size: int = VOCAB_SIZE,
+    ) -> None:
+        self.engine = engine
+        self.vocab_size = vocab_size
+        self.served_model_name = served_model_name
+        self.driver = RealTimeDriver(engine, speedup=speedup)
+        self.metrics = ReplicaMetrics(
+            model_name=served_model_name,
+            config=engine.config,
+            max_model_len=engine.max_model_len,
+            engine_index=engine_index,
+            block_size=engine.block_size,
+            num_gpu_blocks=engine.total_blocks,
+        )
+        self.created = int(time.time())
+        self._streams: dict[int, _Stream] = {}
+        self.driver.add_listener(self.metrics.on_step)
+        self.driver.add_listener(self._publish)
+
+    # ----- engine -> streams -------------------------------------------------------------------------------------
+    def _publish(self, engine: ReplicaEngine, result: StepResult) -> None:
+        if not self._streams:
+            return
+        finished = set(result.finished_ids.tolist())
+        for rid, count in zip(result.emitted_ids.tolist(), result.emitted_counts.tolist(), strict=True):
+            stream = self._streams.get(rid)
+            if stream is not None:
+                stream.queue.put_nowait((count, rid in finished))
+
+    # ----- application -------------------------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._middleware])
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._chat_completions)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/ping", self._health)
+        app.router.add_post("/ping", self._health)
+        app.router.add_get("/version", self._version)
+        app.router.add_get("/metrics", self._metrics)
+        app.on_startup.append(self._on_startup)
+        app.on_cleanup.append(self._on_cleanup)
+        return app
+
+    async def _on_startup(self, _app: web.Application) -> None:
+        self.driver.start()
+
+    async def _on_cleanup(self, _app: web.Application) -> None:
+        await self.driver.stop()
+
+    @web.middleware
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        path = resource.canonical if resource is not None else request.path
+        try:
+            response = await handler(request)
+        except RequestError as err:
+            response = error_response(err)
+        except web.HTTPException as exc:
+            if exc.status >= 400:
+                kind = "NotFoundError" if exc.status == 404 else type(exc).__name__
+                response = error_response(RequestError(exc.reason, status=exc.status, err_type=kind))
+            else:
+                raise
+        if not request.get("counted"):
+            self.metrics.observe_http(handler=path, method=request.method, status=response.status)
+        return response
+
+    async def _health(self, _request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def _version(self, _request: web.Request) -> web.Response:
+        return web.json_response({"version": VERSION})
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": self.metrics.content_type})
+
+    async def _models(self, _request: web.Request) -> web.Response:
+        name = self.served_model_name
+        card = {
+            "id": name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "vllm",
+            "root": name,
+            "parent": None,
+            "max_model_len": self.engine.max_model_len,
+        }
+        return web.json_response({"object": "list", "data": [card]})
+
+    # ----- generation --------------------------------------------------------------------------------------------
+    async def _parse(self, request: web.Request, model: type[_M]) -> _M:
+        try:
+            payload = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RequestError(f"request body is not valid JSON: {exc}") from exc
+        if not isinstance(payload, dict):
+            raise RequestError("request body must be a JSON object")
+        try:
+            return model.model_validate(payload)
+        except ValidationError as exc:
+            message, param = _validation_message(exc)
+            raise RequestError(message, param=param) from exc
+
+    def _check_model(self, name: str | None) -> None:
+        if name is not None and name != self.served_model_name:
+            raise RequestError(
+                f"The model `{name}` does not exist.", status=404, err_type="NotFoundError", param="model"
+            )
+
+    def _check_lengths(self, prompt_len: int, max_tokens: int | None) -> int:
+        limit = self.engine.max_model_len
+        if prompt_len < 1:
+            raise RequestError("The prompt is empty; it must contain at least one token.", param="prompt")
+        if prompt_len >= limit:
+            raise RequestError(
+                f"This model's maximum context length is {limit} tokens. However, your prompt contains "
+                f"{prompt_len} input tokens, which exceeds this limit even without any output tokens. "
+                "Please reduce the length of the input prompt.",
+                param="input_tokens",
+            )
+        if max_tokens is None:
+            return limit - prompt_len
+        if prompt_len + max_tokens > limit:
+            raise RequestError(
+                f"This model's maximum context length is {limit} tokens. However, you requested {max_tokens} "
+                f"output tokens and your prompt contains {prompt_len} input tokens, for a total of "
+                f"{prompt_len + max_tokens} tokens. Please reduce the length of the input prompt or the number of "
+                "requested output tokens.",
+                param="max_tokens",
+            )
+        return max_tokens
+
+    def _submit(self, token_ids: list[int], max_tokens: int, ignore_eos: bool) -> tuple[int, _Stream]:
+        eos_after = None if ignore_eos else natural_length(token_ids)
+        rid = self.driver.submit(
+            len(token_ids),
+            max_tokens,
+            eos_after=eos_after,
+            prefix_hashes=block_hashes(token_ids, self.engine.block_size),
+        )
+        stream = _Stream()
+        self._streams[rid] = stream
+        return rid, stream
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = await self._parse(request, CompletionRequest)
+        self._check_model(body.model)
+        if body.n != 1:
+            raise RequestError("n > 1 is not supported by the simulator", param="n")
+        prompt: object = body.prompt
+        if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+            if len(prompt) != 1:
+                raise RequestError("batched prompts are not supported by the simulator; send one prompt per request")
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            token_ids = tokenize(prompt)
+        else:
+            assert isinstance(prompt, list)
+            token_ids = [int(t) for t in prompt]
+            if any(t < 0 or t >= self.vocab_size for t in token_ids):
+                raise RequestError(f"token ids must be in [0, {self.vocab_size})", param="prompt")
+        max_tokens = self._check_lengths(len(token_ids), body.max_tokens)
+        return await self._generate(request, body, token_ids, max_tokens, chat=False)
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        body = await self._parse(request, ChatCompletionRequest)
+        self._check_model(body.model)
+        if body.n != 1:
+            raise RequestError("n > 1 is not supported by the simulator", param="n")
+        token_ids = tokenize(render_chat(body.messages))
+        requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
+        max_tokens = self._check_lengths(len(token_ids), requested)
+        return await self._generate(request, body, token_ids, max_tokens, chat=True)
+
+    async def _generate(
+        self, request: web.Request, body: _Sampling, token_ids: list[int], max_tokens: int, *, chat: bool
+    ) -> web.StreamResponse:
+        rid, stream = self._submit(token_ids, max_tokens, body.ignore_eos)
+        prefix = "chatcmpl-" if chat else "cmpl-"
+        ident = prefix + uuid.uuid4().hex
+        created = int(time.time())
+        try:
+            if body.stream:
+                include_usage = bool(body.stream_options and body.stream_options.include_usage)
+                return await self._stream(request, rid, stream, ident, created, len(token_ids), include_usage, chat)
+            produced = 0
+            done = False
+            while not done:
+                count, done = await stream.queue.get()
+                produced += count
+            record = self.engine.record(rid)
+            usage = _usage(len(token_ids), produced)
+            text = detokenize(0, produced)
+            if chat:
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "tool_calls": []},
+                    "logprobs": None,
+                    "finish_reason": record.finish_reason,
+                    "stop_reason": None,
+                }
+            else:
+                choice = {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": record.finish_reason,
+                    "stop_reason": None,
+                }
+            payload = {
+                "id": ident,
+                "object": "chat.completion" if chat else "text_completion",
+                "created": created,
+                "model": self.served_model_name,
+                "choices": [choice],
+                "usage": usage,
+            }
+            return web.json_response(payload)
+        finally:
+            self._streams.pop(rid, None)
+            if not self.engine.record(rid).done:
+                self.engine.abort(rid)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        rid: int,
+        stream: _Stream,
+        ident: str,
+        created: int,
+        prompt_len: int,
+        include_usage: bool,
+        chat: bool,
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        obj = "chat.completion.chunk" if chat else "text_completion"
+
+        def chunk(choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
+            payload: dict[str, Any] = {
+                "id": ident,
+                "object": obj,
+                "created": created,
+                "model": self.served_model_name,
+                "choices": choices,
+            }
+            if include_usage:
+                payload["usage"] = usage
+            return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+        if chat:
+            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            await response.write(chunk([first]))
+        produced = 0
+        done = False
+        while not done:
+            count, done = await stream.queue.get()
+            text = detokenize(produced, count)
+            produced += count
+            reason = self.engine.record(rid).finish_reason if done else None
+            if chat:
+                choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "logprobs": None}
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None}
+            choice["finish_reason"] = reason
+            choice["stop_reason"] = None
+            await response.write(chunk([choice]))
+        if include_usage:
+            await response.write(chunk([], _usage(prompt_len, produced)))
+        resource = request.match_info.route.resource
+        handler = resource.canonical if resource is not None else request.path
+        self.metrics.observe_http(handler=handler, method=request.method, status=200)
+        request["counted"] = True
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": None,
+    }
+
+
+# ----- CLI -----------------------------------------------------------------------------------------------------------
+def build_server(
+    *,
+    model: str,
+    gpu: str,
+    config: EngineConfig,
+    speedup: float = 1.0,
+    seed: int = 0,
+    served_model_name: str | None = None,
+    max_model_len: int | None = None,
+    repetitiveness: float = 0.0,
+) -> SimulatedServer:
+    """A server for ``model`` on ``gpu`` running ``config``; raises :class:`ValueError` if the config cannot start."""
+    from controller.simulator.perf import PerformanceModel
+    from controller.simulator.profiles import load_gpu, load_model
+
+    model_profile = load_model(model)
+    perf = PerformanceModel(model_profile, load_gpu(gpu))
+    reason = perf.feasibility(config)
+    if reason is not None:
+        raise ValueError(reason)
+    limit = max_model_len if max_model_len is not None else DEFAULT_MAX_MODEL_LEN
+    engine = ReplicaEngine(perf, config, seed=seed, max_model_len=limit, repetitiveness=repetitiveness)
+    return SimulatedServer(
+        engine, served_model_name=served_model_name or model, speedup=speedup, vocab_size=model_profile.vocab_size
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m controller.simulator.server", description="A simulated vLLM replica behind vLLM's HTTP API."
+    )
+    parser.add_argument("--model", required=True, help="model profile name")
+    parser.add_argument("--gpu", required=True, help="GPU profile name")
+    parser.add_argument("--config", default="{}", help="EngineConfig as JSON (default: stock)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--speedup", type=float, default=1.0, help="engine seconds per wall-clock second")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--served-model-name", default=None)
+    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--repetitiveness", type=float, default=0.0, help="share of output copying the context")
+    args = parser.parse_args(argv)
+    try:
+        config = EngineConfig.model_validate_json(args.config)
+    except ValidationError as exc:
+        message, _ = _validation_message(exc)
+        print(f"--config: {message}", file=sys.stderr)
+        return 2
+    if args.speedup <= 0:
+        print("--speedup: must be positive", file=sys.stderr)
+        return 2
+    try:
+        server = build_server(
+            model=args.model,
+            gpu=args.gpu,
+            config=config,
+            speedup=args.speedup,
+            seed=args.seed,
+            served_model_name=args.served_model_name,
+            max_model_len=args.max_model_len,
+            repetitiveness=args.repetitiveness,
+        )
+    except (KeyError, ValueError, LookupError) as exc:
+        print(f"engine failed to start: {exc}", file=sys.stderr)
+        return 1
+    web.run_app(server.app(), host=args.host, port=args.port, print=None, handle_signals=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

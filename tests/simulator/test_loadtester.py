@@ -1,0 +1,131 @@
+"""The simulated load tester: trials replayed on the replica engine in virtual time."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.adapters.simulated_loadtester import SimulatedLoadTester, sample_lengths
+from controller.domain.config import EngineConfig
+from controller.domain.observation import TargetRef
+from controller.domain.slo import SLO
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import TrialResult, TrialStatus
+from controller.ports import LoadTester, TrialBudget, TrialRequest
+from controller.simulator.profiles import load_model, model_names
+
+GPU = "h200"
+TARGET = TargetRef(namespace="default", name="chat", model="m")
+SHAPE = TrafficShape(
+    arrival_rate_rps=4.0,
+    concurrency=32,
+    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
+    output_tokens=LengthDistribution(mean=256, cv=0.5),
+)
+SLO_ = SLO(ttft_seconds=2.0, tpot_seconds=0.05)
+BUDGET = TrialBudget(duration_s=60.0, warmup_s=10.0, max_requests=100_000)
+
+
+def _mtp_model() -> str:
+    for name in model_names():
+        if load_model(name).has_mtp:
+            return name
+    raise AssertionError("no model profile with an MTP head")
+
+
+@pytest.fixture(scope="module")
+def tester() -> SimulatedLoadTester:
+    return SimulatedLoadTester(_mtp_model(), GPU)
+
+
+def _run(
+    tester: SimulatedLoadTester,
+    config: EngineConfig,
+    *,
+    shape: TrafficShape = SHAPE,
+    seed: int = 0,
+    budget: TrialBudget = BUDGET,
+) -> TrialResult:
+    return tester.run(TrialRequest(target=TARGET, config=config, shape=shape, slo=SLO_, budget=budget, seed=seed))
+
+
+def test_implements_the_port(tester: SimulatedLoadTester) -> None:
+    assert isinstance(tester, LoadTester)
+
+
+def test_measured_trial_is_consistent(tester: SimulatedLoadTester) -> None:
+    r = _run(tester, EngineConfig())
+    assert r.status is TrialStatus.MEASURED and r.source == "simulator"
+    assert r.duration_s == pytest.approx(BUDGET.duration_s, rel=0.02)
+    assert r.completed > 100 and r.failed == 0
+    assert r.output_tokens_per_s > 0 and r.total_tokens_per_s > r.output_tokens_per_s
+    # Little's law at the trial's concurrency: rate x mean latency ~ streams (p50 e2e as a loose proxy)
+    assert r.e2e_s is not None and r.ttft_s is not None and r.tpot_s is not None and r.itl_s is not None
+    assert r.request_throughput * r.e2e_s.p50 == pytest.approx(32, rel=0.5)
+    # output tokens / requests ~ mean output length
+    assert r.output_tokens_per_s / r.request_throughput == pytest.approx(256, rel=0.2)
+    assert r.ttft_s.p50 <= r.e2e_s.p50
+    assert r.kv_cache_usage is not None and 0 < r.kv_cache_usage <= 1
+    assert r.spec_decode is None
+
+
+def test_goodput_never_exceeds_throughput(tester: SimulatedLoadTester) -> None:
+    tight = SLO(ttft_seconds=0.2, tpot_seconds=0.012)
+    for slo in (SLO_, tight):
+        r = tester.run(TrialRequest(target=TARGET, config=EngineConfig(), shape=SHAPE, slo=slo, budget=BUDGET))
+        assert r.goodput_rps <= r.request_throughput + 1e-9
+        assert r.goodput_tokens_per_s <= r.output_tokens_per_s + 1e-9
+
+
+def test_starved_config_ranks_below_a_normal_one(tester: SimulatedLoadTester) -> None:
+    normal = _run(tester, EngineConfig())
+    starved = _run(tester, EngineConfig(max_num_seqs=1))
+    assert starved.status is TrialStatus.MEASURED
+    assert starved.output_tokens_per_s < normal.output_tokens_per_s / 4
+    assert starved.objective() < normal.objective()
+    assert starved.ttft_s is not None and normal.ttft_s is not None
+    assert starved.ttft_s.p50 > normal.ttft_s.p50  # requests queue behind the single slot
+
+
+def test_speculation_reports_acceptance(tester: SimulatedLoadTester) -> None:
+    r = _run(tester, EngineConfig(speculative_method="mtp", num_speculative_tokens=3))
+    assert r.status is TrialStatus.MEASURED
+    spec = r.spec_decode
+    assert spec is not None and len(spec.per_position) == 3
+    assert list(spec.per_position) == sorted(spec.per_position, reverse=True)
+    assert spec.mean_acceptance_length == pytest.approx(1 + sum(spec.per_position), rel=1e-9)
+    assert spec.acceptance_rate == pytest.approx(sum(spec.per_position) / 3, rel=1e-9)
+
+
+def test_infeasible_config_returns_infeasible_with_reason(tester: SimulatedLoadTester) -> None:
+    r = _run(tester, EngineConfig(tensor_parallel_size=64))
+    assert r.status is TrialStatus.INFEASIBLE
+    assert r.reason
+    assert r.ttft_s is None and r.output_tokens_per_s == 0 and r.objective() == 0
+
+
+def test_same_seed_same_result_and_seed_matters(tester: SimulatedLoadTester) -> None:
+    config = EngineConfig(speculative_method="mtp", num_speculative_tokens=2)
+    a, b, c = (_run(tester, config, seed=s) for s in (7, 7, 8))
+    assert a.model_dump() == b.model_dump()
+    assert a.model_dump() != c.model_dump()
+
+
+def test_max_requests_cuts_the_window(tester: SimulatedLoadTester) -> None:
+    budget = TrialBudget(duration_s=600.0, warmup_s=5.0, max_requests=200)
+    r = _run(tester, EngineConfig(), budget=budget)
+    assert r.status is TrialStatus.MEASURED
+    assert r.duration_s < 600.0
+    assert 200 <= r.completed <= 200 + 32 + 16  # plus warm-up arrivals and the last step's finishes
+
+
+def test_length_sampling_follows_the_distribution() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    dist = LengthDistribution(mean=400, cv=0.8, maximum=4000)
+    lengths = sample_lengths(dist, 200_000, rng)
+    assert lengths.min() >= 1 and lengths.max() <= 4000
+    assert lengths.mean() == pytest.approx(400, rel=0.03)
+    assert lengths.std() / lengths.mean() == pytest.approx(0.8, rel=0.08)
+    fixed = sample_lengths(LengthDistribution(mean=128), 10, rng)
+    assert set(fixed.tolist()) == {128}
