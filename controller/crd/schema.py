@@ -255,3 +255,35 @@ def config_rollout_crd() -> JSON:
 
 def all_crds() -> list[JSON]:
     return [tuned_service_crd(), trial_crd(), config_rollout_crd()]
+
+
+def to_json_schema(node: Any, *, forbid_unknown: bool = False) -> Any:
+    """An OpenAPI v3 (Kubernetes) schema as a JSON Schema draft 4 document, for validating objects offline.
+
+    ``nullable: true`` becomes a ``"null"`` type (and a ``None`` enum member); ``x-kubernetes-*`` extensions are
+    dropped. With ``forbid_unknown``, objects with ``properties`` refuse other keys (the apiserver's strict field
+    validation; it would otherwise prune them), except ``metadata``.
+    """
+    if isinstance(node, list):
+        return [to_json_schema(item, forbid_unknown=forbid_unknown) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    out: JSON = {}
+    for key, value in node.items():
+        if key.startswith("x-kubernetes-") or key == "nullable":
+            continue
+        if key == "properties":
+            out[key] = {
+                name: sub if name == "metadata" else to_json_schema(sub, forbid_unknown=forbid_unknown)
+                for name, sub in value.items()
+            }
+        else:
+            out[key] = to_json_schema(value, forbid_unknown=forbid_unknown)
+    if node.get("nullable") is True:
+        if "type" in out:
+            out["type"] = [out["type"], "null"] if isinstance(out["type"], str) else [*out["type"], "null"]
+        if "enum" in out and None not in out["enum"]:
+            out["enum"] = [*out["enum"], None]
+    if forbid_unknown and "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
