@@ -166,6 +166,11 @@ class GpSearch:
         for _ in range(n):
             if blocked.all():
                 break
+            if not observed and out:
+                idx, why, pred = self._diverse(out, blocked, rng)
+                out.append(Suggestion(c.configs[idx], why, pred))
+                blocked[idx] = True
+                continue
             idx, why, pred = self._one(obs, blocked, rng, baseline)
             out.append(Suggestion(c.configs[idx], why, pred))
             blocked[idx] = True
@@ -251,6 +256,18 @@ class GpSearch:
             + f"; {len(obs)} trials observed"
         )
         return idx, why, pred
+
+    def _diverse(
+        self, chosen: list[Suggestion], blocked: np.ndarray, rng: np.random.Generator
+    ) -> tuple[int, str, float | None]:
+        """Before any measurement: the config farthest from those already chosen (prior breaks ties)."""
+        c = self.c
+        X = np.array([c.encode(s.config) for s in chosen], dtype=np.int64)
+        spread = c.distance(X).min(axis=1)
+        tie = c.prior if c.prior is not None else rng.random(len(c))
+        score = np.where(blocked, -np.inf, spread + 1e-3 * tie)
+        idx = int(np.argmax(score))
+        return idx, f"initial design: differs from the other picks in {spread[idx]:.0%} of the knobs", None
 
     def _prior_at(self, X: np.ndarray) -> np.ndarray:
         """Prior at observed points (exact match, else the nearest candidate's prior)."""

@@ -1,0 +1,116 @@
+"""What the model must answer: a typed, closed structure. Parsed from the model's text with pydantic, never
+through the model's own tool-calling (small models do that badly).
+
+The action set is a closed enum validated after parsing: whatever the prompt data says, the model can only ask
+for trials of configs (each then checked by the guardrails) or say that nothing more is worth trying.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controller.domain.config import EngineConfig
+from controller.errors import InvalidInput
+
+KnobName = Literal[
+    "speculative_method",
+    "num_speculative_tokens",
+    "prompt_lookup_max",
+    "async_scheduling",
+    "mamba_ssm_cache_dtype",
+    "mamba_cache_stochastic_rounding",
+    "mamba_cache_philox_rounds",
+    "mamba_backend",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_dtype",
+    "enable_prefix_caching",
+    "max_cudagraph_capture_size",
+    "gpu_memory_utilization",
+    "tensor_parallel_size",
+    "omp_num_threads",
+]
+Scalar = str | int | float | bool | None
+
+
+class AgentAction(StrEnum):
+    PROPOSE = "propose"  # request trials of the proposed configs
+    STOP = "stop"  # nothing more is worth a trial
+
+
+class ProposedChange(BaseModel):
+    """One config, as knob changes on top of a base (the best measured config, or the active one)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base: Literal["best", "active"] = "best"
+    changes: dict[KnobName, Scalar] = Field(default_factory=dict, max_length=16)
+    rationale: str = Field(min_length=1, max_length=1000)
+
+
+class AgentAnswer(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    action: AgentAction
+    hypothesis: str = Field(min_length=1, max_length=2000)
+    proposals: list[ProposedChange] = Field(default_factory=list, max_length=8)
+
+
+def extract_json(text: str) -> str:
+    """The JSON object in a model reply (code fences and chatter around it are dropped)."""
+    fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.DOTALL)
+    if fenced:
+        return fenced.group(1)
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise InvalidInput("no JSON object in the model's answer", source="llm", field="answer")
+    return text[start : end + 1]
+
+
+def parse_answer(text: str) -> AgentAnswer:
+    """Parse and validate a model reply. Raises :class:`InvalidInput` naming the field that failed."""
+    raw = extract_json(text)
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"the model's answer is not valid JSON: {exc}", source="llm", field="answer") from exc
+    try:
+        return AgentAnswer.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(first["msg"], source="llm", field=loc or "answer") from exc
+
+
+def apply_change(base: EngineConfig, changes: dict[str, Any]) -> EngineConfig:
+    """``base`` with ``changes`` applied; dependent knobs switched off when their parent is (e.g. k=0 for
+    method none). Raises :class:`InvalidInput` when the result is not a valid EngineConfig."""
+    values = base.model_dump()
+    values.update(changes)
+    if values["speculative_method"] == "none":
+        values["num_speculative_tokens"] = 0
+    elif not values["num_speculative_tokens"]:
+        values["num_speculative_tokens"] = 1
+    if values["speculative_method"] != "ngram":
+        values["prompt_lookup_max"] = None
+    if values["mamba_ssm_cache_dtype"] != "float16":
+        values["mamba_cache_stochastic_rounding"] = False
+    if not values["mamba_cache_stochastic_rounding"]:
+        values["mamba_cache_philox_rounds"] = None
+    try:
+        return EngineConfig.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InvalidInput(first["msg"], source="llm", field=".".join(str(p) for p in first["loc"])) from exc
+
+
+def answer_json_schema() -> dict[str, Any]:
+    return AgentAnswer.model_json_schema()
+
+
+__all__ = ["AgentAction", "AgentAnswer", "KnobName", "ProposedChange", "apply_change", "extract_json", "parse_answer"]
