@@ -33,6 +33,7 @@ ticks.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import OrderedDict
@@ -107,46 +108,50 @@ def _quantile_points(p: Percentiles) -> tuple[tuple[float, float], ...]:
     return ((0.0, lo), (0.50, p.p50), (0.95, p.p95), (0.99, p.p99), (1.0, hi))
 
 
+def _cdf(pts: tuple[tuple[float, float], ...], x: float) -> float:
+    if x < pts[0][1]:
+        return 0.0
+    if x >= pts[-1][1]:
+        return 1.0
+    for (q0, v0), (q1, v1) in itertools.pairwise(pts):
+        if x < v1:
+            return q0 + (q1 - q0) * (x - v0) / (v1 - v0) if x >= v0 else q0
+    return 1.0  # unreachable: x < pts[-1][1]
+
+
 def fraction_within(p: Percentiles, limit: float) -> float:
     """Share of requests whose value is <= ``limit`` under the distribution through ``p``'s percentiles."""
-    pts = _quantile_points(p)
-    if limit < pts[0][1]:
-        return 0.0
-    if limit >= pts[-1][1]:
-        return 1.0
-    best = 0.0
-    for (q0, v0), (q1, v1) in itertools.pairwise(pts):
-        if limit >= v1:
-            best = q1
-            continue
-        if limit >= v0:
-            return q0 + (q1 - q0) * ((limit - v0) / (v1 - v0) if v1 > v0 else 1.0)
-    return best
+    return _cdf(_quantile_points(p), limit)
 
 
 def mixture_quantile(parts: Iterable[tuple[float, Percentiles]], q: float) -> float | None:
-    """The ``q``-quantile (0..1) of a weighted mixture of distributions given by percentiles (bisection on the CDF)."""
-    items = [(w, p) for w, p in parts if w > 0]
+    """The ``q``-quantile (0..1) of a weighted mixture of distributions given by percentiles.
+
+    Exact for the piecewise-linear distributions of :func:`fraction_within`: the mixture's CDF is linear between
+    the components' knots, so a binary search over the sorted knots finds the segment and interpolation the value.
+    """
+    items = [(w, _quantile_points(p)) for w, p in parts if w > 0]
     if not items:
         return None
     total = sum(w for w, _ in items)
-    if len(items) == 1:
-        pts = _quantile_points(items[0][1])
-        for (q0, v0), (q1, v1) in itertools.pairwise(pts):
-            if q <= q1:
-                return v0 + (v1 - v0) * (q - q0) / (q1 - q0)
-        return pts[-1][1]
-    lo = min(_quantile_points(p)[0][1] for _, p in items)
-    hi = max(_quantile_points(p)[-1][1] for _, p in items)
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        if sum(w * fraction_within(p, mid) for w, p in items) / total >= q:
+
+    def cdf(x: float) -> float:
+        return sum(w * _cdf(pts, x) for w, pts in items) / total
+
+    xs = sorted({v for _, pts in items for _, v in pts})
+    lo, hi = 0, len(xs) - 1
+    if cdf(xs[0]) >= q:
+        return xs[0]
+    while hi - lo > 1:  # invariant: cdf(xs[lo]) < q <= cdf(xs[hi])
+        mid = (lo + hi) // 2
+        if cdf(xs[mid]) >= q:
             hi = mid
         else:
             lo = mid
-        if hi - lo <= 1e-9 * max(hi, 1e-9):
-            break
-    return hi
+    f_lo, f_hi = cdf(xs[lo]), cdf(xs[hi])
+    if f_hi <= f_lo:
+        return xs[hi]
+    return xs[lo] + (xs[hi] - xs[lo]) * (q - f_lo) / (f_hi - f_lo)
 
 
 def _scale(p: Percentiles | None, factor: float) -> Percentiles | None:
@@ -367,8 +372,10 @@ class SimulatedFleet:
 
     # ----- reading back -------------------------------------------------------------------------------------------
     def ticks_between(self, start: datetime, end: datetime) -> list[FleetTick]:
-        """Recorded ticks whose start lies in ``[start, end)``."""
-        return [t for t in self.ticks if start <= t.start < end]
+        """Recorded ticks whose start lies in ``[start, end)`` (ticks are recorded in time order)."""
+        lo = bisect.bisect_left(self.ticks, start, key=_tick_start)
+        hi = bisect.bisect_left(self.ticks, end, lo=lo, key=_tick_start)
+        return self.ticks[lo:hi]
 
     def gpu_seconds(
         self, variant: str | None = None, *, start: datetime | None = None, end: datetime | None = None
@@ -408,7 +415,7 @@ class SimulatedFleet:
         start: datetime,
         dt: float,
     ) -> VariantTick:
-        rng = np.random.default_rng([self.seed, int(start.timestamp() * 1000), index])
+        rng = np.random.default_rng([self.seed % 2**63, int(start.timestamp() * 1000) % 2**63, index])
         rate = shape.arrival_rate_rps * share
         conc = shape.concurrency * share
         requests = int(rng.poisson(rate * dt)) if rate > 0 else 0
@@ -505,11 +512,14 @@ class SimulatedFleet:
 # ----- helpers -----------------------------------------------------------------------------------------------------
 def _default_perf(model: str, gpu: str) -> Estimator:
     from controller.simulator.perf import PerformanceModel
-
     from controller.simulator.profiles import load_gpu, load_model
 
     pm: Estimator = PerformanceModel(load_model(model), load_gpu(gpu))
     return pm
+
+
+def _tick_start(tick: FleetTick) -> datetime:
+    return tick.start
 
 
 def _variant(name: str) -> str:

@@ -298,6 +298,7 @@ def test_mixture_quantile() -> None:
     slow = Percentiles(p50=10.0, p95=20.0, p99=30.0)
     mixed = mixture_quantile([(90, p), (10, slow)], 0.95)
     assert mixed is not None and 2.0 < mixed < 20.0
+    assert 0.9 * fraction_within(p, mixed) + 0.1 * fraction_within(slow, mixed) == pytest.approx(0.95)
     assert mixture_quantile([], 0.95) is None
     assert mixture_quantile([(0, p)], 0.95) is None
 
