@@ -1,0 +1,338 @@
+"""The Helm chart rendered by the real helm binary, every object validated offline.
+
+* ``helm lint --strict``; ``helm template`` with default and non-default values;
+* every rendered object passes ``kubernetes-validate --strict`` (Kubernetes 1.37 schemas); the only kind without an
+  offline schema is the optional Prometheus Operator ServiceMonitor, checked by hand;
+* ``values.schema.json`` rejects bad values; RBAC has no wildcards and exactly the intended rules;
+* a sample TunedService is validated against the rendered CRD's openAPIV3Schema, and the sample HTTPRoute against the
+  Gateway API v1 HTTPRoute schema (vendored in ``schemas/``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import referencing
+import referencing.jsonschema
+import yaml
+
+from controller.crd import schema
+
+from .conftest import CHART, REPO, Helm, by_kind, one
+
+pytestmark = pytest.mark.helm
+
+HERE = Path(__file__).resolve().parent
+NONDEFAULT = HERE / "values-nondefault.yaml"
+K8S_VERSION = "1.37.0"
+NO_OFFLINE_SCHEMA = {"ServiceMonitor"}
+
+
+def validate_all(docs: list[dict[str, Any]]) -> dict[str, int]:
+    """kubernetes-validate --strict on every object; returns counts of validated / schema-less objects."""
+    counts = {"validated": 0, "no_schema": 0}
+    for doc in docs:
+        try:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+            counts["validated"] += 1
+        except kubernetes_validate.SchemaNotFoundError:
+            assert doc["kind"] in NO_OFFLINE_SCHEMA, f"no schema for {doc['kind']}"
+            counts["no_schema"] += 1
+    return counts
+
+
+def test_lint_strict(helm: Helm) -> None:
+    result = helm.run("lint", "--strict", str(CHART))
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+    result = helm.run("lint", "--strict", str(CHART), "-f", str(NONDEFAULT))
+    assert "0 chart(s) failed" in result.stdout
+
+
+def test_default_render_is_valid(helm: Helm) -> None:
+    docs = helm.template()
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == sorted(
+        ["CustomResourceDefinition"] * 3
+        + ["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+        + ["Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "ConfigMap"]
+    )
+    assert validate_all(docs) == {"validated": 15, "no_schema": 0}
+    for doc in docs:
+        if doc["kind"] not in {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}:
+            assert doc["metadata"]["namespace"] == "shiftlight", doc["metadata"]["name"]
+
+
+def test_nondefault_render_is_valid(helm: Helm) -> None:
+    docs = helm.template("-f", str(NONDEFAULT))
+    assert validate_all(docs) == {"validated": 15, "no_schema": 1}
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s"}]
+    service = one(docs, "Service", "shiftlight-metrics")
+    assert monitor["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
+
+
+def env_of(deployment: dict[str, Any]) -> dict[str, Any]:
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_operator_deployment_defaults(helm: Helm) -> None:
+    docs = helm.template()
+    deployment = one(docs, "Deployment", "sl-shiftlight")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert spec["replicas"] == 2
+    assert container["image"] == "ghcr.io/shiftlight/shiftlight:0.1.0"
+    assert pod["serviceAccountName"] == "sl-shiftlight"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"health": 8080, "metrics": 9090}
+    (spread,) = pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname"
+    assert spread["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    env = env_of(deployment)
+    assert env["SHIFTLIGHT_LEASE_NAME"] == "shiftlight-leader"
+    assert env["SHIFTLIGHT_LEASE_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["SHIFTLIGHT_PROMETHEUS_URL"] == "http://prometheus-operated.monitoring.svc:9090"
+    assert env["SHIFTLIGHT_POLICY_DIR"] == "/etc/shiftlight/policies"
+    assert "SHIFTLIGHT_SLACK_WEBHOOK_FILE" not in env and "SHIFTLIGHT_LLM_ENDPOINT" not in env
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp", "/etc/shiftlight/policies"}
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+
+
+def test_operator_deployment_nondefault(helm: Helm) -> None:
+    docs = helm.template("-f", str(NONDEFAULT))
+    deployment = one(docs, "Deployment", "shiftlight")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert deployment["spec"]["replicas"] == 3
+    assert container["image"] == "registry.example.com/shiftlight:0.1.0-rc1"
+    env = env_of(deployment)
+    assert env["SHIFTLIGHT_LEASE_NAME"] == "shiftlight-prod-leader"
+    assert env["SHIFTLIGHT_LLM_ENDPOINT"] == "http://vllm-advisor.ml.svc:8000/v1"
+    assert env["SHIFTLIGHT_LLM_API_KEY_FILE"] == "/var/run/secrets/shiftlight/llm/token"
+    assert env["SHIFTLIGHT_SLACK_WEBHOOK_FILE"] == "/var/run/secrets/shiftlight/slack/webhook-url"
+    assert env["SHIFTLIGHT_SLACK_CHANNEL"] == "#ml-serving"
+    assert json.loads(env["SHIFTLIGHT_CANARY_NODE_SELECTOR"]) == {"shiftlight.dev/pool": "canary"}
+    assert json.loads(env["SHIFTLIGHT_CANARY_TOLERATIONS"])[0]["key"] == "shiftlight.dev/canary"
+    assert env["SHIFTLIGHT_EXTRA"] == "1"
+    # Secrets arrive as mounted files, never as env values.
+    assert not any("secretKeyRef" in str(v) for v in env.values())
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["slack-secret"]["secret"] == {
+        "secretName": "shiftlight-slack",
+        "items": [{"key": "webhook-url", "path": "webhook-url"}],
+    }
+    assert volumes["llm-secret"]["secret"]["secretName"] == "shiftlight-llm"
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert one(docs, "ServiceAccount")["metadata"]["annotations"] == {"iam.example.com/role": "shiftlight"}
+    lease_role = one(docs, "Role", "shiftlight-leader-election")
+    assert lease_role["rules"][1]["resourceNames"] == ["shiftlight-prod-leader"]
+
+
+def test_single_replica_has_no_pdb(helm: Helm) -> None:
+    docs = helm.template("--set", "replicaCount=1")
+    assert by_kind(docs, "PodDisruptionBudget") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set", "replicaCount=notanint"], "/replicaCount"),
+        (["--set", "replicaCount=0"], "/replicaCount"),
+        (["--set", "replicas=3"], "replicas"),
+        (["--set", "prometheus.url=prometheus:9090"], "/prometheus/url"),
+        (["--set", "slack.enabled=true"], "/slack/existingSecret"),
+        (["--set", "llm.enabled=true"], "/llm"),
+        (["--set", "operator.logLevel=verbose"], "/operator/logLevel"),
+        (["--set", "canary.tolerations[0].operator=Maybe"], "/canary/tolerations/0/operator"),
+        (["--set", "rbac.readableSecrets[0]=Not_A_Name"], "/rbac/readableSecrets/0"),
+    ],
+)
+def test_values_schema_rejects_bad_values(helm: Helm, args: list[str], message: str) -> None:
+    result = helm.run("template", "sl", str(CHART), *args, check=False)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert message in result.stderr
+
+
+def rules_of(docs: list[dict[str, Any]], kind: str, name: str) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = one(docs, kind, name)["rules"]
+    return rules
+
+
+def flat(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    return {
+        (group, resource, verb, ",".join(rule.get("resourceNames", [])))
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def test_rbac_is_enumerated_and_least_privilege(helm: Helm) -> None:
+    docs = helm.template("-f", str(NONDEFAULT))
+    for doc in by_kind(docs, "ClusterRole") + by_kind(docs, "Role"):
+        for rule in doc["rules"]:
+            for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in rule.get(key, []), f"wildcard in {doc['metadata']['name']}: {rule}"
+            assert "nonResourceURLs" not in rule
+    operator = flat(rules_of(docs, "ClusterRole", "shiftlight-operator"))
+    crud = {"get", "list", "watch", "create", "update", "patch", "delete"}
+    expected: set[tuple[str, str, str, str]] = set()
+    for resource in ("tunedservices", "trials", "configrollouts"):
+        expected |= {("shiftlight.dev", resource, v, "") for v in crud}
+        expected |= {("shiftlight.dev", f"{resource}/status", v, "") for v in ("get", "update", "patch")}
+    expected |= {("apps", "deployments", v, "") for v in crud}
+    expected |= {("", "services", v, "") for v in crud}
+    expected |= {
+        ("gateway.networking.k8s.io", "httproutes", v, "") for v in ("get", "list", "watch", "patch", "update")
+    }
+    expected |= {("", "pods", v, "") for v in ("get", "list", "watch", "create", "delete")}
+    expected |= {("", "pods/log", "get", "")}
+    expected |= {(g, "events", v, "") for g in ("", "events.k8s.io") for v in ("create", "patch")}
+    expected |= {("", "configmaps", v, "") for v in ("get", "list", "watch", "create", "update", "patch")}
+    expected |= {("autoscaling", "horizontalpodautoscalers", v, "") for v in ("get", "list", "watch")}
+    expected |= {("keda.sh", "scaledobjects", v, "") for v in ("get", "list", "watch")}
+    expected |= {("authorization.k8s.io", "subjectaccessreviews", "create", "")}
+    expected |= {("", "secrets", "get", "shiftlight-slack,team-a-slack")}
+    assert operator == expected
+    # Secrets: only named ones, only get, and none at all by default.
+    default_operator = flat(rules_of(helm.template(), "ClusterRole", "sl-shiftlight-operator"))
+    assert not any(resource == "secrets" for _, resource, _, _ in default_operator)
+
+    lease = flat(rules_of(docs, "Role", "shiftlight-leader-election"))
+    assert lease == {
+        ("coordination.k8s.io", "leases", "create", ""),
+        ("coordination.k8s.io", "leases", "get", "shiftlight-prod-leader"),
+        ("coordination.k8s.io", "leases", "update", "shiftlight-prod-leader"),
+    }
+    approver = flat(rules_of(docs, "ClusterRole", "shiftlight-approver"))
+    assert ("shiftlight.dev", "configrollouts", "approve", "") in approver
+    assert ("shiftlight.dev", "tunedservices/status", "patch", "") in approver
+    assert not any(verb in {"create", "delete", "update"} for _, _, verb, _ in approver)
+    viewer = flat(rules_of(docs, "ClusterRole", "shiftlight-viewer"))
+    assert {verb for _, _, verb, _ in viewer} == {"get", "list", "watch"}
+
+    binding = one(docs, "ClusterRoleBinding", "shiftlight-operator")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "shiftlight", "namespace": "shiftlight"}]
+
+
+def test_policies_and_dashboard_configmaps_carry_the_sources(helm: Helm) -> None:
+    docs = helm.template()
+    policies = one(docs, "ConfigMap", "sl-shiftlight-policies")
+    chart_policies = CHART / "policies"
+    sources = sorted(chart_policies.rglob("*.yaml"))
+    assert sources, "the chart has no policy presets"
+    expected = {".".join(p.relative_to(chart_policies).parts): p.read_text() for p in sources}
+    assert policies["data"] == expected
+    volume = next(v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"] if v["name"] == "policies")
+    assert {i["key"]: i["path"] for i in volume["configMap"]["items"]} == {
+        ".".join(p.relative_to(chart_policies).parts): str(p.relative_to(chart_policies)) for p in sources
+    }
+    dashboard = one(docs, "ConfigMap", "sl-shiftlight-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    source = CHART / "dashboards" / "shiftlight-dashboard.json"
+    assert json.loads(dashboard["data"]["shiftlight-dashboard.json"]) == json.loads(source.read_text())
+
+
+def test_chart_copies_are_identical_to_their_sources() -> None:
+    """The chart carries copies (helm cannot read outside the chart); `python -m controller.crd.generate
+    charts/shiftlight/crds` refreshes them."""
+    pairs = [(REPO / "charts/grafana/shiftlight-dashboard.json", CHART / "dashboards/shiftlight-dashboard.json")]
+    pairs += [(p, CHART / "policies" / p.relative_to(REPO / "policies")) for p in (REPO / "policies").rglob("*.yaml")]
+    copies = {CHART / "dashboards/shiftlight-dashboard.json", *(CHART / "policies").rglob("*.yaml")}
+    assert copies == {copy for _, copy in pairs}, "the chart has copies without a source"
+    for source, chart_copy in pairs:
+        assert source.is_file()
+        assert chart_copy.read_bytes() == source.read_bytes(), (
+            f"{chart_copy} differs from {source}: run python -m controller.crd.generate charts/shiftlight/crds"
+        )
+
+
+def test_notes_give_next_steps(helm: Helm) -> None:
+    out = helm.run("install", "sl", str(CHART), "-n", "shiftlight", "--dry-run=client").stdout
+    notes = out[out.index("NOTES:") :]
+    for line in ("kubectl get ts -A", "shiftctl get -n", "shiftctl explain", "shiftctl approve <name> -n"):
+        assert line in notes
+    assert "--set slack.enabled=true --set slack.existingSecret=shiftlight-slack" in notes
+
+
+# ----- CRs and HTTPRoutes against their own schemas ---------------------------------------------------
+
+
+def crd_validator(docs: list[dict[str, Any]], kind: str) -> jsonschema.Draft4Validator:
+    crd = next(d for d in by_kind(docs, "CustomResourceDefinition") if d["spec"]["names"]["kind"] == kind)
+    open_api = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return jsonschema.Draft4Validator(
+        schema.to_json_schema(open_api, forbid_unknown=True), format_checker=jsonschema.FormatChecker()
+    )
+
+
+def test_sample_tunedservice_validates_against_the_rendered_crd(helm: Helm) -> None:
+    validator = crd_validator(helm.template(), "TunedService")
+    sample = yaml.safe_load((REPO / "examples" / "tunedservice.yaml").read_text())
+    validator.validate(sample)
+    broken = copy.deepcopy(sample)
+    broken["spec"]["canaryPool"]["gpuCount"] = -1
+    broken["spec"]["approvalMode"] = "yolo"
+    assert sorted(e.validator for e in validator.iter_errors(broken)) == ["enum", "minimum"]
+
+
+def httproute_validator() -> jsonschema.Draft4Validator:
+    """The vendored Gateway API v1 HTTPRoute schema; its ObjectMeta $ref resolves to Kubernetes' own schema."""
+    route = json.loads((HERE / "schemas" / "httproute-v1.json").read_text())
+    meta_uri = "/api/_definitions.json"
+    definitions_file = (
+        Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{K8S_VERSION}-local-strict"
+    ) / "_definitions.json"
+    route_schema = schema.to_json_schema(route)
+    route_schema["properties"]["metadata"] = {
+        "$ref": f"{meta_uri}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    }
+    definitions = json.loads(definitions_file.read_text())
+    registry: referencing.Registry[Any] = referencing.Registry().with_resource(
+        meta_uri,
+        referencing.Resource.from_contents(definitions, default_specification=referencing.jsonschema.DRAFT202012),
+    )
+    return jsonschema.Draft4Validator(route_schema, registry=registry)
+
+
+def test_sample_httproute_validates_against_the_gateway_api_schema() -> None:
+    validator = httproute_validator()
+    route = yaml.safe_load((REPO / "examples" / "httproute.yaml").read_text())
+    validator.validate(route)
+    weights = [b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]]
+    assert weights == [100, 0]
+    # the weight split Shiftlight writes mid-rollout is valid too; bad weights and names are not
+    moved = copy.deepcopy(route)
+    moved["spec"]["rules"][0]["backendRefs"][0]["weight"] = 75
+    moved["spec"]["rules"][0]["backendRefs"][1]["weight"] = 25
+    validator.validate(moved)
+    broken = copy.deepcopy(route)
+    broken["spec"]["rules"][0]["backendRefs"][1]["weight"] = -1
+    broken["spec"]["rules"][0]["backendRefs"][0]["name"] = ""
+    broken["metadata"]["name"] = 7
+    assert sorted(e.validator for e in validator.iter_errors(broken)) == ["minLength", "minimum", "type"]
