@@ -1,0 +1,148 @@
+"""TrafficRouter on Gateway API ``HTTPRoute`` backendRef weights, with a replica-ratio fallback.
+
+With a route: every rule's backendRefs get ``stable = 100 - w`` and ``candidate = w`` (the candidate backendRef is
+added next to the stable one when missing, with the same port). The route is replaced (PUT) under its
+resourceVersion, retried on a conflict.
+
+Without the Gateway API installed (no ``gateway.networking.k8s.io/v1 httproutes`` in discovery) or without a
+route named in the TunedService, traffic is split by replica ratio: of the variants' total replicas,
+``round(total * w / 100)`` run the candidate (at least one while ``w > 0``, at least one stable while ``w < 100``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes import client
+
+from controller.adapters.kube import KubeCluster, kube_errors
+from controller.adapters.memory import check_weight
+from controller.domain.observation import TargetRef
+from controller.errors import ClusterConflict, NotFound
+
+log = logging.getLogger(__name__)
+
+GROUP, VERSION, PLURAL = "gateway.networking.k8s.io", "v1", "httproutes"
+
+JSON = dict[str, Any]
+
+
+def gateway_installed(api: client.ApiClient) -> bool:
+    """Whether the API server serves HTTPRoutes (the Gateway API CRDs are installed)."""
+    try:
+        with kube_errors("discovery"):
+            resources = client.CustomObjectsApi(api).get_api_resources(GROUP, VERSION)
+    except NotFound:
+        return False
+    return any(r.name == PLURAL for r in (resources.resources or []))
+
+
+def set_route_weights(route: JSON, *, stable: str, candidate: str, candidate_weight: int) -> JSON:
+    """A copy of ``route`` with the stable/candidate backendRef weights set (pure)."""
+    out: JSON = {**route, "spec": {**route.get("spec", {})}}
+    rules = []
+    for rule in route.get("spec", {}).get("rules", []) or []:
+        refs = [dict(r) for r in rule.get("backendRefs", []) or []]
+        names = [r.get("name") for r in refs]
+        if stable in names and candidate not in names:
+            template = refs[names.index(stable)]
+            refs.append({k: v for k, v in template.items() if k != "weight"} | {"name": candidate})
+        for ref in refs:
+            if ref.get("name") == stable:
+                ref["weight"] = 100 - candidate_weight
+            elif ref.get("name") == candidate:
+                ref["weight"] = candidate_weight
+        rules.append({**rule, "backendRefs": refs})
+    out["spec"]["rules"] = rules
+    return out
+
+
+def route_weight(route: JSON, *, stable: str, candidate: str) -> int:
+    """Percent of the route's weight on ``candidate`` (first rule that references either backend)."""
+    for rule in route.get("spec", {}).get("rules", []) or []:
+        weights = {r.get("name"): int(r.get("weight", 1)) for r in rule.get("backendRefs", []) or []}
+        if stable in weights or candidate in weights:
+            total = weights.get(stable, 0) + weights.get(candidate, 0)
+            return round(100 * weights.get(candidate, 0) / total) if total else 0
+    return 0
+
+
+def replica_split(total: int, candidate_weight: int) -> tuple[int, int]:
+    """(stable, candidate) replicas that approximate ``candidate_weight`` percent by replica ratio."""
+    total = max(total, 1 if candidate_weight in (0, 100) else 2)
+    cand = round(total * candidate_weight / 100)
+    if candidate_weight > 0:
+        cand = max(cand, 1)
+    if candidate_weight < 100:
+        cand = min(cand, total - 1)
+    return total - cand, cand
+
+
+class GatewayRouter:
+    """TrafficRouter on an HTTPRoute; falls back to replica ratios when there is no route or no Gateway API."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        cluster: KubeCluster,
+        *,
+        route: str | None,
+        stable_service: str,
+        candidate_service: str,
+        use_gateway: bool | None = None,
+        retries: int = 5,
+    ) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.cluster = cluster
+        self.route = route
+        self.stable_service = stable_service
+        self.candidate_service = candidate_service
+        self.use_gateway = (gateway_installed(api) if use_gateway is None else use_gateway) and route is not None
+        self.retries = retries
+
+    def _read(self, target: TargetRef) -> JSON:
+        assert self.route is not None
+        with kube_errors(f"httproute {target.namespace}/{self.route}"):
+            route: JSON = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+                GROUP, VERSION, target.namespace, PLURAL, self.route
+            )
+        return route
+
+    def get_weight(self, target: TargetRef) -> int:
+        if not self.use_gateway:
+            stable = self.cluster.replicas(target, "stable")
+            cand = self.cluster.replicas(target, "candidate")
+            return round(100 * cand / (stable + cand)) if stable + cand else 0
+        return route_weight(self._read(target), stable=self.stable_service, candidate=self.candidate_service)
+
+    def set_weight(self, target: TargetRef, candidate_weight: int) -> None:
+        check_weight(candidate_weight)
+        if not self.use_gateway:
+            total = self.cluster.replicas(target, "stable") + self.cluster.replicas(target, "candidate")
+            stable, cand = replica_split(total, candidate_weight)
+            if cand or self.cluster.replicas(target, "candidate"):
+                self.cluster.scale(target, "candidate", cand)
+            self.cluster.scale(target, "stable", stable)
+            log.info("%s: replica split stable=%d candidate=%d (%d%%)", target, stable, cand, candidate_weight)
+            return
+        assert self.route is not None
+        for attempt in range(self.retries):
+            route = self._read(target)
+            updated = set_route_weights(
+                route, stable=self.stable_service, candidate=self.candidate_service, candidate_weight=candidate_weight
+            )
+            try:
+                with kube_errors(f"httproute {target.namespace}/{self.route}"):
+                    self.custom.replace_namespaced_custom_object(
+                        GROUP, VERSION, target.namespace, PLURAL, self.route, updated
+                    )
+            except ClusterConflict:
+                if attempt == self.retries - 1:
+                    raise
+                continue
+            log.info("%s: route %s candidate weight %d%%", target, self.route, candidate_weight)
+            return
+
+
+__all__ = ["GatewayRouter", "gateway_installed", "replica_split", "route_weight", "set_route_weights"]

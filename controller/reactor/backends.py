@@ -1,0 +1,307 @@
+"""Per-TunedService runtimes: the Ports and Reconciler the loop drives, built from the operator settings.
+
+* ``simulator`` (default): an in-process :class:`SimulatedFleet` per TunedService plays production. Metrics, the
+  load tester, the router and the cluster act on that fleet; every action's Event still goes to the Kubernetes
+  API, and when the TunedService names an HTTPRoute (and the Gateway API is installed) the weights are mirrored
+  onto the route too. Simulated time moves by each cycle's ``requeue_after_s`` (compressed by
+  ``loop.time_scale`` in real time).
+* ``kubernetes``: Prometheus metrics, Deployments per variant (:class:`KubeCluster`) and HTTPRoute weights
+  (:class:`GatewayRouter`, replica-ratio fallback). Trials run on the simulated load tester until a canary-Pod
+  load tester is configured.
+
+Runtimes live as long as the operator process; all decision state lives in the CR status.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kubernetes import client
+
+from controller.adapters.gateway import GatewayRouter, gateway_installed
+from controller.adapters.kube import KubeCluster, KubeEvents, kube_errors
+from controller.adapters.memory import NopNotifier, RecordingNotifier
+from controller.crd.models import TunedServiceSpec
+from controller.domain.config import EngineConfig
+from controller.domain.observation import TargetRef
+from controller.errors import InvalidInput, NotFound
+from controller.policy import Policy, load_policy, parse_policy
+from controller.ports import Cluster, Notifier, TrafficRouter
+from controller.reactor.settings import OperatorSettings
+from controller.reconcile import Ports, Reconciler, rules_from_policy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TargetRuntime:
+    """What the loop needs for one TunedService."""
+
+    reconciler: Reconciler
+    ports: Ports
+    advance: Callable[[float], object] = field(default=lambda seconds: None)
+    """Move (simulated) time forward by the previous cycle's requeue, before the next cycle."""
+    generation: int | None = None
+    notifier: Notifier | None = None
+
+
+class Backend(Protocol):
+    def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime: ...
+
+
+# ----- shared pieces ---------------------------------------------------------------------------------------
+
+
+class EventingCluster:
+    """A Cluster that delegates to ``inner`` and writes every ``record_event`` as a Kubernetes Event."""
+
+    def __init__(self, inner: Cluster, events: KubeEvents) -> None:
+        self.inner = inner
+        self.events = events
+
+    def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
+        self.inner.deploy(target, variant, config, replicas)
+
+    def scale(self, target: TargetRef, variant: str, replicas: int) -> None:
+        self.inner.scale(target, variant, replicas)
+
+    def retire(self, target: TargetRef, variant: str) -> None:
+        self.inner.retire(target, variant)
+
+    def promote(self, target: TargetRef) -> None:
+        self.inner.promote(target)
+
+    def ready_replicas(self, target: TargetRef, variant: str) -> int:
+        return self.inner.ready_replicas(target, variant)
+
+    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
+        self.inner.record_event(target, reason, message, warning=warning)
+        self.events.record(target, reason, message, warning=warning)
+
+
+class MirroredRouter:
+    """A TrafficRouter that routes on ``primary`` and mirrors every weight onto ``mirror`` (e.g. an HTTPRoute)."""
+
+    def __init__(self, primary: TrafficRouter, mirror: TrafficRouter) -> None:
+        self.primary = primary
+        self.mirror = mirror
+
+    def get_weight(self, target: TargetRef) -> int:
+        return self.primary.get_weight(target)
+
+    def set_weight(self, target: TargetRef, candidate_weight: int) -> None:
+        self.primary.set_weight(target, candidate_weight)
+        self.mirror.set_weight(target, candidate_weight)
+
+
+def resolve_policy(
+    api: client.ApiClient, settings: OperatorSettings, spec: TunedServiceSpec, body: Mapping[str, Any]
+) -> Policy:
+    """The TunedService's policy: a preset file or a ConfigMap key, with the spec's approval/dry-run/SLO on top."""
+    namespace = body["metadata"]["namespace"]
+    if spec.policy.config_map_ref is not None:
+        ref = spec.policy.config_map_ref
+        with kube_errors(f"configmap {namespace}/{ref.name}"):
+            cm = client.CoreV1Api(api).read_namespaced_config_map(ref.name, namespace)
+        text = (cm.data or {}).get(ref.key)
+        if text is None:
+            raise InvalidInput(f"key {ref.key!r} not found", source=f"configmap {namespace}/{ref.name}")
+        policy = parse_policy(text, source=f"configmap {namespace}/{ref.name}:{ref.key}")
+        policy = policy.with_feasibility(policy.profile_feasibility())
+    else:
+        preset = spec.policy.preset or settings.default_policy
+        path = Path(settings.policy_dir) / f"{preset}.yaml"
+        if not path.exists():
+            raise InvalidInput(f"unknown policy preset {preset!r} (no {path})", field="spec.policy.preset")
+        policy = load_policy(path)
+    raw_spec = body.get("spec") or {}
+    update: dict[str, object] = {
+        "approval": spec.approval_mode,
+        "dry_run": bool(spec.dry_run or policy.dry_run),
+    }
+    if "slo" in raw_spec:
+        update["slo"] = spec.slo
+    return policy.model_copy(update=update).with_feasibility(policy.feasibility)
+
+
+# ----- simulator backend ---------------------------------------------------------------------------------
+
+
+class SimulatorBackend:
+    """One simulated fleet per TunedService; production actions land on the fleet, Events in Kubernetes."""
+
+    def __init__(self, settings: OperatorSettings, api: client.ApiClient, *, notifier: Notifier | None = None) -> None:
+        self.settings = settings
+        self.api = api
+        self.notifier = notifier
+        self._runtimes: dict[tuple[str, str, str], TargetRuntime] = {}
+        self._lock = threading.Lock()
+        self._gateway: bool | None = None
+
+    def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
+        uid = str(body["metadata"].get("uid", ""))
+        generation = body["metadata"].get("generation")
+        key = (target.namespace, target.name, uid)
+        with self._lock:
+            current = self._runtimes.get(key)
+            if current is not None and current.generation == generation:
+                return current
+            built = self._build(target, spec, body, previous=current)
+            built.generation = generation
+            self._runtimes[key] = built
+            return built
+
+    def _build(
+        self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any], previous: TargetRuntime | None
+    ) -> TargetRuntime:
+        from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+        from controller.adapters.simulated_loadtester import SimulatedLoadTester
+        from controller.clock import FakeClock
+        from controller.decide.optimizer import OptimizerAdvisor
+        from controller.simulator.fleet import SimulatedFleet
+        from controller.simulator.perf import PerformanceModel
+        from controller.simulator.profiles import load_gpu, load_model
+        from controller.simulator.traffic import DiurnalTraffic
+
+        sim = self.settings.simulator
+        policy = resolve_policy(self.api, self.settings, spec, body)
+        model = policy.target.model or sim.model
+        gpu = policy.target.gpu or sim.gpu
+        try:
+            perf = PerformanceModel(load_model(model), load_gpu(gpu))
+        except Exception:  # the policy names hardware the simulator has no profile for
+            model, gpu = sim.model, sim.gpu
+            perf = PerformanceModel(load_model(model), load_gpu(gpu))
+        if previous is not None and isinstance(previous.ports.cluster, EventingCluster):
+            # a spec change keeps the simulated production fleet (it is the "cluster", not the operator's)
+            inner = previous.ports.cluster.inner
+            fleet = inner.fleet if isinstance(inner, SimulatedCluster) else None
+        else:
+            fleet = None
+        if fleet is None:
+            clock = FakeClock()
+            traffic = DiurnalTraffic(sim.seed, sim.traffic_profile)
+            fleet = SimulatedFleet(
+                model,
+                gpu,
+                traffic,
+                clock,
+                sim.seed,
+                slo=policy.slo,
+                stable_replicas=max(1, spec.replicas.min_replicas),
+                cold_start_s=sim.cold_start_s,
+            )
+            fleet.advance(300.0)  # a first observation window of traffic before the first cycle
+        windows = spec.schedule or fleet.traffic.windows
+        router: TrafficRouter = SimulatedRouter(fleet)
+        events = KubeEvents(self.api)
+        if spec.workload.http_route:
+            if self._gateway is None:
+                self._gateway = gateway_installed(self.api)
+            if self._gateway:
+                kube_cluster = KubeCluster(self.api, events=events)
+                mirror = GatewayRouter(
+                    self.api,
+                    kube_cluster,
+                    route=spec.workload.http_route,
+                    stable_service=spec.workload.service,
+                    candidate_service=f"{spec.workload.service}-candidate",
+                    use_gateway=True,
+                )
+                router = MirroredRouter(router, mirror)
+        ports = Ports(
+            metrics=SimulatedMetrics(fleet),
+            load_tester=SimulatedLoadTester(model, gpu),
+            router=router,
+            advisor=OptimizerAdvisor(policy, prior=lambda c, s: perf.estimate(c, s).output_tokens_per_s, seed=sim.seed),
+            notifier=self.notifier or RecordingNotifier(),
+            cluster=EventingCluster(SimulatedCluster(fleet), events),
+            clock=fleet.clock,
+        )
+        rules = rules_from_policy(policy, windows)
+        reconciler = Reconciler(ports, policy, rules=rules)
+        log.info("%s: simulator runtime (%s on %s, policy %s)", target, model, gpu, policy.name)
+        return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
+
+
+# ----- kubernetes backend --------------------------------------------------------------------------------
+
+
+class KubernetesBackend:
+    """Production actions on the cluster: Deployments, HTTPRoute weights, Events; metrics from Prometheus."""
+
+    def __init__(self, settings: OperatorSettings, api: client.ApiClient, *, notifier: Notifier | None = None) -> None:
+        self.settings = settings
+        self.api = api
+        self.notifier = notifier
+        self._runtimes: dict[tuple[str, str, str, int | None], TargetRuntime] = {}
+
+    def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
+        from controller.adapters.simulated_loadtester import SimulatedLoadTester
+        from controller.clock import SystemClock
+        from controller.decide.optimizer import OptimizerAdvisor
+        from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
+
+        meta = body["metadata"]
+        key = (target.namespace, target.name, str(meta.get("uid", "")), meta.get("generation"))
+        if key in self._runtimes:
+            return self._runtimes[key]
+        policy = resolve_policy(self.api, self.settings, spec, body)
+        events = KubeEvents(self.api)
+        cluster = KubeCluster(
+            self.api,
+            port=spec.workload.port,
+            template_deployment=spec.workload.deployments[0],
+            candidate_service=f"{spec.workload.service}-candidate",
+            events=events,
+        )
+        router = GatewayRouter(
+            self.api,
+            cluster,
+            route=spec.workload.http_route,
+            stable_service=spec.workload.service,
+            candidate_service=f"{spec.workload.service}-candidate",
+        )
+        try:
+            prom = PrometheusSettings.model_validate({"url": self.settings.prometheus_url})
+        except ValueError as exc:
+            raise InvalidInput(str(exc), source="environment", field="SHIFTLIGHT_PROMETHEUS_URL") from None
+        ports = Ports(
+            metrics=PrometheusMetrics(prom, slo=policy.slo),
+            load_tester=SimulatedLoadTester(policy.target.model or target.model, policy.target.gpu or spec.gpu_type),
+            router=router,
+            advisor=OptimizerAdvisor(policy, seed=0),
+            notifier=self.notifier or NopNotifier(),
+            cluster=cluster,
+            clock=SystemClock(),
+        )
+        runtime = TargetRuntime(
+            reconciler=Reconciler(ports, policy, windows=spec.schedule), ports=ports, notifier=ports.notifier
+        )
+        self._runtimes[key] = runtime
+        return runtime
+
+
+def make_backend(settings: OperatorSettings, api: client.ApiClient, *, notifier: Notifier | None = None) -> Backend:
+    if settings.backend == "simulator":
+        return SimulatorBackend(settings, api, notifier=notifier)
+    if settings.backend == "kubernetes":
+        return KubernetesBackend(settings, api, notifier=notifier)
+    raise NotFound(f"unknown backend {settings.backend!r}")
+
+
+__all__ = [
+    "Backend",
+    "EventingCluster",
+    "KubernetesBackend",
+    "MirroredRouter",
+    "SimulatorBackend",
+    "TargetRuntime",
+    "make_backend",
+    "resolve_policy",
+]

@@ -1,0 +1,171 @@
+"""The per-TunedService control loop, independent of kopf: read -> reconcile -> one guarded status write.
+
+:meth:`ControlLoop.cycle` is one cycle for one TunedService and returns how long to sleep before the next.
+It does nothing unless this replica is the leader. Everything the next cycle needs is in the status it writes,
+so a restarted operator (or a new leader) continues exactly where the last status write left off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes import client
+
+from controller.adapters.kube import KubeEvents
+from controller.crd.models import parse_tuned_service
+from controller.domain.actions import Rollback
+from controller.domain.observation import TargetRef
+from controller.domain.status import TargetStatus
+from controller.errors import (
+    ClusterConflict,
+    InvalidInput,
+    NotFound,
+    PermanentError,
+    ShiftlightError,
+    TemporaryError,
+)
+from controller.reactor.backends import Backend
+from controller.reactor.metrics import OperatorMetrics
+from controller.reactor.settings import OperatorSettings
+from controller.reactor.status_io import CRMirror, StatusStore, rollout_ended, rollout_outcome
+from controller.reconcile import CycleResult
+
+log = logging.getLogger(__name__)
+
+
+class Leadership(Protocol):
+    def is_leader(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """What one cycle did (for logs and tests)."""
+
+    acted: bool
+    sleep_s: float
+    reason: str = ""
+    phase: str = ""
+    duration_s: float = 0.0
+
+
+class ControlLoop:
+    def __init__(
+        self,
+        settings: OperatorSettings,
+        api: client.ApiClient,
+        backend: Backend,
+        leadership: Leadership,
+        metrics: OperatorMetrics,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.leadership = leadership
+        self.metrics = metrics
+        self.store = StatusStore(api, retries=settings.loop.status_retries)
+        self.mirror = CRMirror(api)
+        self.events = KubeEvents(api)
+        self._now = now
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self.durations: list[float] = []
+
+    def _lock(self, namespace: str, name: str) -> threading.Lock:
+        return self._locks.setdefault((namespace, name), threading.Lock())
+
+    def _idle(self, reason: str) -> CycleReport:
+        return CycleReport(acted=False, sleep_s=self.settings.loop.idle_s, reason=reason)
+
+    def cycle(self, namespace: str, name: str) -> CycleReport:
+        """One observe -> decide -> act cycle for ``namespace/name`` (a no-op unless we lead)."""
+        if not self.leadership.is_leader():
+            return self._idle("not the leader")
+        with self._lock(namespace, name):
+            try:
+                return self._cycle(namespace, name)
+            except NotFound:
+                return self._idle("deleted")
+            except TemporaryError as exc:
+                self.metrics.errors.labels(kind=type(exc).__name__).inc()
+                log.warning("%s/%s: %s (retrying in %.1fs)", namespace, name, exc, exc.delay_s)
+                return CycleReport(acted=False, sleep_s=self._sleep(exc.delay_s), reason=str(exc))
+            except ShiftlightError as exc:
+                self.metrics.errors.labels(kind=type(exc).__name__).inc()
+                log.error("%s/%s: %s", namespace, name, exc)
+                return CycleReport(acted=False, sleep_s=self._sleep(60.0), reason=str(exc))
+
+    def _sleep(self, virtual_s: float) -> float:
+        loop = self.settings.loop
+        return max(loop.min_sleep_s, min(virtual_s, loop.max_requeue_s) / max(loop.time_scale, 1e-9))
+
+    def _cycle(self, namespace: str, name: str) -> CycleReport:
+        body = self.store.read(namespace, name)
+        try:
+            spec, status = parse_tuned_service(body)
+        except InvalidInput as exc:
+            self.metrics.errors.labels(kind="InvalidInput").inc()
+            target = TargetRef(namespace=namespace, name=name, model="")
+            self.events.record(target, "InvalidSpec", str(exc), warning=True)
+            return CycleReport(acted=False, sleep_s=self._sleep(60.0), reason=str(exc))
+        target = TargetRef(namespace=namespace, name=name, model=spec.model.name)
+        if spec.paused:
+            return self._idle("paused by spec.paused")
+        runtime = self.backend.runtime(target, spec, body)
+        started = time.perf_counter()
+        result = runtime.reconciler.reconcile(target, status)
+        if not self.leadership.is_leader():
+            # Leadership lapsed mid-cycle: the actions are done, so still record them (the write is guarded).
+            log.warning("%s: lost leadership during a cycle; recording its outcome", target)
+        self.store.write(body, status, result.status, now=self._now())
+        duration = time.perf_counter() - started
+        self.durations.append(duration)
+        self.metrics.duration.observe(duration)
+        self.metrics.cycles.inc()
+        self._account(target, status, result)
+        self._mirror(body, status, result)
+        runtime.advance(result.requeue_after_s)
+        return CycleReport(
+            acted=True,
+            sleep_s=self._sleep(result.requeue_after_s),
+            reason="; ".join(result.plan.reasons()[:3]),
+            phase=result.status.phase.value,
+            duration_s=duration,
+        )
+
+    def _account(self, target: TargetRef, before: TargetStatus, result: CycleResult) -> None:
+        m = self.metrics
+        for action in result.plan.actions:
+            m.decisions.labels(action=type(action).__name__).inc()
+            if isinstance(action, Rollback):
+                m.rollbacks.inc()
+        for trial in result.trials:
+            m.trials.labels(status=trial.status.value).inc()
+        after = result.status
+        ended = rollout_ended(before, after)
+        if ended is not None:
+            m.rollouts.labels(outcome=rollout_outcome(ended, after)).inc()
+        weight = after.rollout.weight if after.rollout is not None and after.phase.value != "Observing" else 0
+        m.weight.labels(target=str(target)).set(weight)
+
+    def _mirror(self, body: Mapping[str, Any], before: TargetStatus, result: CycleResult) -> None:
+        if not self.settings.mirror_crs:
+            return
+        try:
+            after = result.status
+            reasons: dict[str, str] = {}
+            if after.tuning is not None:
+                reasons = dict(zip(after.tuning.trial_keys, after.tuning.trial_reasons, strict=False))
+            self.mirror.trials(body, result.trials, reasons)
+            self.mirror.rollout(body, before, after, self._now())
+        except (ClusterConflict, PermanentError, TemporaryError) as exc:  # mirrors are for people; never fatal
+            self.metrics.errors.labels(kind="MirrorFailed").inc()
+            log.warning("could not mirror trials/rollouts: %s", exc)
+
+
+__all__ = ["ControlLoop", "CycleReport", "Leadership"]

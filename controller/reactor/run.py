@@ -1,0 +1,120 @@
+"""`shiftlight operator`: start leader election, the health/metrics endpoint and kopf.
+
+``run_operator(settings)`` runs until interrupted; :class:`OperatorRuntime` is the same thing as an object that
+tests (and embedders) can start and stop, and whose registry they can hand to ``kopf.testing.KopfRunner``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import kopf
+from kubernetes import client
+
+from controller.adapters.kube import load_api_client
+from controller.ports import Notifier
+from controller.reactor.backends import Backend, make_backend
+from controller.reactor.handlers import build_registry
+from controller.reactor.leader import AlwaysLeader, LeaderElector
+from controller.reactor.loop import ControlLoop
+from controller.reactor.metrics import HealthServer, OperatorMetrics
+from controller.reactor.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+
+class OperatorRuntime:
+    """Everything one operator replica runs next to kopf: leader election, the control loop, HTTP endpoints."""
+
+    def __init__(
+        self,
+        settings: OperatorSettings,
+        *,
+        api: client.ApiClient | None = None,
+        backend: Backend | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
+        self.settings = settings
+        self.api = api or load_api_client(settings.connection.kubeconfig, settings.connection.context)
+        self.metrics = OperatorMetrics()
+        self.elector: LeaderElector | AlwaysLeader
+        if settings.leader.enabled:
+            self.elector = LeaderElector(
+                self.api, settings.leader, on_change=lambda lead: self.metrics.leader.set(1 if lead else 0)
+            )
+        else:
+            self.elector = AlwaysLeader()
+            self.metrics.leader.set(1)
+        self.backend = backend or make_backend(settings, self.api, notifier=notifier)
+        self.loop = ControlLoop(settings, self.api, self.backend, self.elector, self.metrics)
+        self.registry = build_registry(self.loop, self.api)
+        self._stop = threading.Event()
+        self._leader_thread = threading.Thread(
+            target=self.elector.run, args=(self._stop,), name="shiftlight-leader", daemon=True
+        )
+        self.servers: list[HealthServer] = []
+
+    def health(self) -> tuple[bool, str]:
+        alive = self._leader_thread.is_alive()
+        leader = self.elector.is_leader()
+        return alive, f"{'ok' if alive else 'leader election stopped'} identity={self.elector.identity} leader={leader}"
+
+    def start(self) -> OperatorRuntime:
+        self._leader_thread.start()
+        ports = {p for p in (self.settings.health_port, self.settings.metrics_port) if p is not None}
+        for port in sorted(ports):
+            server = HealthServer(self.metrics, self.health, host=self.settings.metrics_host, port=port)
+            self.servers.append(server.start())
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._leader_thread.join(timeout=30)
+        for server in self.servers:
+            server.stop()
+        self.servers.clear()
+
+    def kopf_args(self) -> list[str]:
+        """Arguments for ``kopf run`` (e.g. under ``KopfRunner``)."""
+        args = ["run", "--standalone"]
+        if self.settings.all_namespaces or not self.settings.namespaces:
+            return [*args, "--all-namespaces"]
+        for ns in self.settings.namespaces:
+            args += ["--namespace", ns]
+        return args
+
+
+def run_operator(settings: OperatorSettings) -> None:
+    """Run one operator replica until interrupted (SIGINT/SIGTERM)."""
+    runtime = OperatorRuntime(settings).start()
+    log.info(
+        "shiftlight operator %s: backend=%s leader-election=%s",
+        runtime.elector.identity,
+        settings.backend,
+        settings.leader.enabled,
+    )
+    try:
+        kopf.run(
+            registry=runtime.registry,
+            standalone=True,
+            clusterwide=settings.all_namespaces or not settings.namespaces,
+            namespaces=() if settings.all_namespaces or not settings.namespaces else settings.namespaces,
+        )
+    finally:
+        runtime.stop()
+
+
+def main(*, all_namespaces: bool = True, namespaces: Sequence[str] = ()) -> None:
+    """Entry point for ``shiftlight operator``: settings from ``SHIFTLIGHT_*`` environment variables."""
+    level = __import__("os").environ.get("SHIFTLIGHT_LOG_LEVEL", "info").upper()
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    settings = OperatorSettings.from_env(all_namespaces=all_namespaces, namespaces=tuple(namespaces))
+    run_operator(settings)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Operator settings, grouped (kopf ``OperatorSettings`` style) and read from the environment the chart sets."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from controller.errors import InvalidInput
+
+Backend = Literal["simulator", "kubernetes"]
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """How the operator reaches the API server: in-cluster by default, else a kubeconfig."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+@dataclass(frozen=True)
+class LeaderSettings:
+    """Lease-based leader election (``coordination.k8s.io/v1``)."""
+
+    enabled: bool = True
+    lease_name: str = "shiftlight-leader"
+    lease_namespace: str = "default"
+    identity: str = field(default_factory=socket.gethostname)
+    lease_duration_s: float = 15.0
+    """How long a lease stays valid after its last renewal; other replicas take over after that."""
+    renew_deadline_s: float = 10.0
+    """A leader that could not renew for this long stops acting (before anyone else may take over)."""
+    retry_period_s: float = 2.0
+    """How often every replica tries to acquire or renew."""
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The per-TunedService control loop."""
+
+    time_scale: float = 1.0
+    """Simulated seconds per real second between cycles (simulator backend); 1.0 is real time."""
+    min_sleep_s: float = 0.02
+    max_requeue_s: float = 600.0
+    idle_s: float = 1.0
+    """Sleep of a non-leader (or paused) loop before it looks again."""
+    status_retries: int = 5
+    """Attempts of the guarded status write when someone else wrote in between (409/422)."""
+
+
+@dataclass(frozen=True)
+class SimulatorSettings:
+    """Defaults of the in-process simulated fleet behind a TunedService (``backend=simulator``)."""
+
+    model: str = "nemotron-3-super-nvfp4"
+    gpu: str = "gb300-dgx-station"
+    traffic_profile: str = "coding-agents"
+    seed: int = 7
+    cold_start_s: float = 180.0
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    backend: Backend = "simulator"
+    all_namespaces: bool = True
+    namespaces: tuple[str, ...] = ()
+    connection: ConnectionSettings = field(default_factory=ConnectionSettings)
+    leader: LeaderSettings = field(default_factory=LeaderSettings)
+    loop: LoopSettings = field(default_factory=LoopSettings)
+    simulator: SimulatorSettings = field(default_factory=SimulatorSettings)
+    policy_dir: Path = Path("policies/v1")
+    default_policy: str = "default"
+    prometheus_url: str = "http://127.0.0.1:9090"
+    health_port: int | None = 8080
+    metrics_port: int | None = 9090
+    metrics_host: str = "0.0.0.0"
+    canary_node_selector: Mapping[str, str] = field(default_factory=dict)
+    mirror_crs: bool = True
+    """Create Trial and ConfigRollout CRs that mirror the status (for kubectl visibility)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> OperatorSettings:
+        """Settings from ``SHIFTLIGHT_*`` variables (as the Helm chart sets them), then explicit overrides."""
+        e = dict(os.environ if env is None else env)
+
+        def num(name: str, default: float) -> float:
+            raw = e.get(name)
+            if raw in (None, ""):
+                return default
+            try:
+                return float(raw)
+            except ValueError:
+                raise InvalidInput(f"must be a number, got {raw!r}", source="environment", field=name) from None
+
+        def port(name: str, default: int | None) -> int | None:
+            raw = e.get(name)
+            if raw in (None, ""):
+                return default
+            value = int(num(name, 0))
+            return value or None
+
+        backend = e.get("SHIFTLIGHT_BACKEND", "simulator")
+        if backend not in ("simulator", "kubernetes"):
+            raise InvalidInput(
+                f"must be 'simulator' or 'kubernetes', got {backend!r}",
+                source="environment",
+                field="SHIFTLIGHT_BACKEND",
+            )
+        selector_raw = e.get("SHIFTLIGHT_CANARY_NODE_SELECTOR") or "{}"
+        try:
+            selector = json.loads(selector_raw)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(
+                f"not JSON: {exc}", source="environment", field="SHIFTLIGHT_CANARY_NODE_SELECTOR"
+            ) from None
+        leader = LeaderSettings(
+            enabled=e.get("SHIFTLIGHT_LEADER_ELECTION", "true").lower() not in ("0", "false", "no"),
+            lease_name=e.get("SHIFTLIGHT_LEASE_NAME", "shiftlight-leader"),
+            lease_namespace=e.get("SHIFTLIGHT_LEASE_NAMESPACE") or e.get("POD_NAMESPACE") or "default",
+            identity=e.get("POD_NAME") or socket.gethostname(),
+            lease_duration_s=num("SHIFTLIGHT_LEASE_DURATION_SECONDS", 15.0),
+            renew_deadline_s=num("SHIFTLIGHT_LEASE_RENEW_DEADLINE_SECONDS", 10.0),
+            retry_period_s=num("SHIFTLIGHT_LEASE_RETRY_PERIOD_SECONDS", 2.0),
+        )
+        settings = cls(
+            backend=backend,  # type: ignore[arg-type]
+            connection=ConnectionSettings(kubeconfig=e.get("KUBECONFIG") or None, context=e.get("SHIFTLIGHT_CONTEXT")),
+            leader=leader,
+            loop=LoopSettings(time_scale=num("SHIFTLIGHT_TIME_SCALE", 1.0)),
+            policy_dir=Path(e.get("SHIFTLIGHT_POLICY_DIR", "policies/v1")),
+            prometheus_url=e.get("SHIFTLIGHT_PROMETHEUS_URL", "http://127.0.0.1:9090"),
+            health_port=port("SHIFTLIGHT_HEALTH_PORT", 8080),
+            metrics_port=port("SHIFTLIGHT_METRICS_PORT", 9090),
+            canary_node_selector={str(k): str(v) for k, v in dict(selector).items()},
+        )
+        if overrides:
+            from dataclasses import replace
+
+            settings = replace(settings, **overrides)  # type: ignore[arg-type]
+        return settings

@@ -1,0 +1,331 @@
+"""Reading TunedServices and writing their status: one guarded status write per cycle, CR mirrors of trials and
+rollouts.
+
+The status write is a JSON patch on the ``status`` subresource that starts with a ``test`` of the
+resourceVersion the cycle started from. If someone wrote in between (``shiftctl approve``/``pause``/``abort``, a
+spec edit), the API answers 422 (or 409); the writer re-reads, carries the user's changes into the operator's new
+status (:func:`merge_user_changes`), and writes again. So nothing is lost on either side, and the operator never
+re-runs a cycle's actions to resolve a conflict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+
+from controller.adapters.kube import kube_errors
+from controller.crd import models as crd
+from controller.domain.phases import Phase
+from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.trial import TrialResult, TrialStatus
+from controller.errors import ClusterConflict, NotFound
+
+log = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+#: RolloutState fields that users write (through shiftctl) and the operator only reads.
+USER_ROLLOUT_FIELDS = ("paused", "abort_requested", "abort_reason")
+
+
+def merge_user_changes(*, base: TargetStatus, ours: TargetStatus, fresh: TargetStatus) -> TargetStatus:
+    """Carry what users changed between ``base`` (what this cycle read) and ``fresh`` (what is stored now) into
+    ``ours`` (what this cycle computed).
+
+    Users only write the rollout's approvals and its paused/abort flags. New approvals are appended (once);
+    a flag the user changed takes the user's value. Everything else is the operator's.
+    """
+    if ours.rollout is None or fresh.rollout is None or ours.rollout.id != fresh.rollout.id:
+        return ours
+    base_rollout = base.rollout if base.rollout is not None and base.rollout.id == fresh.rollout.id else None
+    seen = set(base_rollout.approvals) if base_rollout is not None else set()
+    update: dict[str, object] = {}
+    added = tuple(a for a in fresh.rollout.approvals if a not in seen and a not in ours.rollout.approvals)
+    if added:
+        update["approvals"] = (*ours.rollout.approvals, *added)
+    for name in USER_ROLLOUT_FIELDS:
+        theirs = getattr(fresh.rollout, name)
+        if base_rollout is None or theirs != getattr(base_rollout, name):
+            update[name] = theirs
+    if not update:
+        return ours
+    return ours.model_copy(update={"rollout": ours.rollout.model_copy(update=update)})
+
+
+def status_patch(resource_version: str, wire_status: Mapping[str, Any]) -> list[JSON]:
+    """The guarded JSON patch: ``test`` the resourceVersion, then set the whole status."""
+    return [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": resource_version},
+        {"op": "add", "path": "/status", "value": dict(wire_status)},
+    ]
+
+
+def conditions_for(status: TargetStatus, *, generation: int | None, now: datetime) -> list[crd.Condition]:
+    ready = status.phase is not Phase.FROZEN
+    reason = status.frozen_reason or (status.last_reasons[-1] if status.last_reasons else "")
+    out = [
+        crd.Condition(
+            type="Ready",
+            status="True" if ready else "False",
+            reason=status.phase.value,
+            message=reason[:32768],
+            last_transition_time=now,
+            observed_generation=generation,
+        )
+    ]
+    waiting = status.phase is Phase.AWAITING_APPROVAL
+    out.append(
+        crd.Condition(
+            type="AwaitingApproval",
+            status="True" if waiting else "False",
+            reason="ApprovalRequested" if waiting else "NoApprovalPending",
+            message=f"shiftctl approve {status.rollout.id}" if waiting and status.rollout else "",
+            last_transition_time=now,
+            observed_generation=generation,
+        )
+    )
+    return out
+
+
+class StatusStore:
+    """TunedService reads and guarded status writes through the official client."""
+
+    def __init__(self, api: client.ApiClient, *, retries: int = 5) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.retries = retries
+        self.conflicts = 0
+
+    def read(self, namespace: str, name: str) -> JSON:
+        with kube_errors(f"tunedservice {namespace}/{name}"):
+            body: JSON = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+                crd.GROUP, crd.VERSION, namespace, crd.PLURAL_TUNED_SERVICE, name
+            )
+        return body
+
+    def write(self, body: Mapping[str, Any], base: TargetStatus, ours: TargetStatus, *, now: datetime) -> JSON:
+        """Write ``ours`` as the status of the object read as ``body`` (whose status was ``base``)."""
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        rv = str(meta["resourceVersion"])
+        generation = meta.get("generation")
+        for attempt in range(self.retries):
+            wire = crd.status_to_wire(
+                ours,
+                conditions=conditions_for(ours, generation=generation, now=now),
+                observed_generation=generation,
+            )
+            try:
+                with kube_errors(f"status of {namespace}/{name}"):
+                    written: JSON = self.custom.patch_namespaced_custom_object_status(  # type: ignore[assignment]
+                        crd.GROUP,
+                        crd.VERSION,
+                        namespace,
+                        crd.PLURAL_TUNED_SERVICE,
+                        name,
+                        status_patch(rv, wire),
+                        _content_type="application/json-patch+json",
+                    )
+                return written
+            except ClusterConflict:
+                if attempt == self.retries - 1:
+                    raise
+                self.conflicts += 1
+                fresh_body = self.read(namespace, name)
+                _, fresh = crd.parse_tuned_service(fresh_body)
+                ours = merge_user_changes(base=base, ours=ours, fresh=fresh)
+                base = fresh
+                rv = str(fresh_body["metadata"]["resourceVersion"])
+                generation = fresh_body["metadata"].get("generation")
+                log.info("%s/%s: status changed meanwhile (a user write); merged and retrying", namespace, name)
+        raise AssertionError("unreachable")
+
+
+# ----- Trial and ConfigRollout mirrors -----------------------------------------------------------------
+
+
+def _dns(value: str, limit: int = 63) -> str:
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", value.lower()).strip("-")
+    return cleaned[:limit].strip("-") or "x"
+
+
+def trial_name(service: str, result: TrialResult) -> str:
+    digest = hashlib.sha256(f"{result.config.key()}:{result.shape.bucket()}".encode()).hexdigest()[:10]
+    return _dns(f"{service}-trial-{digest}")
+
+
+def rollout_name(service: str, rollout_id: str) -> str:
+    return _dns(f"{service}-{rollout_id}", 253)
+
+
+def _owner(body: Mapping[str, Any]) -> list[JSON]:
+    meta = body["metadata"]
+    return [
+        {
+            "apiVersion": crd.API_VERSION,
+            "kind": crd.KIND_TUNED_SERVICE,
+            "name": meta["name"],
+            "uid": meta.get("uid", ""),
+            "controller": True,
+            "blockOwnerDeletion": False,
+        }
+    ]
+
+
+def trial_phase(result: TrialResult) -> crd.TrialPhase:
+    return "Succeeded" if result.status in (TrialStatus.MEASURED, TrialStatus.REJECTED) else "Failed"
+
+
+def rollout_outcome(before: RolloutState, after: TargetStatus) -> str:
+    """``promoted``, ``rejected`` or ``rolled_back`` for a rollout that just ended."""
+    if after.active_config == before.to_config:
+        return "promoted"
+    if before.rejected() and before.weight == 0:
+        return "rejected"
+    return "rolled_back"
+
+
+def rollout_ended(before: TargetStatus, after: TargetStatus) -> RolloutState | None:
+    """The rollout that ended in this cycle (promoted, rejected or rolled back), if any."""
+    old = before.rollout
+    if old is None or before.phase is Phase.OBSERVING:
+        return None  # nothing was in flight (a finished rollout's record stays in status at 100%)
+    if after.phase in (Phase.OBSERVING, Phase.ROLLED_BACK) and (after.rollout is None or after.rollout.id == old.id):
+        return old
+    return None
+
+
+class CRMirror:
+    """Creates a Trial CR per trial and a ConfigRollout CR per rollout, and keeps their status current."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self._trials: set[tuple[str, str]] = set()
+        self._rollouts: dict[tuple[str, str], JSON] = {}
+
+    def _create(self, namespace: str, plural: str, body: JSON) -> bool:
+        try:
+            with kube_errors(f"{plural} {namespace}/{body['metadata']['name']}"):
+                self.custom.create_namespaced_custom_object(crd.GROUP, crd.VERSION, namespace, plural, body)
+            return True
+        except ClusterConflict:
+            return False  # already there (e.g. mirrored before a restart)
+
+    def _status(self, namespace: str, plural: str, name: str, status: JSON) -> None:
+        with kube_errors(f"{plural} {namespace}/{name} status"):
+            self.custom.patch_namespaced_custom_object_status(
+                crd.GROUP, crd.VERSION, namespace, plural, name, {"status": status}
+            )
+
+    def trials(self, owner: Mapping[str, Any], results: Sequence[TrialResult], reasons: Mapping[str, str]) -> None:
+        namespace, service = owner["metadata"]["namespace"], owner["metadata"]["name"]
+        for result in results:
+            name = trial_name(service, result)
+            if (namespace, name) in self._trials:
+                continue
+            spec = crd.TrialSpec(
+                target=service,
+                config=result.config,
+                shape=result.shape,
+                slo=result.slo,
+                reason=reasons.get(result.config.key(), "")[:4096],
+            )
+            body = {
+                "apiVersion": crd.API_VERSION,
+                "kind": crd.KIND_TRIAL,
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": {"shiftlight.dev/tuned-service": service},
+                    "ownerReferences": _owner(owner),
+                },
+                "spec": spec.to_wire(),
+            }
+            if self._create(namespace, crd.PLURAL_TRIAL, body):
+                status = crd.TrialStatus(
+                    phase=trial_phase(result),
+                    config_label=result.config.label(),
+                    message=result.reason or result.summary(),
+                    result=result,
+                )
+                self._status(namespace, crd.PLURAL_TRIAL, name, status.to_wire())
+            self._trials.add((namespace, name))
+
+    def rollout(self, owner: Mapping[str, Any], before: TargetStatus, after: TargetStatus, now: datetime) -> None:
+        namespace, service = owner["metadata"]["namespace"], owner["metadata"]["name"]
+        ended = rollout_ended(before, after)
+        if ended is not None:
+            outcome = rollout_outcome(ended, after)
+            phase: crd.RolloutPhase = {"promoted": "Succeeded", "rejected": "Rejected"}.get(outcome, "RolledBack")  # type: ignore[assignment]
+            final = after.rollout if after.rollout is not None and after.rollout.id == ended.id else ended
+            self._upsert(owner, namespace, service, final, phase, now, finished=True)
+            return
+        state = after.rollout
+        if state is None or after.phase is Phase.OBSERVING:
+            return
+        live: crd.RolloutPhase = {
+            Phase.AWAITING_APPROVAL: "AwaitingApproval",
+            Phase.PAUSED: "Paused",
+            Phase.ROLLED_BACK: "RolledBack",
+        }.get(after.phase, "Progressing")  # type: ignore[assignment]
+        self._upsert(owner, namespace, service, state, live, now, finished=False)
+
+    def _upsert(
+        self,
+        owner: Mapping[str, Any],
+        namespace: str,
+        service: str,
+        state: RolloutState,
+        phase: crd.RolloutPhase,
+        now: datetime,
+        *,
+        finished: bool,
+    ) -> None:
+        name = rollout_name(service, state.id)
+        spec, status = crd.config_rollout_from_state(state, target=service)
+        status = status.model_copy(
+            update={
+                "phase": phase,
+                "finished_at": now if finished else None,
+                "message": state.reason[:4096],
+            }
+        )
+        wire = status.to_wire()
+        key = (namespace, name)
+        if key not in self._rollouts:
+            body = {
+                "apiVersion": crd.API_VERSION,
+                "kind": crd.KIND_CONFIG_ROLLOUT,
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": {"shiftlight.dev/tuned-service": service},
+                    "ownerReferences": _owner(owner),
+                },
+                "spec": spec.to_wire(),
+            }
+            self._create(namespace, crd.PLURAL_CONFIG_ROLLOUT, body)
+        if self._rollouts.get(key) != wire:
+            try:
+                self._status(namespace, crd.PLURAL_CONFIG_ROLLOUT, name, wire)
+            except NotFound:
+                return
+            self._rollouts[key] = wire
+
+
+__all__ = [
+    "CRMirror",
+    "StatusStore",
+    "conditions_for",
+    "merge_user_changes",
+    "rollout_ended",
+    "rollout_name",
+    "rollout_outcome",
+    "status_patch",
+    "trial_name",
+]
