@@ -21,7 +21,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -419,3 +419,21 @@ class SlackNotifier:
         self._worker.join(timeout=max(timeout, 1.0))
         for log in (logger, sdk_logger):
             log.removeFilter(self._redactor)
+
+
+def notifier_from_env(env: Mapping[str, str] | None = None, **kwargs: Any) -> SlackNotifier | None:
+    """The operator-wide notifier as the Helm chart configures it, or ``None`` when Slack is off.
+
+    ``SHIFTLIGHT_SLACK_WEBHOOK_FILE`` names the mounted Secret file holding the URL (``SHIFTLIGHT_SLACK_WEBHOOK_URL``,
+    set from a ``secretKeyRef``, is the fallback); ``SHIFTLIGHT_SLACK_CHANNEL`` is the channel label.
+    """
+    e = os.environ if env is None else env
+    channel = e.get("SHIFTLIGHT_SLACK_CHANNEL", "")
+    options = {"channel": channel, **kwargs}
+    path = e.get(DEFAULT_FILE_ENV_VAR, "").strip()
+    if path:
+        return SlackNotifier.from_secret_file(path, **options)
+    url = e.get(DEFAULT_ENV_VAR, "").strip()
+    if url:
+        return SlackNotifier(SecretStr(url), **options)
+    return None

@@ -112,7 +112,9 @@ def test_operator_deployment_defaults(helm: Helm) -> None:
     assert env["SHIFTLIGHT_LEASE_NAME"] == "shiftlight-leader"
     assert env["SHIFTLIGHT_LEASE_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["SHIFTLIGHT_PROMETHEUS_URL"] == "http://prometheus-operated.monitoring.svc:9090"
-    assert env["SHIFTLIGHT_POLICY_DIR"] == "/etc/shiftlight/policies"
+    assert env["SHIFTLIGHT_POLICY_DIR"] == "/etc/shiftlight/policies/v1"
+    assert env["SHIFTLIGHT_BACKEND"] == "kubernetes"
+    assert container["command"] == ["shiftlight"] and container["args"] == ["operator", "--all-namespaces"]
     assert "SHIFTLIGHT_SLACK_WEBHOOK_FILE" not in env and "SHIFTLIGHT_LLM_ENDPOINT" not in env
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp", "/etc/shiftlight/policies"}
     pdb = one(docs, "PodDisruptionBudget")
@@ -129,6 +131,7 @@ def test_operator_deployment_nondefault(helm: Helm) -> None:
     assert container["image"] == "registry.example.com/shiftlight:0.1.0-rc1"
     env = env_of(deployment)
     assert env["SHIFTLIGHT_LEASE_NAME"] == "shiftlight-prod-leader"
+    assert env["SHIFTLIGHT_BACKEND"] == "simulator"
     assert env["SHIFTLIGHT_LLM_ENDPOINT"] == "http://vllm-advisor.ml.svc:8000/v1"
     assert env["SHIFTLIGHT_LLM_API_KEY_FILE"] == "/var/run/secrets/shiftlight/llm/token"
     assert env["SHIFTLIGHT_SLACK_WEBHOOK_FILE"] == "/var/run/secrets/shiftlight/slack/webhook-url"
@@ -166,6 +169,7 @@ def test_single_replica_has_no_pdb(helm: Helm) -> None:
         (["--set", "slack.enabled=true"], "/slack/existingSecret"),
         (["--set", "llm.enabled=true"], "/llm"),
         (["--set", "operator.logLevel=verbose"], "/operator/logLevel"),
+        (["--set", "operator.backend=docker"], "/operator/backend"),
         (["--set", "canary.tolerations[0].operator=Maybe"], "/canary/tolerations/0/operator"),
         (["--set", "rbac.readableSecrets[0]=Not_A_Name"], "/rbac/readableSecrets/0"),
     ],

@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from controller.adapters import slack_format
-from controller.adapters.slack import REDACTED, RedactingFilter, SlackNotifier, retry_after_seconds
+from controller.adapters.slack import REDACTED, RedactingFilter, SlackNotifier, notifier_from_env, retry_after_seconds
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
@@ -292,3 +292,18 @@ def test_retry_after_header_forms() -> None:
     assert retry_after_seconds("Mon, 30 Nov 2026 11:00:00 GMT", now=now) == 0.0
     assert retry_after_seconds("soon", now=now) is None
     assert retry_after_seconds(None) is None
+
+
+def test_notifier_from_the_chart_environment(receiver: Receiver, tmp_path: Path) -> None:
+    assert notifier_from_env({}) is None
+    file = tmp_path / "webhook-url"
+    file.write_text(receiver.url)
+    env = {"SHIFTLIGHT_SLACK_WEBHOOK_FILE": str(file), "SHIFTLIGHT_SLACK_CHANNEL": "#ml"}
+    notifier = notifier_from_env(env, backoff_factor=0.01)
+    assert notifier is not None and notifier.channel == "#ml"
+    try:
+        notifier.post(TARGET, Notify(Severity.INFO, "Rollout complete", "promoted"))
+        assert notifier.flush(30)
+    finally:
+        notifier.close()
+    assert "channel #ml" in texts(receiver.requests[0])
