@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 #: The field-note-1 setup, used as the demo and benchmark default.
 DEFAULT_GPU = "gb300-dgx-station"
-DEFAULT_MODEL = "nemotron-3-super-nvfp4"
+DEFAULT_MODEL = "nemotron-3-super-fp8"
 
 _WHERE = {
     "Capacity": "perf",

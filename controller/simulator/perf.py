@@ -42,7 +42,7 @@ SSU_BANDWIDTH_EFFICIENCY: dict[str, float] = {"triton": 0.60, "flashinfer": 0.85
 #: Gated DeltaNet decode kernels (Qwen3.5/3.6) are Triton (FLA) kernels and ignore ``--mamba-backend``.
 GDN_BANDWIDTH_EFFICIENCY = 0.60
 #: Engine-core CPU time per step: fixed part, per scheduled request, per draft token.
-CPU_STEP_BASE_S = 1.0e-3
+CPU_STEP_BASE_S = 0.5e-3
 CPU_PER_SEQ_S = 20e-6
 CPU_PER_DRAFT_TOKEN_S = 4e-6
 #: CPU drafters (run in the engine core, per request and step).
@@ -55,6 +55,8 @@ ASYNC_RESIDUAL_S = 0.1e-3
 OMP_EXTRA_THREAD_OVERHEAD = 0.05
 #: Kernel launches per layer outside a CUDA graph (about 10 kernels at about 4 us each).
 EAGER_LAUNCH_S_PER_LAYER = 40e-6
+#: GPU idle gaps between dependent kernels without a graph (about 10 kernels per layer, about 1 us each).
+EAGER_GPU_GAP_S_PER_LAYER = 10e-6
 #: Eager gap per attention/Mamba layer with piecewise graphs (those ops run between graph pieces).
 PIECEWISE_S_PER_SPLIT_LAYER = 10e-6
 #: Tensor-parallel all-reduce latency (two per layer).
@@ -140,6 +142,8 @@ class _Plan:
     kv_bytes_per_token: float
     attn_s_per_query_ctx: float  # attention compute time per (query token x context token)
     slot_bytes: float  # Mamba state of one sequence, one slot
+    act_bytes_per_token: float  # activation traffic per token of the target forward pass
+    draft_act_bytes_per_token: float  # activation traffic per token of one drafter pass
     draft_dense_bytes: float  # per draft pass
     draft_routed_bytes: float
     draft_gemm_s_per_token: float
@@ -150,6 +154,7 @@ class _Plan:
     cpu_drafter_per_seq_s: float
     omp_factor: float
     layers_launch_s: float
+    layers_gap_s: float
     split_layers_s: float
     tp_comm_s_per_token: float
     tp_comm_fixed_s: float
@@ -405,7 +410,7 @@ class PerformanceModel:
         attn_s = 4.0 * m.attention_layers * m.num_attention_heads * m.head_dim / attn_rate
         lm_head_bytes = m.lm_head_params_b * 1e9 * m.embedding_bytes_per_param
 
-        draft_dense = draft_routed = draft_gemm = draft_kv = draft_fixed = draft_launch = 0.0
+        draft_dense = draft_routed = draft_gemm = draft_kv = draft_fixed = draft_launch = draft_act = 0.0
         passes = 0
         layer_kv = kv_tok_target / max(1, m.attention_layers)
         if method == "mtp":
@@ -416,12 +421,14 @@ class PerformanceModel:
             draft_kv = layer_kv
             passes = k
             draft_launch = 4 * EAGER_LAUNCH_S_PER_LAYER  # layers of the head + lm_head + sampling
+            draft_act = m.mtp_activation_mb_per_token * 1e6
         elif method in _MODEL_DRAFTERS:
             draft_dense = m.drafter_params_b * 1e9 * 2.0
             draft_gemm = 2e9 * m.drafter_params_b / bf16
             draft_kv = layer_kv
             passes = 1 if method == "dflash" else k  # DFlash drafts a whole block in one pass
             draft_launch = 4 * EAGER_LAUNCH_S_PER_LAYER
+            draft_act = m.drafter_activation_mb_per_token * 1e6 * (k if method == "dflash" else 1)
         elif method == "ngram_gpu":
             draft_fixed = NGRAM_GPU_S
         split_layers = m.attention_layers + m.mamba_layers
@@ -444,6 +451,8 @@ class PerformanceModel:
             kv_bytes_per_token=kv_tok_target,
             attn_s_per_query_ctx=attn_s,
             slot_bytes=self._state_slot_bytes(config),
+            act_bytes_per_token=m.activation_mb_per_token * 1e6,
+            draft_act_bytes_per_token=draft_act,
             draft_dense_bytes=draft_dense,
             draft_routed_bytes=draft_routed,
             draft_gemm_s_per_token=draft_gemm,
@@ -454,6 +463,7 @@ class PerformanceModel:
             cpu_drafter_per_seq_s=CPU_DRAFTER_PER_SEQ_S.get(method, 0.0),
             omp_factor=1.0 + OMP_EXTRA_THREAD_OVERHEAD * (omp - 1),
             layers_launch_s=m.num_layers * EAGER_LAUNCH_S_PER_LAYER,
+            layers_gap_s=m.num_layers * EAGER_GPU_GAP_S_PER_LAYER,
             split_layers_s=split_layers * PIECEWISE_S_PER_SPLIT_LAYER,
             tp_comm_s_per_token=comm_tok,
             tp_comm_fixed_s=comm_fixed,
@@ -494,14 +504,16 @@ class PerformanceModel:
             cmp += at_t
         else:
             mem += kv_t
+        # activations written and read between kernels scale with the tokens in the pass
+        mem += n * p.act_bytes_per_token / p.bw
         # Mamba state: read one slot, write one per verified position (decode); read + write per prefill sequence
         prefill_seqs = (1 + prefill_tokens // 2048) if prefill_tokens else 0
         mem += p.slot_bytes * (decode_seqs * (1 + q) + 2 * prefill_seqs) / p.state_bw
         gpu = mem + cmp + p.tp_comm_fixed_s + p.tp_comm_s_per_token * n
         # CUDA graphs: FULL for pure decode within the ceiling, piecewise for mixed batches, eager above it
         ceiling = p.capacity.cudagraph_ceiling
-        if n > ceiling:
-            gpu = max(gpu, p.layers_launch_s)
+        if n > ceiling:  # the CPU launches every kernel: the GPU waits for it or idles between kernels
+            gpu = max(gpu + p.layers_gap_s, p.layers_launch_s)
         elif prefill_tokens:
             gpu += p.split_layers_s
         # drafter
@@ -615,9 +627,12 @@ class PerformanceModel:
         tpot_mean = t_step / tau
         budget = st["budget"]
 
+        extra_per_prefill_token = max(0.0, t_pref - st["t_decode"]) / st["chunk"]
+
         def prefill_time(tokens: float) -> float:
+            """Chunks of up to ``budget`` tokens, each a decode step plus its share of prefill work."""
             comp = max(1.0, tokens * p_comp / prompt_mean)
-            return math.ceil(comp / budget) * t_pref + t_step / 2.0
+            return math.ceil(comp / budget) * st["t_decode"] + comp * extra_per_prefill_token + t_step / 2.0
 
         wait_cv = 1.0 / math.sqrt(waiting + 1.0)
         waits = [max(0.0, queue_wait * (1 + z * wait_cv)) for z in (0.0, _Z95, _Z99)]
@@ -689,6 +704,8 @@ class PerformanceModel:
                 "lam": 0.0,
                 "t": t_dec or 1e-3,
                 "t_prefill": t_pref or 1e-3,
+                "t_decode": t_dec or 1e-3,
+                "chunk": chunk,
                 "budget": budget,
                 "cv_step": 0.0,
                 "cv_tau": 0.0,
@@ -704,6 +721,8 @@ class PerformanceModel:
             "lam": lam,
             "t": t,
             "t_prefill": t_pref,
+            "t_decode": t_dec,
+            "chunk": chunk,
             "budget": budget,
             "cv_step": math.sqrt(var_step) / t,
             "cv_tau": math.sqrt(max(0.0, e_l2 - e_l * e_l)) / tau,
@@ -808,7 +827,7 @@ def field_note_knob_space() -> list[EngineConfig]:
 
 def main() -> None:
     """Print the field-note table for the 512/512/256 workstation case."""
-    pm = PerformanceModel.named("nemotron-3-super-nvfp4", "gb300-dgx-station")
+    pm = PerformanceModel.named("nemotron-3-super-fp8", "gb300-dgx-station")
     shape = workstation_shape(256)
     stock = pm.estimate(EngineConfig(), shape).output_tokens_per_s
     print(f"{pm.model.name} on {pm.gpu.name}, 512 in / 512 out, 256 concurrent streams")

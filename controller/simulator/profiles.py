@@ -86,6 +86,9 @@ class ModelProfile:
     drafter_acceptance: tuple[float, ...] = ()  # conditional acceptance per draft position of that drafter
     expert_weight_bytes_per_param: float = 0.0  # routed experts' dtype; 0 = same as weight_bytes_per_param
     embedding_bytes_per_param: float = 2.0  # embedding table and lm_head (usually left in BF16)
+    activation_mb_per_token: float = 0.0  # intermediate activations written + read per token per forward pass
+    mtp_activation_mb_per_token: float = 0.0  # the same for one pass of the MTP head
+    drafter_activation_mb_per_token: float = 0.0  # the same for one pass of the separate drafter
     description: str = ""
 
     @property
@@ -176,6 +179,9 @@ class _ModelFile(BaseModel):
     drafter_acceptance: tuple[float, ...] = ()
     expert_weight_bytes_per_param: float = Field(default=0.0, ge=0, le=4)
     embedding_bytes_per_param: float = Field(default=2.0, gt=0, le=4)
+    activation_mb_per_token: float = Field(ge=0, le=10_000)
+    mtp_activation_mb_per_token: float = Field(default=0.0, ge=0, le=10_000)
+    drafter_activation_mb_per_token: float = Field(default=0.0, ge=0, le=10_000)
     sources: dict[str, str] = Field(min_length=1)
 
     @model_validator(mode="after")
