@@ -48,6 +48,9 @@ from controller.ports import (
 
 log = logging.getLogger(__name__)
 
+#: The longest window a rollout step's analysis looks back over.
+MAX_ANALYSIS_WINDOW_S = 3 * 3600.0
+
 
 @dataclass(frozen=True)
 class Ports:
@@ -115,10 +118,16 @@ class Reconciler:
         self.on_trial = on_trial
 
     # ----- observe -----------------------------------------------------------------------------
-    def _observe(self, target: TargetRef) -> tuple[Observation | None, str | None]:
+    def _observe(self, target: TargetRef, status: TargetStatus) -> tuple[Observation | None, str | None]:
+        """The last observe window; during a rollout step, everything since the step began (bounded), so the
+        analysis accumulates samples across cycles."""
         now = self.ports.clock.now()
+        start = now - timedelta(seconds=self.observe_window_s)
+        step_start = status.rollout.step_started_at if status.rollout is not None else None
+        if step_start is not None and status.rollout is not None and status.rollout.weight > 0:
+            start = max(min(start, step_start), now - timedelta(seconds=MAX_ANALYSIS_WINDOW_S))
         try:
-            obs = self.ports.metrics.observe(target, start=now - timedelta(seconds=self.observe_window_s), end=now)
+            obs = self.ports.metrics.observe(target, start=start, end=now)
         except MetricsUnavailable as exc:
             return None, f"metrics unavailable: {exc}"
         return obs, None
@@ -159,18 +168,24 @@ class Reconciler:
 
         Returns the accepted proposals and one line per rejection (who proposed it and why it was refused).
         """
+        blocked = set(status.blocked_configs)
+        refused = [
+            f"rejected {p.config.label()} ({p.proposed_by}): rolled back in production earlier"
+            for p in proposals
+            if p.config.key() in blocked
+        ]
         verdict = guardrails.check_proposals(
-            proposals,
+            [p for p in proposals if p.config.key() not in blocked],
             policy=self.policy,
             active=status.active_config,
             history=planner.round_trials(status),
             max_accept=self.rules.tuning.trials_per_cycle,
         )
-        return list(verdict.accepted), [f"rejected {r.describe()}" for r in verdict.rejected]
+        return list(verdict.accepted), refused + [f"rejected {r.describe()}" for r in verdict.rejected]
 
     # ----- cycle -------------------------------------------------------------------------------
     def reconcile(self, target: TargetRef, status: TargetStatus) -> CycleResult:
-        observation, error = self._observe(target)
+        observation, error = self._observe(target, status)
         proposals, screen_notes = self._proposals(target, status)
         candidate_ready = status.rollout is None or self.ports.cluster.ready_replicas(target, "candidate") > 0
         decision = planner.plan(

@@ -221,7 +221,8 @@ class _Planner:
         active = self.status.active_config
         baseline = find(trials, active)
         stock = find(trials, STOCK) or baseline
-        best = best_trial(trials, is_lossy=self.is_lossy)
+        blocked = set(self.status.blocked_configs)
+        best = best_trial([t for t in trials if t.config.key() not in blocked], is_lossy=self.is_lossy)
         status = self.status.model_copy(update={"tuning": None, "tuned_shape": round_.shape})
         stock_goodput = stock.objective() if stock else 0.0
         base_goodput = baseline.objective() if baseline else 0.0
@@ -272,6 +273,7 @@ class _Planner:
     # ----- rollout -----------------------------------------------------------------------------
     def _begin_rollout(self, config: EngineConfig, why: str, *, proposed_by: str, gain: float | None) -> Decision:
         approval = self.rules.tuning.approval
+        ttft_ratio, tpot_ratio = expected_ratios(self.status.trials, candidate=config, stable=self.status.active_config)
         needs_approval = approval == "manual" or (approval == "manual-for-lossy" and self.is_lossy(config))
         step = rollouts.start(
             rollout_id=f"{self.window.name}-{self.now:%Y%m%d%H%M%S}",
@@ -283,6 +285,9 @@ class _Planner:
             proposed_by=proposed_by,
             expected_gain=gain,
             needs_approval=needs_approval,
+            candidate_replicas=self.status.replicas,
+            expected_ttft_ratio=ttft_ratio,
+            expected_tpot_ratio=tpot_ratio,
         )
         status = self.status.model_copy(
             update={"phase": _move(self.status.phase, step.phase), "rollout": step.rollout, "tuning": None}
@@ -315,6 +320,8 @@ class _Planner:
                 history = (*history, f"{self.now:%Y-%m-%d %H:%M} promoted {action.config.label()}: {action.reason}")
             elif isinstance(action, Rollback):
                 history = (*history, f"{self.now:%Y-%m-%d %H:%M} {action.reason}")
+                if not state.abort_requested and not state.rejected():
+                    update["blocked_configs"] = (*self.status.blocked_configs, state.to_config.key())[-50:]
                 entry = self.status.schedule_for(self.window.name)
                 if entry is not None and entry.config.key() == state.to_config.key():
                     restored = entry.model_copy(
@@ -325,6 +332,21 @@ class _Planner:
             update["rollout"] = None
         update["history"] = history[-50:]
         return self._done(self.status.model_copy(update=update), step.actions, step.notes)
+
+
+def expected_ratios(
+    trials: Sequence[TrialResult], *, candidate: EngineConfig, stable: EngineConfig
+) -> tuple[float | None, float | None]:
+    """Candidate/stable p95 TTFT and TPOT as the latest canary trials of both measured them on the same shape."""
+    cand = find(trials, candidate)
+    if cand is None or cand.ttft_s is None or cand.tpot_s is None:
+        return None, None
+    base = next(
+        (t for t in reversed(trials) if t.config.key() == stable.key() and t.shape == cand.shape and t.ok), None
+    )
+    if base is None or base.ttft_s is None or base.tpot_s is None or not base.ttft_s.p95 or not base.tpot_s.p95:
+        return None, None
+    return cand.ttft_s.p95 / base.ttft_s.p95, cand.tpot_s.p95 / base.tpot_s.p95
 
 
 def _with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:

@@ -41,6 +41,9 @@ class RolloutRules:
     max_error_rate_increase: float = 0.005
     manual_gates: tuple[int, ...] = ()
     """Step indexes that wait for a human before their weight is applied (0 = the first step)."""
+    low_traffic_after_s: float = 2400.0
+    """A step that has baked this long with no regression signal passes on fewer than ``min_samples`` requests
+    (quiet hours would otherwise hold a rollout for the whole night); it still needs ``min_failure_samples``."""
 
     def __post_init__(self) -> None:
         if not self.steps or self.steps[-1] != 100:
@@ -83,8 +86,22 @@ def _latency_breach(name: str, cand: float | None, stable: float | None, bound: 
     return ""
 
 
-def analyse(*, candidate: VariantStats | None, stable: VariantStats | None, slo: SLO, rules: RolloutRules) -> Analysis:
-    """Compare the candidate with stable over one analysis window."""
+def analyse(
+    *,
+    candidate: VariantStats | None,
+    stable: VariantStats | None,
+    slo: SLO,
+    rules: RolloutRules,
+    expected_ttft_ratio: float | None = None,
+    expected_tpot_ratio: float | None = None,
+    step_age_s: float = 0.0,
+) -> Analysis:
+    """Compare the candidate with stable over the current step.
+
+    A candidate may trade some latency for throughput: the canary trials measured that trade-off
+    (``expected_*_ratio``, candidate/stable), so production may show it, plus the policy's tolerance, before it
+    counts as a regression. Beyond that, or above the SLO, it fails.
+    """
     if candidate is None or candidate.requests == 0:
         return Analysis("Pending", "no candidate requests observed yet")
     samples = candidate.requests
@@ -122,6 +139,12 @@ def analyse(*, candidate: VariantStats | None, stable: VariantStats | None, slo:
             return Analysis("Pending", f"possible regression, {samples} < {rules.min_failure_samples} samples")
         return Analysis("Failed", "; ".join(problems) + f" over {samples} requests")
     if samples < rules.min_samples:
+        if step_age_s >= rules.low_traffic_after_s and samples >= rules.min_failure_samples:
+            return Analysis(
+                "Successful",
+                f"low traffic: {samples} candidate requests in {step_age_s / 60:.0f} min, within the SLO and no worse "
+                "than stable",
+            )
         return Analysis("Pending", f"{samples} of {rules.min_samples} candidate requests needed")
     return Analysis("Successful", f"candidate within the SLO and no worse than stable over {samples} requests")
 
@@ -138,6 +161,8 @@ def start(
     expected_gain: float | None,
     needs_approval: bool,
     candidate_replicas: int = 1,
+    expected_ttft_ratio: float | None = None,
+    expected_tpot_ratio: float | None = None,
 ) -> RolloutStep:
     """Begin a rollout: either wait for approval of step 0, or apply its weight."""
     state = RolloutState(
@@ -149,6 +174,8 @@ def start(
         reason=reason,
         proposed_by=proposed_by,
         expected_gain=expected_gain,
+        expected_ttft_ratio=expected_ttft_ratio,
+        expected_tpot_ratio=expected_tpot_ratio,
     )
     deploy = DeployCandidate(
         to_config, candidate_replicas, f"warm up {to_config.label()} as the candidate before it takes traffic"
@@ -236,11 +263,15 @@ def advance(
     if observation is None:
         return RolloutStep(state, phase, notes=(f"frozen at {state.weight}%: metrics unavailable, not promoting",))
 
+    step_age = (now - state.step_started_at).total_seconds() if state.step_started_at else 0.0
     analysis = analyse(
         candidate=observation.variants.get("candidate"),
         stable=observation.variants.get("stable"),
         slo=slo,
         rules=rules,
+        expected_ttft_ratio=state.expected_ttft_ratio,
+        expected_tpot_ratio=state.expected_tpot_ratio,
+        step_age_s=step_age,
     )
     record = AnalysisRecord(
         step=state.step_index,
@@ -252,7 +283,7 @@ def advance(
     if analysis.verdict == "Failed":
         return _rollback(state, now, analysis.reason, record)
 
-    baked = state.step_started_at is not None and (now - state.step_started_at).total_seconds() >= rules.bake_s
+    baked = state.step_started_at is not None and step_age >= rules.bake_s
     if analysis.verdict == "Pending" or not baked:
         wait = (
             analysis.reason

@@ -52,6 +52,10 @@ class RolloutState(BaseModel):
     reason: str = ""
     proposed_by: str = "optimizer"
     expected_gain: float | None = None
+    expected_ttft_ratio: float | None = Field(
+        default=None, gt=0, description="candidate/stable p95 TTFT the canary trials measured (the accepted trade-off)"
+    )
+    expected_tpot_ratio: float | None = Field(default=None, gt=0)
     approvals: tuple[Approval, ...] = ()
     analyses: tuple[AnalysisRecord, ...] = ()
     paused: bool = False
@@ -121,6 +125,9 @@ class TargetStatus(BaseModel):
     last_reasons: tuple[str, ...] = ()
     frozen_reason: str | None = None
     history: tuple[str, ...] = Field(default=(), description="one line per finished rollout or rollback")
+    blocked_configs: tuple[str, ...] = Field(
+        default=(), description="keys of configs rolled back in production: never chosen again automatically"
+    )
     updated_at: datetime | None = None
 
     def schedule_for(self, window: str) -> ScheduledConfig | None:

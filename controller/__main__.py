@@ -1,0 +1,3 @@
+from controller.cli.main import app
+
+app()

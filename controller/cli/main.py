@@ -1,0 +1,61 @@
+"""`shiftlight`: the operator and demo entry point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    name="shiftlight",
+    help="Keeps a self-hosted vLLM fleet on the fastest safe engine configuration for its traffic.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("out/demo"), "--out", help="folder for the report, chart (PNG + HTML) and status"),
+    seed: int = typer.Option(7, help="seed of the simulated day (traffic, trials, noise)"),
+    policy: Path = typer.Option(
+        Path("policies/v1/hybrid-mtp-workstation.yaml"), help="tuning policy (YAML) the demo runs under"
+    ),
+    hours: float = typer.Option(24.0, min=1.0, max=168.0, help="simulated hours"),
+) -> None:
+    """Tune a simulated vLLM fleet through a simulated day and report what Shiftlight did."""
+    from controller.demo.run import DemoSettings, run_demo
+
+    report = run_demo(DemoSettings(out_dir=out, seed=seed, policy_path=policy, hours=hours))
+    typer.echo(report.text)
+    typer.echo(f"report: {report.paths.text}  chart: {report.paths.png}  html: {report.paths.html}")
+    typer.echo(report.summary_line)
+
+
+@app.command()
+def operator(
+    all_namespaces: bool = typer.Option(True, "--all-namespaces/--namespaced", help="watch every namespace"),
+    namespace: list[str] = typer.Option([], "--namespace", "-n", help="namespaces to watch (with --namespaced)"),
+) -> None:
+    """Run the Kubernetes operator (kopf) with Lease-based leader election."""
+    from controller.reactor.run import main as run_operator
+
+    run_operator(all_namespaces=all_namespaces, namespaces=namespace)
+
+
+@app.command()
+def simulate(
+    model: str = typer.Option(..., help="model profile name"),
+    gpu: str = typer.Option(..., help="GPU profile name"),
+    port: int = typer.Option(8000, help="loopback port"),
+    config: str = typer.Option("{}", help="EngineConfig as JSON"),
+    speedup: float = typer.Option(1.0, min=0.01, help="run simulated time this many times faster than real time"),
+) -> None:
+    """Serve one simulated vLLM replica (OpenAI API, /health, /metrics) on loopback."""
+    from controller.simulator.server import main as serve
+
+    serve(["--model", model, "--gpu", gpu, "--port", str(port), "--config", config, "--speedup", str(speedup)])
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,144 @@
+"""Run the whole loop on the simulator: diurnal traffic -> observe -> propose -> trial -> roll out -> schedule.
+
+Simulated time is compressed (a day in well under a minute of CPU) and seeded; the same seed prints the same
+report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from controller.adapters.memory import RecordingNotifier
+from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+from controller.adapters.simulated_loadtester import SimulatedLoadTester
+from controller.clock import FakeClock
+from controller.decide.optimizer import OptimizerAdvisor
+from controller.demo.report import DemoReport, TimelinePoint, build_report
+from controller.domain.config import STOCK
+from controller.domain.observation import TargetRef
+from controller.domain.status import TargetStatus
+from controller.domain.trial import TrialResult
+from controller.policy import Policy, load_policy
+from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.simulator.fleet import FleetTick, SimulatedFleet
+from controller.simulator.perf import PerformanceModel
+from controller.simulator.profiles import load_gpu, load_model
+from controller.simulator.traffic import DiurnalTraffic
+
+DEMO_START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    out_dir: Path = Path("out/demo")
+    seed: int = 7
+    policy_path: Path = Path("policies/v1/hybrid-mtp-workstation.yaml")
+    model: str = "nemotron-3-super-nvfp4"
+    gpu: str = "gb300-dgx-station"
+    traffic_profile: str = "coding-agents"
+    hours: float = 24.0
+    cycle_s: float = 300.0
+    """Seconds of simulated time between two control cycles."""
+    cold_start_s: float = 180.0
+    bake_s: float = 600.0
+    min_samples: int = 100
+
+
+@dataclass
+class DemoRun:
+    settings: DemoSettings
+    policy: Policy
+    fleet: SimulatedFleet
+    notifier: RecordingNotifier
+    cluster: SimulatedCluster
+    status: TargetStatus = field(default_factory=TargetStatus)
+    timeline: list[TimelinePoint] = field(default_factory=list)
+    trials: list[tuple[datetime, TrialResult]] = field(default_factory=list)
+
+
+def demo_policy(settings: DemoSettings) -> Policy:
+    """The policy file, pointed at the simulated model and GPU, with automatic approval so the demo runs alone."""
+    policy = load_policy(settings.policy_path).for_target(model=settings.model, gpu=settings.gpu)
+    policy = policy.model_copy(update={"approval": "auto"})
+    return policy.with_feasibility(policy.profile_feasibility())
+
+
+def run_demo(settings: DemoSettings) -> DemoReport:
+    run = simulate_day(settings)
+    return build_report(run.settings, run.status, run.timeline, run.trials, run.notifier, run.cluster)
+
+
+def simulate_day(settings: DemoSettings) -> DemoRun:
+    policy = demo_policy(settings)
+    clock = FakeClock(DEMO_START)
+    traffic = DiurnalTraffic(settings.seed, settings.traffic_profile)
+    fleet = SimulatedFleet(
+        settings.model, settings.gpu, traffic, clock, settings.seed, slo=policy.slo, cold_start_s=settings.cold_start_s
+    )
+    perf = PerformanceModel(load_model(settings.model), load_gpu(settings.gpu))
+    notifier = RecordingNotifier()
+    cluster = SimulatedCluster(fleet)
+    advisor = OptimizerAdvisor(
+        policy, prior=lambda config, shape: perf.estimate(config, shape).output_tokens_per_s, seed=settings.seed
+    )
+    ports = Ports(
+        metrics=SimulatedMetrics(fleet),
+        load_tester=SimulatedLoadTester(settings.model, settings.gpu),
+        router=SimulatedRouter(fleet),
+        advisor=advisor,
+        notifier=notifier,
+        cluster=cluster,
+        clock=clock,
+    )
+    rules = rules_from_policy(policy, traffic.windows)
+    rules = replace(rules, rollout=replace(rules.rollout, bake_s=settings.bake_s, min_samples=settings.min_samples))
+    run = DemoRun(settings, policy, fleet, notifier, cluster)
+    target = TargetRef(namespace="demo", name="workhorse", model=settings.model)
+
+    def record_trial(result: TrialResult) -> None:
+        run.trials.append((clock.now(), result))
+
+    reconciler = Reconciler(ports, policy, rules=rules, observe_window_s=settings.cycle_s, on_trial=record_trial)
+    end = DEMO_START + timedelta(hours=settings.hours)
+    stock_cache: dict[tuple[object, ...], float] = {}
+    while clock.now() < end:
+        fleet.advance(settings.cycle_s)
+        for tick in fleet.ticks_between(clock.now() - timedelta(seconds=settings.cycle_s), clock.now()):
+            run.timeline.append(_point(tick, perf, stock_cache, run.status))
+        result = reconciler.reconcile(target, run.status)
+        run.status = result.status
+    return run
+
+
+def _point(
+    tick: FleetTick, perf: PerformanceModel, cache: dict[tuple[object, ...], float], status: TargetStatus
+) -> TimelinePoint:
+    """Tokens/s the fleet's configs deliver at this tick's concurrency, next to what the stock config would."""
+    shape = tick.shape
+    key = (round(shape.concurrency, 1), round(shape.prompt_tokens.mean), round(shape.output_tokens.mean))
+    if key not in cache:
+        est = perf.estimate(STOCK, shape)
+        cache[key] = est.output_tokens_per_s if est.feasible else 0.0
+    stock = cache[key]
+    actual = sum(v.capacity_tokens_per_s for v in tick.variants.values())
+    requests = sum(v.requests for v in tick.variants.values())
+    good = sum(v.good_requests for v in tick.variants.values())
+    stable = tick.variants.get("stable")
+    label = stable.config.label() if stable is not None and stable.config is not None else "none"
+    return TimelinePoint(
+        at=tick.start,
+        concurrency=shape.concurrency,
+        arrival_rate=shape.arrival_rate_rps,
+        prompt_mean=shape.prompt_tokens.mean,
+        output_mean=shape.output_tokens.mean,
+        tokens_per_s=actual,
+        stock_tokens_per_s=stock,
+        requests=requests,
+        good_requests=good,
+        candidate_weight=tick.candidate_weight,
+        stable_config=label,
+        phase=status.phase.value,
+        gpu_seconds=sum(v.gpu_seconds for v in tick.variants.values()),
+    )
