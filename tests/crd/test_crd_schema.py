@@ -13,6 +13,11 @@ import pytest
 import yaml
 
 from controller.crd import generate, models, schema
+from controller.domain.config import EngineConfig
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig
+from controller.domain.traffic import TimeWindow
+from controller.domain.trial import Percentiles, QualityReport, SpecDecodeStats, TrialResult, TrialStatus
 from controller.errors import InvalidInput
 
 from .test_crd_models import CANDIDATE, SHAPE, example, rolling_status
@@ -198,3 +203,49 @@ def test_bad_crs_are_rejected_by_the_schema_and_by_the_models(path: tuple[str, .
 @pytest.mark.parametrize("kind", ["TunedService", "Trial", "ConfigRollout"])
 def test_crds_pass_kubernetes_validate_strict(kind: str) -> None:
     assert kubernetes_validate.validate(crds()[kind], "1.37.0", strict=True)
+
+
+def test_a_rich_status_validates_and_round_trips() -> None:
+    measured = TrialResult(
+        config=CANDIDATE,
+        shape=SHAPE.model_copy(update={"window": TimeWindow(name="day", start_hour=8, end_hour=20)}),
+        slo=SLO(),
+        status=TrialStatus.MEASURED,
+        source="kubernetes",
+        completed=500,
+        output_tokens_per_s=1650.5,
+        goodput_tokens_per_s=1590.0,
+        ttft_s=Percentiles(p50=0.2, p95=0.43, p99=0.6),
+        tpot_s=Percentiles(p50=0.02, p95=0.0285, p99=0.04),
+        spec_decode=SpecDecodeStats(acceptance_rate=0.7, mean_acceptance_length=3.1, per_position=(0.9, 0.7, 0.5)),
+        quality=QualityReport(exact_match_rate=1.0, mean_logprob_divergence=0.0, prompts=20, passed=True),
+        log_tail=("INFO started",),
+    )
+    infeasible = TrialResult(
+        config=EngineConfig(kv_cache_dtype="fp8"),
+        shape=SHAPE,
+        slo=SLO(),
+        status=TrialStatus.INFEASIBLE,
+        reason="fp8 KV cache requires AVX-512",
+    )
+    entry = ScheduledConfig(
+        window="day", config=CANDIDATE, shape=SHAPE, goodput_tokens_per_s=1590, stock_goodput_tokens_per_s=1020
+    )
+    status = rolling_status().model_copy(
+        update={"trials": (measured, infeasible), "schedule": (entry,), "tuned_shape": SHAPE, "history": ("a",)}
+    )
+    body = example()
+    body["status"] = models.status_to_wire(status, observed_generation=2)
+    validator("TunedService").validate(body)
+    assert models.parse_tuned_service(body)[1] == status
+    trial_status = models.TrialStatus(phase="Succeeded", config_label=CANDIDATE.label(), result=measured)
+    trial = models.TrialSpec(target="llama-8b", config=CANDIDATE, shape=SHAPE)
+    validator("Trial").validate(
+        {
+            "apiVersion": models.API_VERSION,
+            "kind": "Trial",
+            "metadata": {"name": "t"},
+            "spec": trial.to_wire(),
+            "status": trial_status.to_wire(),
+        }
+    )
