@@ -348,8 +348,8 @@ def test_spec_stats_are_reported_like_vllm() -> None:
 # ----- step time ------------------------------------------------------------------------------------------------
 def test_step_sync_adds_cpu_and_async_overlaps_it() -> None:
     perf = pm("llama-3.1-8b", "h200")
-    kw = {"decode_seqs": 128, "prefill_tokens": 0, "mean_context_tokens": 1000.0}
-    sync, asyn = perf.step(EngineConfig(async_scheduling=False), **kw), perf.step(EngineConfig(), **kw)
+    sync = perf.step(EngineConfig(async_scheduling=False), decode_seqs=128, prefill_tokens=0, mean_context_tokens=1e3)
+    asyn = perf.step(EngineConfig(), decode_seqs=128, prefill_tokens=0, mean_context_tokens=1e3)
     assert sync.seconds == pytest.approx(sync.gpu_seconds + sync.cpu_overhead_s)
     assert asyn.seconds == pytest.approx(max(asyn.gpu_seconds, asyn.cpu_overhead_s) + 1e-4)
     small = perf.step(EngineConfig(), decode_seqs=1, prefill_tokens=0, mean_context_tokens=100.0)
@@ -377,10 +377,13 @@ def test_decode_batch_above_the_graph_ceiling_pays_launch_overhead() -> None:
     perf = pm("llama-3.1-8b", "rtx-3090")
     inside = EngineConfig(max_cudagraph_capture_size=512)
     outside = EngineConfig(max_cudagraph_capture_size=8)
-    kw = {"decode_seqs": 16, "prefill_tokens": 0, "mean_context_tokens": 64.0}
-    assert perf.step(outside, **kw).gpu_seconds >= perf.step(inside, **kw).gpu_seconds
-    h200 = pm("llama-3.1-8b", "h200")
-    assert h200.step(outside, **kw).gpu_seconds > h200.step(inside, **kw).gpu_seconds
+    for model in (perf, pm("llama-3.1-8b", "h200"), pm(*WORKHORSE)):
+        slow = model.step(outside, decode_seqs=16, prefill_tokens=0, mean_context_tokens=64.0)
+        fast = model.step(inside, decode_seqs=16, prefill_tokens=0, mean_context_tokens=64.0)
+        assert slow.gpu_seconds > fast.gpu_seconds
+    # a tiny batch on a fast GPU is launch-bound without graphs: 88 layers x 40 us
+    tiny = pm(*WORKHORSE).step(outside, decode_seqs=9, prefill_tokens=0, mean_context_tokens=1.0)
+    assert tiny.gpu_seconds >= 88 * 40e-6
 
 
 def test_moe_touches_more_experts_with_bigger_batches() -> None:
