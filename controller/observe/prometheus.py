@@ -155,7 +155,8 @@ class PrometheusMetrics:
         return headers
 
     def _translate(self, what: str, exc: BaseException) -> MetricsUnavailable:
-        if isinstance(exc, requests.exceptions.Timeout):
+        # urllib3 wraps a read timeout under retries into MaxRetryError, which requests reports as ConnectionError
+        if isinstance(exc, requests.exceptions.Timeout) or "timed out" in str(exc).lower():
             kind = f"timed out after {self.settings.timeout_s}s"
         elif isinstance(exc, requests.exceptions.ConnectionError):
             kind = "connection failed"
@@ -434,15 +435,18 @@ class _Reader:
             def qs(metric: str, variant: str = variant) -> Quantiles:
                 return Quantiles(**{p: _finite(quantiles[f"{metric}_{p}"].get(variant)) for p in ("p50", "p95", "p99")})
 
+            total = max(round(count), 0)
             good: int | None = None
             slo = self.owner.slo
             if slo is not None and variant in ttft_b and variant in tpot_b:
-                good = round(
-                    min(
-                        ttft_b[variant].count_at_most(slo.ttft_seconds), tpot_b[variant].count_at_most(slo.tpot_seconds)
+                # shares within each histogram, applied to the finished count: the histograms are observed at
+                # first token / at finish, so their totals differ from request_success by in-flight requests
+                tb, pb = ttft_b[variant], tpot_b[variant]
+                if tb.total > 0 and pb.total > 0:
+                    share = min(
+                        tb.count_at_most(slo.ttft_seconds) / tb.total, pb.count_at_most(slo.tpot_seconds) / pb.total
                     )
-                )
-            total = max(round(count), 0)
+                    good = round(total * share)
             acc = _finite(acceptance.get(variant))
             ttft, tpot = qs("ttft"), qs("tpot")
             stats = VariantStats(

@@ -32,6 +32,8 @@ class ScrapeTarget:
     address: str
     labels: Mapping[str, str] = field(default_factory=dict)
     metrics_path: str = "/metrics"
+    drop_metrics: str | None = None
+    """Regex of metric names dropped at scrape time (``metric_relabel_configs``), e.g. to simulate partial data."""
 
 
 def free_port() -> int:
@@ -59,15 +61,16 @@ def write_config(path: Path, targets: Sequence[ScrapeTarget], scrape_interval_s:
     interval = f"{int(scrape_interval_s * 1000)}ms"
     jobs = []
     for i, t in enumerate(targets):
-        jobs.append(
-            {
-                "job_name": f"target-{i}",
-                "metrics_path": t.metrics_path,
-                "scrape_interval": interval,
-                "scrape_timeout": interval,
-                "static_configs": [{"targets": [t.address], "labels": dict(t.labels)}],
-            }
-        )
+        job: dict[str, object] = {
+            "job_name": f"target-{i}",
+            "metrics_path": t.metrics_path,
+            "scrape_interval": interval,
+            "scrape_timeout": interval,
+            "static_configs": [{"targets": [t.address], "labels": dict(t.labels)}],
+        }
+        if t.drop_metrics:
+            job["metric_relabel_configs"] = [{"source_labels": ["__name__"], "regex": t.drop_metrics, "action": "drop"}]
+        jobs.append(job)
     config = {"global": {"scrape_interval": interval, "evaluation_interval": interval}, "scrape_configs": jobs}
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
