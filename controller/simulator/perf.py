@@ -218,13 +218,17 @@ class PerformanceModel:
         return config.mamba_backend or "triton"
 
     def _tflops(self, bytes_per_param: float, quant: str) -> float:
-        """Peak dense tensor TFLOPs for GEMMs whose weights are stored at ``bytes_per_param``."""
+        """Peak dense tensor TFLOPs for GEMMs whose weights are stored at ``bytes_per_param``.
+
+        BF16 weights and weight-only 4-bit (AWQ/GPTQ, Marlin) run BF16 math. FP8 and NVFP4 weights use FP8/FP4 tensor
+        cores where the GPU has them; elsewhere vLLM dequantises them (Marlin), so the math is BF16 again.
+        """
         g = self.gpu
         if bytes_per_param >= 1.5 or quant in ("bf16", "int4"):
-            return g.dense_bf16_tflops  # BF16 weights, or weight-only 4-bit (dequantised into BF16 math)
+            return g.dense_bf16_tflops
         if bytes_per_param >= 0.9 or quant == "fp8":
             return g.dense_fp8_tflops or g.dense_bf16_tflops
-        return g.dense_fp4_tflops or g.dense_fp8_tflops or g.dense_bf16_tflops
+        return g.dense_fp4_tflops or g.dense_bf16_tflops
 
     def _weight_bytes_total(self, config: EngineConfig) -> float:
         m = self.model
@@ -357,12 +361,13 @@ class PerformanceModel:
         These are prefix products of the conditional acceptance of each position, so they never grow with i and
         the expected tokens per step per sequence is ``1 + sum(acceptance)``.
         """
-        key = (config, round(repetitiveness, 3))
+        r = round(min(1.0, max(0.0, repetitiveness)), 3)
+        key = (config, r)
         hit = self._acc.get(key)
         if hit is None:
             out: list[float] = []
             p = 1.0
-            for a in self._conditional(config, repetitiveness):
+            for a in self._conditional(config, r):
                 p *= a
                 out.append(p)
             hit = tuple(out)
@@ -688,7 +693,7 @@ class PerformanceModel:
         t = t_dec = t_pref = 0.0
         f = 0.0
         for _ in range(3):  # prefill load and decode rate depend on each other; converges in a few rounds
-            dec_i = round(decoding)
+            dec_i = max(1, round(decoding)) if decoding > 0 else 0
             s0 = self.step(config, decode_seqs=dec_i, prefill_tokens=0, mean_context_tokens=mean_ctx, repetitiveness=r)
             s1 = self.step(
                 config, decode_seqs=dec_i, prefill_tokens=round(chunk), mean_context_tokens=mean_ctx, repetitiveness=r
