@@ -172,6 +172,8 @@ def test_single_replica_has_no_pdb(helm: Helm) -> None:
         (["--set", "operator.backend=docker"], "/operator/backend"),
         (["--set", "canary.tolerations[0].operator=Maybe"], "/canary/tolerations/0/operator"),
         (["--set", "rbac.readableSecrets[0]=Not_A_Name"], "/rbac/readableSecrets/0"),
+        (["--set", "rbac.readableSecrets[0]="], "/rbac/readableSecrets/0"),
+        (["--set", "leaderElection.leaseName="], "/leaderElection/leaseName"),
     ],
 )
 def test_values_schema_rejects_bad_values(helm: Helm, args: list[str], message: str) -> None:
