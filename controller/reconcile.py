@@ -30,7 +30,7 @@ from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult, TrialStatus
-from controller.errors import MetricsUnavailable, ShiftlightError
+from controller.errors import MetricsUnavailable, ShiftlightError, TemporaryError
 from controller.policy import Policy
 from controller.ports import (
     Advisor,
@@ -198,7 +198,14 @@ class Reconciler:
             is_lossy=self.policy.is_lossy,
             candidate_ready=candidate_ready,
         )
-        new_status, trials = self._act(target, decision.status, decision.actions)
+        try:
+            new_status, trials = self._act(target, decision.status, decision.actions)
+        except TemporaryError as exc:
+            why = f"could not act ({type(exc).__name__}: {exc}); keeping the previous state, retry in {exc.delay_s:g} s"
+            log.warning("%s: %s", target, why)
+            kept = status.model_copy(update={"last_reasons": (why,), "updated_at": self.ports.clock.now()})
+            plan = Plan(actions=decision.actions, requeue_after_s=exc.delay_s, notes=(why,))
+            return CycleResult(kept, plan, exc.delay_s, (), tuple(screen_notes))
         if screen_notes:
             new_status = new_status.model_copy(update={"last_reasons": (*new_status.last_reasons, *screen_notes)})
         requeue = 30.0 if new_status.phase in (Phase.TRIALLING, Phase.ROLLING_OUT) else 60.0
@@ -209,6 +216,8 @@ class Reconciler:
     def _act(
         self, target: TargetRef, status: TargetStatus, actions: Sequence[Action]
     ) -> tuple[TargetStatus, list[TrialResult]]:
+        """Apply the actions in order. A failed effect raises (a :class:`TemporaryError` from the adapter) and
+        the caller keeps the previous status, so the decision is re-made next cycle; Events are best effort."""
         trials: list[TrialResult] = []
         for action in actions:
             log.info("%s: %s: %s", target, type(action).__name__, action.reason)
@@ -236,7 +245,10 @@ class Reconciler:
             elif isinstance(action, RequestApproval):
                 pass  # the Notify that accompanies it tells people; the phase records the wait
             warning = isinstance(action, Rollback) or (isinstance(action, Notify) and action.severity != "info")
-            self.ports.cluster.record_event(target, type(action).__name__, action.reason, warning=warning)
+            try:
+                self.ports.cluster.record_event(target, type(action).__name__, action.reason, warning=warning)
+            except ShiftlightError as exc:
+                log.warning("%s: could not record an Event (%s)", target, exc)
         return status, trials
 
     def _run_trial(self, target: TargetRef, action: RunTrial) -> TrialResult:
