@@ -1,0 +1,294 @@
+"""Pure renderers for shiftctl: TunedService bodies and their status in, rich tables / text / dicts out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from controller.crd.models import TunedServiceSpec, parse_tuned_service, summarize
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.status import TargetStatus
+from controller.domain.trial import TrialResult
+from controller.errors import InvalidInput
+
+JSON = dict[str, Any]
+
+
+def age(created: str | None, now: datetime | None = None) -> str:
+    """kubectl-style age (``45s``, ``12m``, ``3h``, ``2d``)."""
+    if not created:
+        return "<unknown>"
+    try:
+        then = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    seconds = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def parsed(body: Mapping[str, Any]) -> tuple[TunedServiceSpec | None, TargetStatus | None, str]:
+    """(spec, status, error) of a TunedService body; an invalid object is shown, not fatal."""
+    try:
+        spec, status = parse_tuned_service(body)
+    except InvalidInput as exc:
+        return None, None, str(exc)
+    return spec, status, ""
+
+
+def row(body: Mapping[str, Any], *, wide: bool, all_namespaces: bool, now: datetime | None = None) -> list[str]:
+    meta = body.get("metadata", {})
+    spec, status, error = parsed(body)
+    cells = [meta.get("namespace", "")] if all_namespaces else []
+    cells.append(str(meta.get("name", "")))
+    if status is None:
+        cells += ["Invalid", "", "", "", "", age(meta.get("creationTimestamp"), now)]
+        if wide:
+            cells += ["", "", "", error[:80]]
+        return cells
+    summary = summarize(status)
+    in_flight = status.rollout is not None and status.phase.value != "Observing"
+    cells += [
+        status.phase.value,
+        summary.active_config,
+        (summary.candidate_config or "") if in_flight else "",
+        f"{summary.canary_weight}%" if in_flight else "",
+        summary.gain,
+        age(meta.get("creationTimestamp"), now),
+    ]
+    if wide:
+        assert spec is not None
+        cells += [
+            spec.model.name,
+            status.window or "",
+            str(len(status.trials)),
+            (status.frozen_reason or (status.last_reasons[-1] if status.last_reasons else ""))[:80],
+        ]
+    return cells
+
+
+def list_table(bodies: Sequence[Mapping[str, Any]], *, wide: bool, all_namespaces: bool) -> Table:
+    headers = (["NAMESPACE"] if all_namespaces else []) + [
+        "NAME",
+        "PHASE",
+        "ACTIVE",
+        "CANDIDATE",
+        "WEIGHT",
+        "GAIN",
+        "AGE",
+    ]
+    if wide:
+        headers += ["MODEL", "WINDOW", "TRIALS", "REASON"]
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    for h in headers:
+        table.add_column(h, no_wrap=True, overflow="fold")
+    for body in bodies:
+        table.add_row(*row(body, wide=wide, all_namespaces=all_namespaces))
+    return table
+
+
+def _ms(value: float | None) -> str:
+    return f"{value * 1000:.0f} ms" if value is not None else "-"
+
+
+def trials_table(trials: Sequence[TrialResult], *, wide: bool = False) -> Table:
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    cols = ["CONFIG", "STATUS", "GOODPUT TOK/S", "OUTPUT TOK/S", "TTFT P95", "TPOT P95", "SLO"]
+    if wide:
+        cols += ["SOURCE", "SHAPE", "REASON"]
+    for c in cols:
+        table.add_column(c, no_wrap=c != "REASON")
+    for t in sorted(trials, key=lambda t: -t.objective()):
+        cells = [
+            t.config.label(),
+            t.status.value,
+            f"{t.goodput_tokens_per_s:,.0f}",
+            f"{t.output_tokens_per_s:,.0f}",
+            _ms(t.ttft_s.p95 if t.ttft_s else None),
+            _ms(t.tpot_s.p95 if t.tpot_s else None),
+            "met" if t.meets_slo() else "missed",
+        ]
+        if wide:
+            cells += [t.source, t.shape.describe(), t.reason]
+        table.add_row(*cells)
+    return table
+
+
+def knobs(config: EngineConfig, base: EngineConfig = STOCK) -> list[str]:
+    return [f"{k}: {b!r} -> {a!r}" for k, (a, b) in config.changed_knobs(base).items()]
+
+
+def describe_text(body: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> Text:
+    meta = body.get("metadata", {})
+    spec, status, error = parsed(body)
+    out = Text()
+    out.append(f"Name:          {meta.get('name')}\nNamespace:     {meta.get('namespace')}\n")
+    out.append(f"Created:       {meta.get('creationTimestamp')}\n")
+    if spec is None or status is None:
+        out.append(f"Invalid:       {error}\n", style="red")
+        return out
+    out.append(f"Model:         {spec.model.name} on {spec.gpu_type}\n")
+    out.append(f"Workload:      deployments {', '.join(spec.workload.deployments)}; service {spec.workload.service}")
+    out.append(
+        f"; route {spec.workload.http_route}\n" if spec.workload.http_route else "; no HTTPRoute (replica ratio)\n"
+    )
+    out.append(f"Policy:        {spec.policy.preset or 'default'}; approval {spec.approval_mode}")
+    out.append("; DRY RUN\n" if spec.dry_run else "\n")
+    out.append(f"Phase:         {status.phase.value}\n", style="bold")
+    if status.frozen_reason:
+        out.append(f"Frozen:        {status.frozen_reason}\n", style="yellow")
+    out.append(f"Active config: {status.active_config.label()} ({status.active_config.key()})\n")
+    args = " ".join(status.active_config.vllm_args()) or "(vLLM defaults)"
+    out.append(f"  vllm args:   {args}\n")
+    out.append(f"Replicas:      {status.replicas}    Window: {status.window or '-'}\n")
+    r = status.rollout
+    if r is not None:
+        out.append(f"Rollout:       {r.id}: {r.from_config.label()} -> {r.to_config.label()}\n", style="bold")
+        out.append(
+            f"  steps:       {', '.join(f'{w}%' for w in r.steps)}; at step {r.step_index + 1}, weight {r.weight}%"
+        )
+        out.append("; PAUSED" if r.paused else "")
+        out.append(f"; ABORT requested ({r.abort_reason})" if r.abort_requested else "")
+        out.append(f"\n  proposed by: {r.proposed_by}; reason: {r.reason}\n")
+        for a in r.approvals:
+            out.append(f"  {a.decision:<9}  step {a.step + 1} by {a.by} at {a.at.isoformat()} {a.comment}\n")
+        for an in r.analyses:
+            out.append(f"  analysis    step {an.step + 1} ({an.weight}%): {an.outcome}: {an.reason}\n")
+    if status.last_reasons:
+        out.append("Last reasons:\n", style="bold")
+        for reason in status.last_reasons[-8:]:
+            out.append(f"  - {reason}\n")
+    if events:
+        out.append("Events:\n", style="bold")
+        for e in events[-10:]:
+            out.append(f"  {e.get('type', ''):<8} {e.get('reason', ''):<16} {e.get('message', '')}\n")
+    return out
+
+
+def explain_text(body: Mapping[str, Any]) -> Text:
+    """Why this config: the traffic shape it was tuned for, the trials behind it, who proposed it."""
+    _spec, status, error = parsed(body)
+    out = Text()
+    if status is None:
+        out.append(f"cannot explain an invalid object: {error}\n", style="red")
+        return out
+    name = body.get("metadata", {}).get("name")
+    active = status.active_config
+    out.append(f"{name} runs {active.label()}", style="bold")
+    out.append(f" (phase {status.phase.value})\n")
+    changed = knobs(active)
+    out.append("Changed from stock vLLM:\n" if changed else "This is stock vLLM (no tuned knobs).\n")
+    for line in changed:
+        out.append(f"  {line}\n")
+    shape = status.tuned_shape
+    entry = next((s for s in status.schedule if s.config == active), None)
+    if entry is not None:
+        shape = entry.shape
+        out.append(
+            f"Window {entry.window}: {entry.goodput_tokens_per_s:,.0f} goodput tok/s vs "
+            f"{entry.stock_goodput_tokens_per_s:,.0f} for stock ({entry.gain:.2f}x). {entry.reason}\n"
+        )
+    if shape is not None:
+        out.append(f"Traffic shape it was tuned for: {shape.describe()}\n")
+    if status.rollout is not None:
+        r = status.rollout
+        out.append(f"Proposed by {r.proposed_by}: {r.reason}\n")
+        if r.expected_gain:
+            out.append(f"Expected gain: {r.expected_gain:.2f}x\n")
+        for a in r.approvals:
+            out.append(f"{a.decision.capitalize()} by {a.by} at {a.at.isoformat()} (step {a.step + 1})\n")
+    if status.tuning is not None:
+        t = status.tuning
+        out.append(f"Tuning round {t.id} ({t.window}): {t.reason}\n")
+        for key, who, why in zip(t.trial_keys, t.trial_proposers, t.trial_reasons, strict=False):
+            out.append(f"  trial {key} proposed by {who}: {why}\n")
+    if status.trials:
+        best = max(status.trials, key=lambda t: t.objective())
+        out.append(f"Evidence ({len(status.trials)} trials; best first):\n", style="bold")
+        for trial in sorted(status.trials, key=lambda t: -t.objective())[:5]:
+            mark = "*" if trial is best else " "
+            out.append(f" {mark} {trial.summary()}\n")
+    if status.last_reasons:
+        out.append("Latest decisions:\n", style="bold")
+        for reason in status.last_reasons[-5:]:
+            out.append(f"  - {reason}\n")
+    return out
+
+
+def history_lines(status: TargetStatus) -> list[str]:
+    lines = list(status.history)
+    r = status.rollout
+    if r is not None:
+        lines.append(
+            f"rollout {r.id}: {r.from_config.label()} -> {r.to_config.label()} started {r.started_at.isoformat()}"
+        )
+        events: list[tuple[datetime, str]] = [
+            (a.at, f"  {a.decision} step {a.step + 1} by {a.by}" + (f": {a.comment}" if a.comment else ""))
+            for a in r.approvals
+        ]
+        events += [
+            (an.at, f"  analysis step {an.step + 1} at {an.weight}%: {an.outcome}: {an.reason}") for an in r.analyses
+        ]
+        lines += [text for _, text in sorted(events, key=lambda e: e[0])]
+        lines.append(f"  now at step {r.step_index + 1}/{len(r.steps)}, weight {r.weight}%")
+    return lines
+
+
+def cost_table(status: TargetStatus, *, gpu_hour_price: float | None = None) -> Table:
+    """Per window: goodput vs stock and what a million output tokens costs in GPU-hours (and money, if priced)."""
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    cols = ["WINDOW", "CONFIG", "REPLICAS", "GOODPUT TOK/S", "STOCK TOK/S", "GAIN", "GPU-H/1M TOK", "STOCK GPU-H/1M"]
+    if gpu_hour_price is not None:
+        cols += ["COST/1M TOK", "STOCK COST/1M"]
+    for c in cols:
+        table.add_column(c, no_wrap=True)
+
+    def gpu_hours_per_million(tok_s: float, replicas: int) -> float | None:
+        return replicas * 1e6 / (tok_s * 3600) if tok_s > 0 else None
+
+    def fmt(v: float | None, money: bool = False) -> str:
+        if v is None:
+            return "-"
+        return f"{v:,.2f}" if money else f"{v:,.3f}"
+
+    for s in status.schedule:
+        replicas = max(s.replicas, 1)
+        ours = gpu_hours_per_million(s.goodput_tokens_per_s, replicas)
+        stock = gpu_hours_per_million(s.stock_goodput_tokens_per_s, replicas)
+        cells = [
+            s.window,
+            s.config.label(),
+            str(s.replicas),
+            f"{s.goodput_tokens_per_s:,.0f}",
+            f"{s.stock_goodput_tokens_per_s:,.0f}",
+            f"{s.gain:.2f}x",
+            fmt(ours),
+            fmt(stock),
+        ]
+        if gpu_hour_price is not None:
+            cells += [
+                fmt(ours * gpu_hour_price if ours is not None else None, money=True),
+                fmt(stock * gpu_hour_price if stock is not None else None, money=True),
+            ]
+        table.add_row(*cells)
+    return table
+
+
+__all__ = [
+    "age",
+    "cost_table",
+    "describe_text",
+    "explain_text",
+    "history_lines",
+    "knobs",
+    "list_table",
+    "parsed",
+    "row",
+    "trials_table",
+]
