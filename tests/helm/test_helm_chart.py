@@ -1,8 +1,8 @@
 """The Helm chart rendered by the real helm binary, every object validated offline.
 
 * ``helm lint --strict``; ``helm template`` with default and non-default values;
-* every rendered object passes ``kubernetes-validate --strict`` (Kubernetes 1.37 schemas); the only kind without an
-  offline schema is the optional Prometheus Operator ServiceMonitor, checked by hand;
+* every rendered object passes ``kubernetes-validate --strict`` (Kubernetes 1.37 schemas), except the optional
+  Prometheus Operator ServiceMonitor, which has no schema there and is validated against its own (vendored);
 * ``values.schema.json`` rejects bad values; RBAC has no wildcards and exactly the intended rules;
 * a sample TunedService is validated against the rendered CRD's openAPIV3Schema, and the sample HTTPRoute against the
   Gateway API v1 HTTPRoute schema (vendored in ``schemas/``).
@@ -31,19 +31,38 @@ pytestmark = pytest.mark.helm
 HERE = Path(__file__).resolve().parent
 NONDEFAULT = HERE / "values-nondefault.yaml"
 K8S_VERSION = "1.37.0"
-NO_OFFLINE_SCHEMA = {"ServiceMonitor"}
+#: Kinds kubernetes-validate has no schema for, and the vendored schema file (``schemas/``) each is checked with.
+VENDORED = {"ServiceMonitor": "servicemonitor-v1.json", "HTTPRoute": "httproute-v1.json"}
+
+
+def vendored_validator(kind: str) -> jsonschema.Draft4Validator:
+    """A vendored OpenAPI schema (unknown fields refused); its ObjectMeta $ref resolves to Kubernetes' own schema."""
+    source = json.loads((HERE / "schemas" / VENDORED[kind]).read_text())
+    meta_uri = "/api/_definitions.json"
+    definitions_file = (
+        Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{K8S_VERSION}-local-strict"
+    ) / "_definitions.json"
+    converted = schema.to_json_schema(source, forbid_unknown=True)
+    converted["properties"]["metadata"] = {"$ref": f"{meta_uri}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+    definitions = json.loads(definitions_file.read_text())
+    registry: referencing.Registry[Any] = referencing.Registry().with_resource(
+        meta_uri,
+        referencing.Resource.from_contents(definitions, default_specification=referencing.jsonschema.DRAFT202012),
+    )
+    return jsonschema.Draft4Validator(converted, registry=registry)
 
 
 def validate_all(docs: list[dict[str, Any]]) -> dict[str, int]:
-    """kubernetes-validate --strict on every object; returns counts of validated / schema-less objects."""
-    counts = {"validated": 0, "no_schema": 0}
+    """kubernetes-validate --strict on every object (vendored schemas for the kinds it lacks); returns counts."""
+    counts = {"kubernetes-validate": 0, "vendored": 0}
     for doc in docs:
         try:
             kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
-            counts["validated"] += 1
+            counts["kubernetes-validate"] += 1
         except kubernetes_validate.SchemaNotFoundError:
-            assert doc["kind"] in NO_OFFLINE_SCHEMA, f"no schema for {doc['kind']}"
-            counts["no_schema"] += 1
+            assert doc["kind"] in VENDORED, f"no schema for {doc['kind']}"
+            vendored_validator(doc["kind"]).validate(doc)
+            counts["vendored"] += 1
     return counts
 
 
@@ -62,7 +81,7 @@ def test_default_render_is_valid(helm: Helm) -> None:
         + ["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         + ["Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "ConfigMap"]
     )
-    assert validate_all(docs) == {"validated": 15, "no_schema": 0}
+    assert validate_all(docs) == {"kubernetes-validate": 15, "vendored": 0}
     for doc in docs:
         if doc["kind"] not in {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}:
             assert doc["metadata"]["namespace"] == "shiftlight", doc["metadata"]["name"]
@@ -70,7 +89,7 @@ def test_default_render_is_valid(helm: Helm) -> None:
 
 def test_nondefault_render_is_valid(helm: Helm) -> None:
     docs = helm.template("-f", str(NONDEFAULT))
-    assert validate_all(docs) == {"validated": 15, "no_schema": 1}
+    assert validate_all(docs) == {"kubernetes-validate": 15, "vendored": 1}
     monitor = one(docs, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -307,27 +326,8 @@ def test_sample_tunedservice_validates_against_the_rendered_crd(helm: Helm) -> N
     assert sorted(e.validator for e in validator.iter_errors(broken)) == ["enum", "minimum"]
 
 
-def httproute_validator() -> jsonschema.Draft4Validator:
-    """The vendored Gateway API v1 HTTPRoute schema; its ObjectMeta $ref resolves to Kubernetes' own schema."""
-    route = json.loads((HERE / "schemas" / "httproute-v1.json").read_text())
-    meta_uri = "/api/_definitions.json"
-    definitions_file = (
-        Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema" / f"v{K8S_VERSION}-local-strict"
-    ) / "_definitions.json"
-    route_schema = schema.to_json_schema(route)
-    route_schema["properties"]["metadata"] = {
-        "$ref": f"{meta_uri}#/$defs/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-    }
-    definitions = json.loads(definitions_file.read_text())
-    registry: referencing.Registry[Any] = referencing.Registry().with_resource(
-        meta_uri,
-        referencing.Resource.from_contents(definitions, default_specification=referencing.jsonschema.DRAFT202012),
-    )
-    return jsonschema.Draft4Validator(route_schema, registry=registry)
-
-
 def test_sample_httproute_validates_against_the_gateway_api_schema() -> None:
-    validator = httproute_validator()
+    validator = vendored_validator("HTTPRoute")
     route = yaml.safe_load((REPO / "examples" / "httproute.yaml").read_text())
     validator.validate(route)
     weights = [b["weight"] for b in route["spec"]["rules"][0]["backendRefs"]]
@@ -341,4 +341,20 @@ def test_sample_httproute_validates_against_the_gateway_api_schema() -> None:
     broken["spec"]["rules"][0]["backendRefs"][1]["weight"] = -1
     broken["spec"]["rules"][0]["backendRefs"][0]["name"] = ""
     broken["metadata"]["name"] = 7
-    assert sorted(e.validator for e in validator.iter_errors(broken)) == ["minLength", "minimum", "type"]
+    broken["spec"]["rules"][0]["backendRef"] = []  # a typo
+    assert sorted(e.validator for e in validator.iter_errors(broken)) == [
+        "additionalProperties",
+        "minLength",
+        "minimum",
+        "type",
+    ]
+
+
+def test_servicemonitor_schema_catches_mistakes(helm: Helm) -> None:
+    monitor = one(helm.template("-f", str(NONDEFAULT)), "ServiceMonitor")
+    validator = vendored_validator("ServiceMonitor")
+    validator.validate(monitor)
+    broken = copy.deepcopy(monitor)
+    broken["spec"]["endpoints"][0]["intervall"] = "15s"
+    del broken["spec"]["selector"]
+    assert sorted(e.validator for e in validator.iter_errors(broken)) == ["additionalProperties", "required"]
