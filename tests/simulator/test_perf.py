@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from pathlib import Path
 
 import pytest
@@ -254,6 +255,34 @@ def test_single_stream_never_beats_the_bandwidth_bound(
     assert timing.tokens_per_seq / timing.seconds <= bound
     assert est.ttft_s.p50 <= est.ttft_s.p95 <= est.ttft_s.p99
     assert est.tpot_s.p50 <= est.tpot_s.p95 <= est.tpot_s.p99
+
+
+@st.composite
+def shapes(draw: st.DrawFn) -> TrafficShape:
+    return TrafficShape(
+        arrival_rate_rps=draw(st.sampled_from([0.0, 0.01, 1.0, 50.0, 1e4])),
+        concurrency=draw(st.sampled_from([0.0, 0.5, 1, 3, 100, 1000, 5000])),
+        prompt_tokens=LengthDistribution(mean=draw(st.floats(1, 20000)), cv=draw(st.floats(0, 3))),
+        output_tokens=LengthDistribution(mean=draw(st.floats(1, 20000)), cv=draw(st.floats(0, 3))),
+        repetitiveness=draw(st.floats(0, 1)),
+        prefix_share=draw(st.floats(0, 1)),
+    )
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    config=configs(),
+    model=st.sampled_from(sorted(model_names())),
+    gpu=st.sampled_from(sorted(gpu_names())),
+    shape=shapes(),
+)
+def test_estimate_is_finite_for_any_shape(config: EngineConfig, model: str, gpu: str, shape: TrafficShape) -> None:
+    est = pm(model, gpu).estimate(config, shape)
+    values = (est.output_tokens_per_s, est.running, est.waiting, est.kv_usage, est.preemptions_per_s)
+    assert all(math.isfinite(v) and v >= 0 for v in (*values, est.ttft_s.p99, est.tpot_s.p99, est.e2e_s.p99))
+    assert est.kv_usage <= 1
+    if est.feasible and (shape.concurrency > 0 or shape.arrival_rate_rps > 0):
+        assert est.output_tokens_per_s > 0 and est.running > 0
 
 
 @pytest.mark.parametrize(
