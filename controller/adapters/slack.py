@@ -278,6 +278,7 @@ class SlackNotifier:
         self._clock = clock
         self._bucket = TokenBucket(capacity=burst, rate_per_s=rate_per_s, clock=clock)
         self._seen: dict[tuple[str, str, str], float] = {}
+        self._digests: set[date] = set()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._pending = 0
@@ -349,13 +350,12 @@ class SlackNotifier:
         self._enqueue(_Job(f"{kind.value} {notification.title!r} for {target}", payload))
 
     def post_digest(self, day: date, entries: Sequence[slack_format.DigestEntry]) -> None:
-        """Queue the daily digest (not rate-limited; deduplicated per day)."""
-        key = ("*", "digest", day.isoformat())
+        """Queue the daily digest (not rate-limited; sent once per day)."""
         with self._lock:
-            if key in self._seen:
+            if day in self._digests:
                 self.stats.dropped_duplicate += 1
                 return
-            self._seen[key] = self._clock()
+            self._digests.add(day)
         self._enqueue(
             _Job(f"digest {day.isoformat()}", slack_format.digest_message(day, entries, channel=self.channel))
         )

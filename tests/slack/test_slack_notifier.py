@@ -90,14 +90,15 @@ def test_approval_rollback_step_and_digest_messages(receiver: Receiver, fake_clo
         notifier.post(TARGET, Notify(Severity.WARNING, "Approval needed", "kv-fp8 may change outputs"))
         notifier.post(TARGET, Notify(Severity.INFO, "Rollout at 25%", "step 2/4: 25% of traffic to ngram3"))
         notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back ngram3 at 25%: TTFT p95 2.4 s > 2 s"))
-        notifier.post_digest(
-            slack_format.date(2026, 11, 30),
-            [slack_format.DigestEntry("ml/llama", "Observing", "ngram3+seqs256", gain="1.56x", rollouts=1)],
-        )
+        entries = [slack_format.DigestEntry("ml/llama", "Observing", "ngram3+seqs256", gain="1.56x", rollouts=1)]
+        notifier.post_digest(slack_format.date(2026, 11, 30), entries)
+        fake_clock.advance(3600)
+        notifier.post_digest(slack_format.date(2026, 11, 30), entries)  # once per day
         assert notifier.flush(30)
     finally:
         notifier.close()
     approval, step, rollback, digest = (texts(p) for p in receiver.requests)
+    assert notifier.stats.dropped_duplicate == 1
     assert "```\nshiftctl approve llama -n ml\n```" in approval
     assert "shiftctl reject llama -n ml" in approval
     assert "kv-fp8 may change outputs" in approval
