@@ -312,6 +312,12 @@ class ReplicaMetrics:
             self.request_params_max_tokens.observe(record.max_tokens)
             self.request_time_per_output_token.observe(record.tpot)
 
+    def sync_gauges(self, engine: ReplicaEngine) -> None:
+        """Set the gauges from the engine's current state (at scrape time, so an idle replica reads true)."""
+        self.num_requests_running.set(engine.num_running)
+        self.num_requests_waiting.set(engine.num_waiting)
+        self.kv_cache_usage_perc.set(engine.kv_usage)
+
     def observe_http(self, *, handler: str, method: str, status: int) -> None:
         """Count one finished HTTP request the way prometheus-fastapi-instrumentator does (grouped status)."""
         if handler in EXCLUDED_HANDLERS:

@@ -277,6 +277,7 @@ class SimulatedServer:
         return web.json_response({"version": VERSION})
 
     async def _metrics(self, _request: web.Request) -> web.Response:
+        self.metrics.sync_gauges(self.engine)
         return web.Response(body=self.metrics.render(), headers={"Content-Type": self.metrics.content_type})
 
     async def _models(self, _request: web.Request) -> web.Response:
@@ -455,6 +456,23 @@ class SimulatedServer:
                 payload["usage"] = usage
             return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
+        try:
+            await self._stream_chunks(request, response, rid, stream, chunk, prompt_len, include_usage, chat)
+        except ConnectionResetError:  # the client went away: the caller aborts the request
+            request["counted"] = True
+        return response
+
+    async def _stream_chunks(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        rid: int,
+        stream: _Stream,
+        chunk: Callable[..., bytes],
+        prompt_len: int,
+        include_usage: bool,
+        chat: bool,
+    ) -> None:
         if chat:
             first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
             await response.write(chunk([first]))
@@ -480,7 +498,6 @@ class SimulatedServer:
         request["counted"] = True
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
-        return response
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
@@ -558,7 +575,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyError, ValueError, LookupError) as exc:
         print(f"engine failed to start: {exc}", file=sys.stderr)
         return 1
-    web.run_app(server.app(), host=args.host, port=args.port, print=None, handle_signals=True)
+    web.run_app(
+        server.app(), host=args.host, port=args.port, print=None, handle_signals=True, handler_cancellation=True
+    )
     return 0
 
 

@@ -80,7 +80,7 @@ def test_starved_config_ranks_below_a_normal_one(tester: SimulatedLoadTester) ->
     normal = _run(tester, EngineConfig())
     starved = _run(tester, EngineConfig(max_num_seqs=1))
     assert starved.status is TrialStatus.MEASURED
-    assert starved.output_tokens_per_s < normal.output_tokens_per_s / 4
+    assert starved.output_tokens_per_s < normal.output_tokens_per_s / 2
     assert starved.objective() < normal.objective()
     assert starved.ttft_s is not None and normal.ttft_s is not None
     assert starved.ttft_s.p50 > normal.ttft_s.p50  # requests queue behind the single slot

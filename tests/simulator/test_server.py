@@ -444,3 +444,29 @@ def test_cli_refuses_a_bad_config() -> None:
     )
     assert proc.returncode == 2
     assert b"--config" in proc.stderr
+
+
+def test_client_disconnect_aborts_the_request(plain_server: Server) -> None:
+    before = _families(plain_server)
+    payload = {"prompt": "bye", "max_tokens": 3000, "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", plain_server.url + "/v1/completions", json=payload, timeout=30) as r:
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                break  # leave after the first token: the connection closes with the stream
+    deadline = time.monotonic() + 60
+    while True:
+        fams = _families(plain_server)
+        idle = _value(fams, "vllm:num_requests_running", "vllm:num_requests_running") == 0
+        if idle or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert idle
+
+    def delta(family: str, sample: str) -> float:
+        return _value(fams, family, sample) - _value(before, family, sample)
+
+    assert 1 <= delta("vllm:generation_tokens", "vllm:generation_tokens_total") < 3000
+    # like vLLM, a request the client abandoned is not a success of any kind and has no latency sample
+    assert delta("vllm:request_success", "vllm:request_success_total") == 0
+    assert delta("vllm:e2e_request_latency_seconds", "vllm:e2e_request_latency_seconds_count") == 0
+    assert _value(fams, "vllm:kv_cache_usage_perc", "vllm:kv_cache_usage_perc") == 0
