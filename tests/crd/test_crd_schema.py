@@ -249,3 +249,22 @@ def test_a_rich_status_validates_and_round_trips() -> None:
             "status": trial_status.to_wire(),
         }
     )
+
+
+def test_generator_cli_writes_crds_and_copies_shared_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    (repo / "charts" / "grafana").mkdir(parents=True)
+    (repo / "charts" / "grafana" / "shiftlight-dashboard.json").write_text('{"title": "Shiftlight"}\n')
+    (repo / "policies" / "v1").mkdir(parents=True)
+    (repo / "policies" / "v1" / "default.yaml").write_text("version: 1\nname: default\n")
+    (repo / "policies" / "schema.json").write_text("{}")  # not a preset: not copied
+    chart = repo / "charts" / "shiftlight"
+    assert generate.main([str(chart / "crds"), "--repo", str(repo)]) == 0
+    assert sorted(p.name for p in (chart / "crds").iterdir()) == sorted(
+        generate.file_name(c) for c in schema.all_crds()
+    )
+    assert (chart / "dashboards" / "shiftlight-dashboard.json").read_text() == '{"title": "Shiftlight"}\n'
+    assert (chart / "policies" / "v1" / "default.yaml").read_text() == "version: 1\nname: default\n"
+    assert not (chart / "policies" / "schema.json").exists()
+    out = capsys.readouterr().out
+    assert out.count("wrote ") == 3 and out.count("copied ") == 2
