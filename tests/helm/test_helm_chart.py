@@ -358,3 +358,22 @@ def test_servicemonitor_schema_catches_mistakes(helm: Helm) -> None:
     broken["spec"]["endpoints"][0]["intervall"] = "15s"
     del broken["spec"]["selector"]
     assert sorted(e.validator for e in validator.iter_errors(broken)) == ["additionalProperties", "required"]
+
+
+def test_minimal_render_with_everything_optional_off(helm: Helm) -> None:
+    docs = helm.template(
+        "--set",
+        "rbac.create=false,serviceAccount.create=false,serviceAccount.name=ops,policies.enabled=false",
+        "--set",
+        "dashboard.enabled=false,metrics.service.enabled=false,podDisruptionBudget.enabled=false",
+        "--set",
+        "topologySpreadConstraints=null",
+        crds=False,
+    )
+    assert [d["kind"] for d in docs] == ["Deployment"]
+    assert validate_all(docs) == {"kubernetes-validate": 1, "vendored": 0}
+    pod = docs[0]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "ops"
+    assert "topologySpreadConstraints" not in pod
+    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    assert "SHIFTLIGHT_POLICY_DIR" not in env_of(docs[0])
