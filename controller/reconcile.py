@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from controller.decide import guardrails, planner
+from controller.decide.capacity import ScalingRules
 from controller.decide.rollout import RolloutRules
 from controller.domain.actions import (
     Action,
@@ -74,8 +75,10 @@ class CycleResult:
     rejected: tuple[str, ...] = field(default=())
 
 
-def rules_from_policy(policy: Policy, windows: Sequence[TimeWindow] = ()) -> planner.Rules:
-    """Translate the user's policy into the decide layer's rules."""
+def rules_from_policy(
+    policy: Policy, windows: Sequence[TimeWindow] = (), *, scaling: ScalingRules | None = None
+) -> planner.Rules:
+    """Translate the user's policy (and the target's replica bounds) into the decide layer's rules."""
     thresholds = policy.rollout.thresholds
     return planner.Rules(
         slo=policy.slo,
@@ -93,6 +96,7 @@ def rules_from_policy(policy: Policy, windows: Sequence[TimeWindow] = ()) -> pla
             max_tpot_regression=thresholds.max_tpot_regression,
         ),
         windows=tuple(windows) or planner.DEFAULT_WINDOWS,
+        scaling=scaling,
     )
 
 
@@ -197,6 +201,7 @@ class Reconciler:
             now=self.ports.clock.now(),
             is_lossy=self.policy.is_lossy,
             candidate_ready=candidate_ready,
+            external_autoscaler=self._external_autoscaler(target),
         )
         try:
             new_status, trials = self._act(target, decision.status, decision.actions)
@@ -211,6 +216,15 @@ class Reconciler:
         requeue = 30.0 if new_status.phase in (Phase.TRIALLING, Phase.ROLLING_OUT) else 60.0
         plan = Plan(actions=decision.actions, requeue_after_s=requeue, notes=decision.notes + tuple(screen_notes))
         return CycleResult(new_status, plan, requeue, tuple(trials), tuple(screen_notes))
+
+    def _external_autoscaler(self, target: TargetRef) -> str | None:
+        if self.rules.scaling is None:
+            return None
+        try:
+            return self.ports.cluster.external_autoscaler(target)
+        except ShiftlightError as exc:
+            log.warning("%s: could not look for an HPA/KEDA object (%s); not scaling this cycle", target, exc)
+            return "an unknown autoscaler (lookup failed)"
 
     # ----- act ---------------------------------------------------------------------------------
     def _act(

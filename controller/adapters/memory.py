@@ -114,6 +114,8 @@ class InMemoryCluster:
     variants: dict[tuple[str, str], DeployedVariant] = field(default_factory=dict)
     calls: list[ClusterCall] = field(default_factory=list)
     events: list[RecordedEvent] = field(default_factory=list)
+    autoscalers: dict[str, str] = field(default_factory=dict)
+    """``{"ns/name": "HorizontalPodAutoscaler/x"}``: external autoscalers owning a target's replicas."""
 
     def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
         check_variant(variant)
@@ -144,6 +146,10 @@ class InMemoryCluster:
         self.variants[(str(target), "stable")] = candidate
         if self.router is not None:
             self.router.set_weight(target, 0)
+
+    def external_autoscaler(self, target: TargetRef) -> str | None:
+        """An HPA/KEDA object set on this cluster by a test or the operator's user (``None``: Shiftlight scales)."""
+        return self.autoscalers.get(str(target))
 
     def ready_replicas(self, target: TargetRef, variant: str) -> int:
         check_variant(variant)

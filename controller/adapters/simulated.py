@@ -143,6 +143,8 @@ class SimulatedCluster:
         self.fleet = fleet
         self.calls: list[ClusterCall] = []
         self.events: list[RecordedEvent] = []
+        self.autoscalers: dict[str, str] = {}
+        """``{"ns/name": "HorizontalPodAutoscaler/x"}``: external autoscalers owning a target's replicas."""
 
     def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
         self.calls.append(ClusterCall("deploy", target, check_variant(variant), config, replicas))
@@ -159,6 +161,10 @@ class SimulatedCluster:
     def promote(self, target: TargetRef) -> None:
         self.calls.append(ClusterCall("promote", target, "candidate"))
         self.fleet.promote()
+
+    def external_autoscaler(self, target: TargetRef) -> str | None:
+        """An HPA/KEDA object set on this cluster by a test or the operator's user (``None``: Shiftlight scales)."""
+        return self.autoscalers.get(str(target))
 
     def ready_replicas(self, target: TargetRef, variant: str) -> int:
         return self.fleet.ready_replicas(check_variant(variant))

@@ -23,6 +23,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+__all__ = ["DriftParams", "DriftState", "DriftVerdict", "assess", "components", "distance"]
+
+from controller.domain.status import DriftState
 from controller.domain.traffic import TrafficShape
 
 
@@ -43,19 +46,6 @@ class DriftParams(BaseModel):
         if self.exit >= self.enter:
             raise ValueError(f"exit ({self.exit}) must be below enter ({self.enter})")
         return self
-
-
-class DriftState(BaseModel):
-    """What the detector remembers between cycles (stored in the CR status)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    drifted: bool = False
-    pending_since: datetime | None = Field(
-        default=None, description="when the distance first crossed the threshold that would flip the verdict"
-    )
-    changed_at: datetime | None = None
-    last_distance: float | None = None
 
 
 @dataclass(frozen=True)

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 
+from controller.decide import drift as drifts
 from controller.decide import rollout as rollouts
+from controller.decide.capacity import ScalingRules, desired_replicas
 from controller.decide.selection import best_trial, find
-from controller.domain.actions import Action, Notify, Promote, Rollback, RunTrial, Severity
+from controller.domain.actions import Action, Notify, Promote, Rollback, RunTrial, Scale, Severity
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import Observation
 from controller.domain.phases import Phase, transition
 from controller.domain.slo import SLO
-from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
-from controller.domain.traffic import TimeWindow
+from controller.domain.status import DriftState, ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult
 from controller.ports import Proposal
 
@@ -43,11 +45,31 @@ class TuningRules:
 
 
 @dataclass(frozen=True)
+class ScheduleRules:
+    """When a time-of-day switch is worth making."""
+
+    prewarm_lead_s: float = 900.0
+    """Start moving to the next window's config this long before the window begins (vLLM cold start is minutes)."""
+    min_dwell_s: float = 3600.0
+    """No two automatic config switches closer together than this (against flapping)."""
+    switch_cost_s: float = 1800.0
+    """What a switch costs, in seconds of the window's gain: warm-up GPU time, rollout steps and risk."""
+    retune_min_interval_s: float = 3600.0
+    """A window is re-tuned on drift at most this often."""
+
+
+@dataclass(frozen=True)
 class Rules:
     slo: SLO = field(default_factory=SLO)
     tuning: TuningRules = field(default_factory=TuningRules)
     rollout: rollouts.RolloutRules = field(default_factory=rollouts.RolloutRules)
     windows: tuple[TimeWindow, ...] = DEFAULT_WINDOWS
+    schedule: ScheduleRules = field(default_factory=ScheduleRules)
+    drift: drifts.DriftParams = field(default_factory=drifts.DriftParams)
+    scaling: ScalingRules | None = None
+    """Manage the stable variant's replica count from measured capacity (None: leave replicas alone)."""
+    capacity_probe_factor: float = 2.0
+    """The capacity probe replays the window's per-replica shape at this multiple of its concurrency."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +82,20 @@ class Decision:
 def window_at(windows: Sequence[TimeWindow], now: datetime) -> TimeWindow:
     hour = now.hour + now.minute / 60 + now.second / 3600
     return next((w for w in windows if w.contains(hour)), windows[0])
+
+
+def per_replica(shape: TrafficShape, replicas: int) -> TrafficShape:
+    """The share of the fleet's traffic one replica sees (what a canary trial must replay)."""
+    n = max(1, replicas)
+    return shape.model_copy(
+        update={"arrival_rate_rps": shape.arrival_rate_rps / n, "concurrency": shape.concurrency / n}
+    )
+
+
+def scaled(shape: TrafficShape, factor: float) -> TrafficShape:
+    return shape.model_copy(
+        update={"arrival_rate_rps": shape.arrival_rate_rps * factor, "concurrency": shape.concurrency * factor}
+    )
 
 
 def round_trials(status: TargetStatus) -> list[TrialResult]:
@@ -86,10 +122,16 @@ def plan(
     is_lossy: Callable[[EngineConfig], bool] = lambda _c: False,
     drifted: bool = False,
     candidate_ready: bool = True,
+    external_autoscaler: str | None = None,
 ) -> Decision:
-    """Decide this cycle. ``proposals`` have already passed the guardrails."""
+    """Decide this cycle. ``proposals`` have already passed the guardrails.
+
+    ``drifted`` forces a re-tune (the built-in detector runs on every observing cycle anyway);
+    ``external_autoscaler`` names an HPA/KEDA object that owns the replica count, if any.
+    """
     window = window_at(rules.windows, now)
     planner = _Planner(status, observation, observe_error, proposals, rules, now, is_lossy, window)
+    planner.external_autoscaler = external_autoscaler
     decision = planner.run(drifted=drifted, candidate_ready=candidate_ready)
     reasons = tuple(a.reason for a in decision.actions) + decision.notes
     final = decision.status.model_copy(
@@ -122,6 +164,7 @@ class _Planner:
         self.now = now
         self.is_lossy = is_lossy
         self.window = window
+        self.external_autoscaler: str | None = None
 
     # ----- entry -------------------------------------------------------------------------------
     def run(self, *, drifted: bool, candidate_ready: bool) -> Decision:
@@ -157,24 +200,96 @@ class _Planner:
         assert self.observation is not None
         status = self.status
         entry = status.schedule_for(self.window.name)
-        window_changed = status.window != self.window.name
         if entry is None:
-            why = f"no tuned config for window '{self.window.name}' yet"
-            return self._start_tuning(why)
-        if drifted:
-            return self._start_tuning(f"traffic drifted from the shape window '{self.window.name}' was tuned for")
-        if window_changed and entry.config.key() != status.active_config.key():
-            why = (
-                f"window '{self.window.name}' starts: its scheduled config {entry.config.label()} measured "
-                f"{entry.gain:.2f}x stock ({entry.reason})"
+            return self._start_tuning(f"no tuned config for window '{self.window.name}' yet")
+        live = per_replica(self.observation.shape, status.replicas)
+        verdict, drift_state = drifts.assess(live, entry.shape, status.drift, now=self.now, params=self.rules.drift)
+        status = status.model_copy(update={"drift": drift_state})
+        self.status = status
+        if drifted or verdict.drifted:
+            tuned_at = entry.tuned_at
+            age = (self.now - tuned_at).total_seconds() if tuned_at else float("inf")
+            if drifted or age >= self.rules.schedule.retune_min_interval_s:
+                why = verdict.reason if verdict.drifted else "traffic drifted from the tuned shape"
+                return self._start_tuning(f"window '{self.window.name}': {why}")
+        switch = self._scheduled_switch()
+        if switch is not None:
+            return switch
+        actions, notes = self._scale(entry)
+        notes.append(f"observing: {self.observation.shape.describe()}; drift {verdict.reason}")
+        return self._done(self.status, actions, notes)
+
+    def _scheduled_switch(self) -> Decision | None:
+        """Move to the config scheduled for this window, or pre-warm the next window's ahead of its start."""
+        lead = self.rules.schedule.prewarm_lead_s
+        upcoming = window_at(self.rules.windows, self.now + timedelta(seconds=lead))
+        ahead = upcoming.name != self.window.name
+        for window in (upcoming,) if ahead else (self.window,):
+            entry = self.status.schedule_for(window.name)
+            if entry is None or entry.config.key() == self.status.active_config.key():
+                return None
+            if entry.config.key() in self.status.blocked_configs:
+                return None
+            last = self.status.last_switch_at
+            if last is not None and (self.now - last).total_seconds() < self.rules.schedule.min_dwell_s:
+                return None
+            base = next(
+                (
+                    t
+                    for t in reversed(self.status.trials)
+                    if t.config.key() == self.status.active_config.key() and t.shape == entry.shape and t.ok
+                ),
+                None,
             )
-            return self._begin_rollout(entry.config, why, proposed_by="schedule", gain=None)
-        return self._done(status, notes=(f"observing: {self.observation.shape.describe()}",))
+            base_goodput = base.objective() if base is not None else entry.stock_goodput_tokens_per_s
+            gain = entry.goodput_tokens_per_s / base_goodput if base_goodput else float("inf")
+            benefit_s = (gain - 1) * window.hours * 3600
+            if gain < self.rules.tuning.min_gain or benefit_s < self.rules.schedule.switch_cost_s:
+                return None
+            when = (
+                f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
+            )
+            why = (
+                f"{when}: its scheduled config {entry.config.label()} measured {gain:.2f}x the active "
+                f"{self.status.active_config.label()} on its traffic ({entry.reason})"
+            )
+            if ahead:
+                why = f"pre-warming {lead / 60:.0f} min ahead: " + why
+            return self._begin_rollout(entry.config, why, proposed_by="schedule", gain=gain)
+        return None
+
+    def _scale(self, entry: ScheduledConfig) -> tuple[list[Action], list[str]]:
+        rules = self.rules.scaling
+        if rules is None or self.observation is None:
+            return [], []
+        active_key = self.status.active_config.key()
+        capacity = next(
+            (s.capacity_rps for s in self.status.schedule if s.config.key() == active_key and s.capacity_rps),
+            None,
+        )
+        forecast = self.observation.shape.arrival_rate_rps
+        lead = self.rules.schedule.prewarm_lead_s
+        upcoming = self.status.schedule_for(window_at(self.rules.windows, self.now + timedelta(seconds=lead)).name)
+        if upcoming is not None and upcoming.fleet_rate_rps is not None:
+            forecast = max(forecast, upcoming.fleet_rate_rps)
+        decision = desired_replicas(
+            forecast_rps=forecast,
+            capacity_rps_per_replica=capacity or 0.0,
+            current=self.status.replicas,
+            rules=rules,
+            now=self.now,
+            below_since=self.status.scale_below_since,
+            external_autoscaler=self.external_autoscaler,
+        )
+        self.status = self.status.model_copy(update={"scale_below_since": decision.below_since})
+        if decision.changes(self.status.replicas):
+            return [Scale("stable", decision.replicas, decision.reason)], []
+        return [], [decision.reason]
 
     # ----- trialling ---------------------------------------------------------------------------
     def _start_tuning(self, reason: str) -> Decision:
         assert self.observation is not None
-        shape = self.observation.shape.model_copy(update={"window": self.window})
+        shape = per_replica(self.observation.shape, self.status.replicas).model_copy(update={"window": self.window})
         round_ = TuningRound(
             id=f"{self.window.name}-{self.now:%Y%m%d%H%M}",
             window=self.window.name,
@@ -182,7 +297,9 @@ class _Planner:
             started_at=self.now,
             reason=reason,
         )
-        status = self.status.model_copy(update={"phase": _move(self.status.phase, Phase.TRIALLING), "tuning": round_})
+        status = self.status.model_copy(
+            update={"phase": _move(self.status.phase, Phase.TRIALLING), "tuning": round_, "drift": DriftState()}
+        )
         active = status.active_config
         actions: list[Action] = [
             RunTrial(active, shape, f"tuning ({reason}): baseline, the active config {active.label()}", "baseline")
@@ -214,7 +331,44 @@ class _Planner:
                 for i, p in enumerate(batch)
             ]
             return self._done(self.status, actions)
+        if self.rules.scaling is not None and round_.probe_key is None:
+            probe = self._capacity_probe(round_)
+            if probe is not None:
+                return probe
         return self._select(round_)
+
+    def _capacity_probe(self, round_: TuningRound) -> Decision | None:
+        """One more trial of the likely winner at a multiple of the per-replica load: how far one replica stretches
+        within the SLO, for replica counts."""
+        blocked = set(self.status.blocked_configs)
+        best = best_trial(
+            [t for t in round_trials(self.status) if t.config.key() not in blocked], is_lossy=self.is_lossy
+        )
+        if best is None:
+            return None
+        factor = self.rules.capacity_probe_factor
+        shape = scaled(round_.shape, factor)
+        why = f"capacity probe: {best.config.label()} at {factor:g}x the per-replica load ({shape.describe()})"
+        status = self.status.model_copy(update={"tuning": round_.model_copy(update={"probe_key": best.config.key()})})
+        return self._done(status, (RunTrial(best.config, shape, why, "capacity-probe"),))
+
+    def _capacity(self, round_: TuningRound, chosen: TrialResult) -> float:
+        """Requests/s one replica of the chosen config sustains within the SLO: the probe when it held the SLO,
+        else what the round measured at the observed load."""
+        probe = next(
+            (
+                t
+                for t in reversed(self.status.trials)
+                if round_.probe_key == chosen.config.key()
+                and t.config.key() == chosen.config.key()
+                and t.shape != round_.shape
+                and t.shape.window == round_.shape.window
+            ),
+            None,
+        )
+        if probe is not None and probe.meets_slo():
+            return max(probe.goodput_rps, chosen.goodput_rps)
+        return chosen.goodput_rps
 
     def _select(self, round_: TuningRound) -> Decision:
         trials = round_trials(self.status)
@@ -244,6 +398,9 @@ class _Planner:
                 goodput_tokens_per_s=base_goodput,
                 stock_goodput_tokens_per_s=stock_goodput,
                 reason=why,
+                tuned_at=self.now,
+                capacity_rps=self._capacity(round_, baseline) if baseline else None,
+                fleet_rate_rps=round_.shape.arrival_rate_rps * max(1, self.status.replicas),
             )
             status = _with_schedule(status, entry).model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
             return self._done(status, notes=(why,))
@@ -259,6 +416,9 @@ class _Planner:
             goodput_tokens_per_s=best.objective(),
             stock_goodput_tokens_per_s=stock_goodput,
             reason=why,
+            tuned_at=self.now,
+            capacity_rps=self._capacity(round_, best),
+            fleet_rate_rps=round_.shape.arrival_rate_rps * max(1, self.status.replicas),
         )
         status = _with_schedule(status, entry)
         if self.rules.tuning.dry_run:
@@ -316,7 +476,7 @@ class _Planner:
         history = self.status.history
         for action in step.actions:
             if isinstance(action, Promote):
-                update.update(active_config=action.config, rollout=None)
+                update.update(active_config=action.config, rollout=None, last_switch_at=self.now)
                 history = (*history, f"{self.now:%Y-%m-%d %H:%M} promoted {action.config.label()}: {action.reason}")
             elif isinstance(action, Rollback):
                 history = (*history, f"{self.now:%Y-%m-%d %H:%M} {action.reason}")

@@ -69,6 +69,19 @@ class RolloutState(BaseModel):
         return any(a.decision == "rejected" for a in self.approvals)
 
 
+class DriftState(BaseModel):
+    """What the drift detector remembers between cycles."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    drifted: bool = False
+    pending_since: datetime | None = Field(
+        default=None, description="when the distance first crossed the threshold that would flip the verdict"
+    )
+    changed_at: datetime | None = None
+    last_distance: float | None = None
+
+
 class ScheduledConfig(BaseModel):
     """The config chosen for one time-of-day window, with why."""
 
@@ -81,6 +94,13 @@ class ScheduledConfig(BaseModel):
     stock_goodput_tokens_per_s: float = Field(ge=0)
     replicas: int = Field(default=1, ge=0)
     reason: str = ""
+    tuned_at: datetime | None = None
+    capacity_rps: float | None = Field(
+        default=None, ge=0, description="requests/s one replica of this config sustains within the SLO (probed)"
+    )
+    fleet_rate_rps: float | None = Field(
+        default=None, ge=0, description="the whole fleet's arrival rate when the window was tuned"
+    )
 
     @property
     def gain(self) -> float:
@@ -100,6 +120,7 @@ class TuningRound(BaseModel):
     trial_keys: tuple[str, ...] = Field(default=(), description="config keys trialled in this round, in order")
     trial_proposers: tuple[str, ...] = Field(default=(), description="who proposed each trial (agent, optimizer, ...)")
     trial_reasons: tuple[str, ...] = Field(default=(), description="why each trial was run")
+    probe_key: str | None = Field(default=None, description="config key of the capacity probe, once requested")
 
     def proposer_of(self, config_key: str) -> str:
         for key, who in zip(self.trial_keys, self.trial_proposers, strict=False):
@@ -125,6 +146,9 @@ class TargetStatus(BaseModel):
     last_reasons: tuple[str, ...] = ()
     frozen_reason: str | None = None
     history: tuple[str, ...] = Field(default=(), description="one line per finished rollout or rollback")
+    drift: DriftState = Field(default_factory=DriftState)
+    scale_below_since: datetime | None = None
+    last_switch_at: datetime | None = None
     blocked_configs: tuple[str, ...] = Field(
         default=(), description="keys of configs rolled back in production: never chosen again automatically"
     )

@@ -203,7 +203,7 @@ def test_new_window_switches_to_its_scheduled_config() -> None:
     d = plan(status, now=datetime(2026, 12, 1, 1, 0, tzinfo=UTC), observation=observation(night_shape))
     assert d.status.phase is Phase.ROLLING_OUT and d.status.rollout is not None
     assert d.status.rollout.to_config == MTP3 and d.status.rollout.proposed_by == "schedule"
-    assert "window 'night' starts" in d.status.rollout.reason and "1.50x stock" in d.status.rollout.reason
+    assert "window 'night'" in d.status.rollout.reason and "1.50x the active mtp1" in d.status.rollout.reason
 
 
 def test_drift_starts_a_new_round() -> None:
@@ -218,3 +218,119 @@ def test_drift_starts_a_new_round() -> None:
     assert plan(status).status.phase is Phase.OBSERVING
     d = plan(status, drifted=True)
     assert d.status.phase is Phase.TRIALLING and "drifted" in d.status.tuning.reason  # type: ignore[union-attr]
+
+
+def night_and_day(active: EngineConfig, **status: object) -> TargetStatus:
+    night_shape = SHAPE.model_copy(update={"concurrency": 2})
+    return TargetStatus(
+        active_config=active,
+        window="day",
+        schedule=(
+            ScheduledConfig(
+                window="night",
+                config=MTP3,
+                shape=night_shape,
+                goodput_tokens_per_s=300,
+                stock_goodput_tokens_per_s=200,
+                reason="measured",
+            ),
+            ScheduledConfig(
+                window="day",
+                config=MTP1,
+                shape=SHAPE,
+                goodput_tokens_per_s=3000,
+                stock_goodput_tokens_per_s=1500,
+                reason="measured",
+            ),
+        ),
+        **status,  # type: ignore[arg-type]
+    )
+
+
+def test_next_window_is_prewarmed_before_it_starts() -> None:
+    before_midnight = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)  # night starts at 00:00, lead 15 min
+    d = plan(night_and_day(MTP1), now=before_midnight)
+    assert d.status.phase is Phase.ROLLING_OUT and d.status.rollout is not None
+    assert d.status.rollout.to_config == MTP3
+    assert d.status.rollout.reason.startswith("pre-warming 15 min ahead: window 'night' starts at 00:00")
+    assert any(isinstance(a, DeployCandidate) for a in d.actions)
+    # an hour earlier it is too soon
+    assert plan(night_and_day(MTP1), now=datetime(2026, 11, 30, 22, 50, tzinfo=UTC)).status.rollout is None
+
+
+def test_minimum_dwell_blocks_a_second_switch() -> None:
+    recent = night_and_day(MTP1, last_switch_at=datetime(2026, 11, 30, 23, 10, tzinfo=UTC))
+    d = plan(recent, now=datetime(2026, 11, 30, 23, 50, tzinfo=UTC))
+    assert d.status.rollout is None and d.status.phase is Phase.OBSERVING
+
+
+def test_switch_that_does_not_pay_for_itself_is_skipped() -> None:
+    rules = Rules(
+        slo=RULES.slo,
+        tuning=RULES.tuning,
+        windows=RULES.windows,
+        schedule=planner.ScheduleRules(switch_cost_s=8 * 3600 * 0.6),  # 8 h night x 50% gain < 0.6 x 8 h
+    )
+    d = plan(night_and_day(MTP1), now=datetime(2026, 11, 30, 23, 50, tzinfo=UTC), rules=rules)
+    assert d.status.rollout is None
+
+
+def test_detector_drift_retunes_at_most_once_per_interval() -> None:
+    entry = ScheduledConfig(
+        window="day",
+        config=STOCK,
+        shape=SHAPE,
+        goodput_tokens_per_s=1,
+        stock_goodput_tokens_per_s=1,
+        tuned_at=NOON - timedelta(hours=2),
+    )
+    status = TargetStatus(window="day", schedule=(entry,))
+    busier = observation(SHAPE.model_copy(update={"concurrency": 1024}))
+    rules = Rules(
+        slo=RULES.slo, tuning=RULES.tuning, windows=RULES.windows, drift=planner.drifts.DriftParams(dwell_s=0)
+    )
+    d = plan(status, observation=busier, rules=rules)
+    assert d.status.phase is Phase.TRIALLING
+    assert d.status.tuning is not None and "traffic drifted from the tuned shape" in d.status.tuning.reason
+    fresh = status.model_copy(update={"schedule": (entry.model_copy(update={"tuned_at": NOON}),)})
+    assert plan(fresh, observation=busier, rules=rules).status.phase is Phase.OBSERVING
+
+
+def test_trials_replay_the_per_replica_share_of_traffic() -> None:
+    d = plan(TargetStatus(replicas=4))
+    assert d.status.tuning is not None
+    assert d.status.tuning.shape.concurrency == pytest.approx(SHAPE.concurrency / 4)
+    assert d.status.tuning.shape.arrival_rate_rps == pytest.approx(SHAPE.arrival_rate_rps / 4)
+
+
+SCALING = Rules(
+    slo=RULES.slo,
+    tuning=TuningRules(max_trials=3),
+    windows=RULES.windows,
+    scaling=planner.ScalingRules(min_replicas=1, max_replicas=8, headroom=0.25, scale_down_stabilisation_s=0),
+)
+
+
+def test_capacity_probe_then_replicas_from_measured_capacity() -> None:
+    results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE), measured(MTP3, 1500, SHAPE)]
+    status = tuning_status(results, ["baseline", "optimizer", "optimizer"])
+    d = plan(status, rules=SCALING)
+    probe = [a for a in d.actions if isinstance(a, RunTrial)]
+    assert len(probe) == 1 and probe[0].config == MTP1 and probe[0].proposed_by == "capacity-probe"
+    assert probe[0].shape.concurrency == pytest.approx(2 * status.tuning.shape.concurrency)  # type: ignore[union-attr]
+    assert d.status.tuning is not None and d.status.tuning.probe_key == MTP1.key()
+    probe_result = measured(MTP1, 3600, probe[0].shape).model_copy(update={"goodput_rps": 30.0})
+    after = d.status.model_copy(update={"trials": (*d.status.trials, probe_result)})
+    chosen = plan(after, rules=SCALING)
+    entry = chosen.status.schedule_for("day")
+    assert entry is not None and entry.config == MTP1 and entry.capacity_rps == pytest.approx(30.0)
+    assert entry.fleet_rate_rps == pytest.approx(SHAPE.arrival_rate_rps)
+    # once MTP1 is active, 20 req/s x 1.25 / 30 req/s per replica = 1 replica; 60 req/s needs 3
+    active = chosen.status.model_copy(update={"phase": Phase.OBSERVING, "rollout": None, "active_config": MTP1})
+    busy = observation(SHAPE.model_copy(update={"arrival_rate_rps": 60, "concurrency": 768}))
+    scaled_up = plan(active, observation=busy, rules=SCALING, drifted=False)
+    scale = [a for a in scaled_up.actions if isinstance(a, planner.Scale)]
+    assert [s.replicas for s in scale] == [3] and "60.00 req/s" in scale[0].reason
+    hpa = plan(active, observation=busy, rules=SCALING, external_autoscaler="HorizontalPodAutoscaler/vllm")
+    assert not [a for a in hpa.actions if isinstance(a, planner.Scale)]
+    assert any("deferring" in r for r in hpa.status.last_reasons)
