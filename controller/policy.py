@@ -24,6 +24,7 @@ model and GPU profile.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import itertools
 import json
 import math
@@ -498,13 +499,10 @@ class Policy(BaseModel):
         if self.target.model is None or self.target.gpu is None:
             return None
         try:
-            from controller.simulator.perf import PerformanceModel  # type: ignore[import-not-found,unused-ignore]
-            from controller.simulator.profiles import (  # type: ignore[import-not-found,unused-ignore]
-                load_gpu,
-                load_model,
-            )
-
-            perf = PerformanceModel(load_model(self.target.model), load_gpu(self.target.gpu))
+            # imported by name: the policy must load without the simulator installed
+            perf_mod = importlib.import_module("controller.simulator.perf")
+            prof_mod = importlib.import_module("controller.simulator.profiles")
+            perf = perf_mod.PerformanceModel(prof_mod.load_model(self.target.model), prof_mod.load_gpu(self.target.gpu))
         except Exception:  # unknown profile or no simulator: no oracle
             return None
         fn: Feasibility = perf.feasibility
@@ -610,9 +608,12 @@ class PolicyError(InvalidInput):
         self.problems = list(problems)
 
 
-def _node_for(root: yaml.Node | None, loc: Sequence[int | str]) -> tuple[yaml.Node | None, bool]:
-    """The YAML node a pydantic error location points at, and whether ``loc`` names a mapping key."""
-    node, is_key = root, False
+def _node_for(root: yaml.Node | None, loc: Sequence[int | str]) -> yaml.Node | None:
+    """The YAML node a pydantic error location points at: the key node for a mapping key or a block-collection
+    value (so the line is where the field is named), else the value node."""
+    node: yaml.Node | None = root
+    key_node: yaml.Node | None = None
+    is_key = False
     for part in loc:
         if isinstance(node, yaml.MappingNode):
             if part == "[key]":
@@ -621,12 +622,12 @@ def _node_for(root: yaml.Node | None, loc: Sequence[int | str]) -> tuple[yaml.No
             match = next((kv for kv in node.value if kv[0].value == part), None)
             if match is None:
                 continue  # a union-member tag or a key the file does not have: stay here
-            node = match[1]
-            if is_key:
-                node = match[0]
+            key_node, node = match
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-    return node, is_key
+            key_node, node = None, node.value[part]
+    if key_node is not None and (is_key or isinstance(node, yaml.MappingNode | yaml.SequenceNode)):
+        return key_node
+    return node
 
 
 def _unwrap_models(annotation: Any) -> list[type[BaseModel]]:
@@ -667,7 +668,7 @@ def _format_loc(loc: Sequence[int | str]) -> str:
 
 def _describe(err: Any, root: yaml.Node | None, path: str) -> tuple[int | None, str, str]:
     loc = tuple(err["loc"])
-    node, _ = _node_for(root, loc)
+    node = _node_for(root, loc)
     line = node.start_mark.line + 1 if node is not None else None
     field = _format_loc(loc)
     msg = err["msg"]
@@ -708,7 +709,7 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         first_line, first_field, _ = described[0]
         raise PolicyError(source, [d[2] for d in described], line=first_line, field=first_field) from exc
     if next(policy.space.configs(), None) is None:
-        node, _ = _node_for(root, ("space",))
+        node = _node_for(root, ("space",))
         line = node.start_mark.line + 1 if node is not None else None
         raise PolicyError(
             source, [f"{source}:{line or '?'}: space: no config satisfies the constraints"], line=line, field="space"
