@@ -14,7 +14,7 @@ Design choices (see ``docs/trials.md``):
 - **Arrivals**: open loop sends at Poisson (``burstiness == 1``) or gamma gaps with mean ``1 / rate``, the same
   process as ``vllm bench serve --request-rate R --burstiness B``; closed loop keeps ``concurrency`` requests in
   flight. The seed fixes everything that is planned: lengths, token ids, send times.
-- **Measurement** is streamed: TTFT is the first chunk carrying text, ITL the gaps between later chunks, TPOT
+- **Measurement** is streamed: TTFT is the first chunk carrying a choice, ITL the gaps between later chunks, TPOT
   ``(e2e - ttft) / (output_tokens - 1)`` as in ``vllm bench``; token counts come from the final ``usage`` chunk.
 """
 
@@ -312,7 +312,9 @@ class LoadGenerator:
                         rec.error = str(msg["error"])[:300]
                         return rec
                     choices = msg.get("choices") or []
-                    if choices and choices[0].get("text"):
+                    # every chunk with a choice carries generated tokens, even when they detokenize to ""
+                    # (special or partial-UTF-8 tokens); token counts come from the final usage chunk
+                    if choices:
                         if chunks == 0:
                             rec.ttft_s = now - start
                         else:
@@ -325,7 +327,7 @@ class LoadGenerator:
                         rec.prompt_tokens = int(usage.get("prompt_tokens", rec.prompt_tokens))
             rec.e2e_s = time.perf_counter() - start
             rec.output_tokens = usage_tokens if usage_tokens is not None else chunks
-            if chunks == 0:
+            if chunks == 0 or rec.output_tokens == 0:
                 rec.error = "stream ended without any token"
             else:
                 rec.ok = True

@@ -52,16 +52,15 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     except ValueError as exc:
         raise MetricsUnavailable(f"unparseable /metrics exposition: {exc}", delay_s=5) from exc
     for fam in families:
-        if fam.type == "counter":
-            for s in fam.samples:
-                if not s.name.endswith("_total"):
-                    continue
-                if fam.name == SPEC_PER_POS:
+        for s in fam.samples:
+            # counters: every ``*_total`` sample, whether the TYPE line names the family with or without ``_total``
+            if s.name.endswith("_total") and fam.type in ("counter", "unknown", "untyped"):
+                base = s.name[: -len("_total")]
+                if base == SPEC_PER_POS:
                     per_pos[int(s.labels.get("position", "0"))] += s.value
                 else:
-                    counters[fam.name] += s.value
-        elif fam.type == "gauge":
-            for s in fam.samples:
+                    counters[base] += s.value
+            elif fam.type == "gauge" and s.name == fam.name:
                 gauges[fam.name] += s.value
     return MetricsSnapshot(counters=dict(counters), per_position=dict(per_pos), gauges=dict(gauges))
 

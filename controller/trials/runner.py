@@ -18,6 +18,7 @@ from typing import Literal
 
 import httpx
 
+from controller.domain.config import EngineConfig
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable
 from controller.ports import TrialRequest
@@ -73,8 +74,11 @@ class TrialRunner:
         settings: RunnerSettings | None = None,
         cache: TrialCache | None = None,
         quality_gate: QualityGate | None = None,
+        gate_if: Callable[[EngineConfig], bool] | None = None,
         progress: TrialProgress | None = None,
     ) -> None:
+        """``quality_gate`` runs on configs for which ``gate_if`` (the policy's "lossy knobs" test) is true;
+        with ``gate_if=None`` every config is gated."""
         self.launcher = launcher
         self.model = model
         self.gpu_type = gpu_type
@@ -82,6 +86,7 @@ class TrialRunner:
         self.settings = settings or RunnerSettings()
         self.cache = cache
         self.quality_gate = quality_gate
+        self.gate_if = gate_if
         self.progress = progress
         self._cancel = threading.Event()
         self.runs = 0  # trials actually executed (cache hits excluded)
@@ -253,7 +258,7 @@ class TrialRunner:
         quality = None
         status = TrialStatus.MEASURED
         reason = ""
-        if self.quality_gate is not None:
+        if self.quality_gate is not None and (self.gate_if is None or self.gate_if(request.config)):
             self._report("quality", 0, 1)
             quality = self.quality_gate.evaluate(launch.endpoint, launch.model)
             self._report("quality", 1, 1)
