@@ -355,6 +355,7 @@ class ReplicaEngine:
             heapq.heapify(self._arrivals)
         t.state[rid] = _FINISHED
         t.reason[rid] = _ABORT
+        self._prefix_hashes[rid] = ()
         t.finish[rid] = self.now
 
     def add_observer(self, observer: StepObserver) -> None:
@@ -644,6 +645,8 @@ class ReplicaEngine:
         fin_ids = emit_ids[fin_mask]
         if len(fin_ids):
             t.state[fin_ids] = _FINISHED
+            for rid in fin_ids.tolist():
+                self._prefix_hashes[rid] = ()  # only needed while the request may still be (re)admitted
             t.finish[fin_ids] = t1
             t.reason[fin_ids] = np.where(t.generated[fin_ids] >= t.max_tokens[fin_ids], _LENGTH, _STOP)
             self._used_blocks -= int(t.blocks[fin_ids].sum())
@@ -698,6 +701,7 @@ class ReplicaEngine:
         rid = self._waiting.popleft()
         t.state[rid] = _FINISHED
         t.reason[rid] = _ERROR
+        self._prefix_hashes[rid] = ()
         t.finish[rid] = now
         empty = np.zeros(0, np.int64)
         result = StepResult(

@@ -531,7 +531,10 @@ def build_server(
     if reason is not None:
         raise ValueError(reason)
     limit = max_model_len if max_model_len is not None else DEFAULT_MAX_MODEL_LEN
-    engine = ReplicaEngine(perf, config, seed=seed, max_model_len=limit, repetitiveness=repetitiveness)
+    # Streams are fed step by step, so per-token timestamps are not kept (a long-running server would accumulate them).
+    engine = ReplicaEngine(
+        perf, config, seed=seed, max_model_len=limit, repetitiveness=repetitiveness, record_token_times=False
+    )
     return SimulatedServer(
         engine, served_model_name=served_model_name or model, speedup=speedup, vocab_size=model_profile.vocab_size
     )
