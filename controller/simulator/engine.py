@@ -543,7 +543,9 @@ class ReplicaEngine:
         admitted_chunks: list[int] = []
         queries = hits_total = 0
         n_run = len(run)
-        while self._waiting and budget > 0 and n_run < self.max_num_seqs:
+        # (like vLLM, no admissions in a step that had to preempt: the KV cache is what is short)
+        may_admit = n_preempted == 0 or keep == 0
+        while may_admit and self._waiting and budget > 0 and n_run < self.max_num_seqs:
             rid = self._waiting[0]
             target = int(t.target[rid])
             hits = self._prefix_lookup(rid) if self.prefix_caching else 0
