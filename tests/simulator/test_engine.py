@@ -160,8 +160,8 @@ def test_acceptance_counters_match_the_configured_rates(perf: PerformanceModel) 
     assert c.spec_drafts > 5000
     assert c.spec_draft_tokens == 3 * c.spec_drafts  # every decode step drafted k tokens (budget never binds)
     assert c.spec_accepted == sum(c.spec_accepted_per_pos)
-    expected = engine._acceptance_probs(0.0)
-    assert list(expected) == sorted(expected, reverse=True)
+    expected = perf.acceptance(MTP3, 0.0)  # P(draft position i accepted), as vLLM reports it
+    assert len(expected) == 3 and list(expected) == sorted(expected, reverse=True)
     for pos, accepted in enumerate(c.spec_accepted_per_pos):
         rate = accepted / c.spec_drafts
         sigma = math.sqrt(expected[pos] * (1 - expected[pos]) / c.spec_drafts)
@@ -237,3 +237,17 @@ def test_abort_frees_the_request(perf: PerformanceModel) -> None:
     assert engine.record(a).finish_reason == "abort"
     assert engine.record(b).output_tokens == 10
     assert all(engine.finished_arrays()["id"] == [b])
+
+
+def test_repetitive_requests_accept_more_drafts(perf: PerformanceModel) -> None:
+    assert sum(perf.acceptance(MTP3, 1.0)) > sum(perf.acceptance(MTP3, 0.0))
+    engine = _engine(perf, MTP3, seed=9)
+    plain = [engine.add_request(200, 300, repetitiveness=0.0) for _ in range(20)]
+    copying = [engine.add_request(200, 300, repetitiveness=1.0) for _ in range(20)]
+    _drain(engine)
+
+    def emissions(ids: list[int]) -> float:
+        return float(np.mean([len(set(engine.record(i).token_times)) for i in ids]))
+
+    assert all(engine.record(i).output_tokens == 300 for i in plain + copying)
+    assert emissions(copying) < emissions(plain)  # more tokens per step, so fewer steps to the same length
