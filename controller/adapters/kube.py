@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -313,6 +313,9 @@ class KubeCluster:
         self.template_deployment = template_deployment
         self.candidate_service = candidate_service
         self.events = events or KubeEvents(api)
+        self.on_promote: list[Callable[[TargetRef], None]] = []
+        """Called after the stable Deployment took the new config and before the candidate is retired
+        (the router moves all traffic back to stable here)."""
 
     def _get(self, target: TargetRef, name: str) -> JSON | None:
         try:
@@ -421,6 +424,8 @@ class KubeCluster:
                 self.apps.replace_namespaced_deployment(
                     stable_name, target.namespace, client.V1Deployment.model_validate(body)
                 )
+        for hook in self.on_promote:
+            hook(target)
         self.retire(target, "candidate")
 
     def ready_replicas(self, target: TargetRef, variant: str) -> int:

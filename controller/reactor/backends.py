@@ -63,6 +63,7 @@ class EventingCluster:
     def __init__(self, inner: Cluster, events: KubeEvents) -> None:
         self.inner = inner
         self.events = events
+        self.on_promote: list[Callable[[TargetRef], None]] = []
 
     def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
         self.inner.deploy(target, variant, config, replicas)
@@ -75,6 +76,8 @@ class EventingCluster:
 
     def promote(self, target: TargetRef) -> None:
         self.inner.promote(target)
+        for hook in self.on_promote:
+            hook(target)
 
     def ready_replicas(self, target: TargetRef, variant: str) -> int:
         return self.inner.ready_replicas(target, variant)
@@ -214,13 +217,17 @@ class SimulatorBackend:
                     use_gateway=True,
                 )
                 router = MirroredRouter(router, mirror)
+        cluster = EventingCluster(SimulatedCluster(fleet), events)
+        if isinstance(router, MirroredRouter):
+            mirrored = router.mirror
+            cluster.on_promote.append(lambda t: mirrored.set_weight(t, 0))  # the route follows the promotion
         ports = Ports(
             metrics=SimulatedMetrics(fleet),
             load_tester=SimulatedLoadTester(model, gpu),
             router=router,
             advisor=OptimizerAdvisor(policy, prior=lambda c, s: perf.estimate(c, s).output_tokens_per_s, seed=sim.seed),
             notifier=self.notifier or RecordingNotifier(),
-            cluster=EventingCluster(SimulatedCluster(fleet), events),
+            cluster=cluster,
             clock=fleet.clock,
         )
         rules = rules_from_policy(policy, windows)
@@ -267,6 +274,8 @@ class KubernetesBackend:
             stable_service=spec.workload.service,
             candidate_service=f"{spec.workload.service}-candidate",
         )
+        if router.use_gateway:
+            cluster.on_promote.append(lambda t: router.set_weight(t, 0))  # all traffic to the new stable
         try:
             prom = PrometheusSettings.model_validate({"url": self.settings.prometheus_url})
         except ValueError as exc:

@@ -42,6 +42,7 @@ class LeaderElector:
         self._was_leader = False
         self._lock = threading.Lock()
         self.transitions = 0
+        self.release_on_exit = True
 
     @property
     def identity(self) -> str:
@@ -145,7 +146,11 @@ class LeaderElector:
         while not stop.is_set():
             self.try_acquire_or_renew()
             stop.wait(self.settings.retry_period_s)
-        self.release()
+        if self.release_on_exit:
+            self.release()
+        else:
+            with self._lock:
+                self._renewed_at = None  # a crash: the lease stays until it expires
 
 
 class AlwaysLeader:

@@ -69,7 +69,10 @@ class OperatorRuntime:
             self.servers.append(server.start())
         return self
 
-    def stop(self) -> None:
+    def stop(self, *, release: bool = True) -> None:
+        """Stop leader election and the endpoints; ``release=False`` leaves the Lease to expire (as a crash does)."""
+        if isinstance(self.elector, LeaderElector):
+            self.elector.release_on_exit = release
         self._stop.set()
         self._leader_thread.join(timeout=30)
         for server in self.servers:

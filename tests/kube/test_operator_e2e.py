@@ -1,0 +1,168 @@
+"""The operator end to end on the fake API with the simulator behind it.
+
+apply a TunedService -> trials run -> a rollout waits for approval -> `shiftctl approve` (the CLI entry point)
+-> weights step -> the operator is killed mid-rollout and a new one resumes without repeating a step or losing
+the approval -> promotion. And: with two replicas only the Lease holder acts.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from typer.testing import CliRunner
+
+from controller.cli.shiftctl import app as shiftctl
+from controller.crd.models import parse_tuned_service
+from controller.domain.phases import Phase
+from controller.domain.status import TargetStatus
+from controller.reactor.backends import SimulatorBackend
+from controller.reactor.settings import OperatorSettings
+from controller.testing.kube_api import KubeAPIServer
+
+from .conftest import G, V, http_route, operator, tuned_service, wait_for
+
+pytestmark = pytest.mark.kube
+
+ROUTE = "gateway.networking.k8s.io/v1/httproutes"
+
+
+def status_of(co: client.CustomObjectsApi, name: str = "workhorse") -> TargetStatus:
+    _, status = parse_tuned_service(co.get_namespaced_custom_object(G, V, "prod", "tunedservices", name))
+    return status
+
+
+def candidate_weights(kube: KubeAPIServer) -> list[int]:
+    """The candidate weight of every stored version of the HTTPRoute, oldest first."""
+    out = []
+    for version in kube.api.versions(ROUTE, "prod", "workhorse"):
+        refs = {r["name"]: r.get("weight", 0) for r in version["spec"]["rules"][0]["backendRefs"]}
+        out.append(int(refs.get("workhorse-candidate", 0)))
+    return out
+
+
+def events(api: client.ApiClient, reason: str) -> list[Any]:
+    listed = client.CoreV1Api(api).list_namespaced_event("prod", field_selector="involvedObject.name=workhorse")
+    return [e for e in listed.items if e.reason == reason]
+
+
+def metric(runtime_metrics: Any, name: str, **labels: str) -> float:
+    value = runtime_metrics.registry.get_sample_value(name, labels or None)
+    return float(value or 0.0)
+
+
+def test_apply_trial_approve_step_restart_promote(
+    kube: KubeAPIServer,
+    api: client.ApiClient,
+    alice_kubeconfig: Path,
+    settings_for: Callable[[str], OperatorSettings],
+) -> None:
+    started = time.monotonic()
+    timeline: list[tuple[str, float]] = []
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object("gateway.networking.k8s.io", "v1", "prod", "httproutes", http_route())
+    co.create_namespaced_custom_object(G, V, "prod", "tunedservices", tuned_service())
+    settings_a = settings_for("replica-a")
+    backend = SimulatorBackend(settings_a, api)  # the simulated production fleet outlives operator restarts
+
+    with operator(settings_a, api, backend=backend, release=False) as replica_a:
+        # trials run, then the rollout waits for a human
+        waiting = wait_for("AwaitingApproval", lambda: (s := status_of(co)).phase is Phase.AWAITING_APPROVAL and s)
+        timeline.append(("awaiting approval", time.monotonic() - started))
+        assert waiting.trials, "trials ran before the rollout was proposed"
+        assert waiting.rollout is not None and waiting.rollout.weight == 0
+        to_config = waiting.rollout.to_config
+        trial_crs = co.list_namespaced_custom_object(G, V, "prod", "trials")["items"]
+        assert len(trial_crs) == len(waiting.trials)
+        rollout_cr = co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"]
+        assert [r["status"]["phase"] for r in rollout_cr] == ["AwaitingApproval"]
+        assert events(api, "RunTrial") and events(api, "RequestApproval")
+        assert events(api, "RequestApproval")[0].message.startswith("approval needed before shifting traffic")
+
+        # a human approves through the CLI entry point (identity from the API server: alice)
+        result = CliRunner().invoke(shiftctl, ["approve", "workhorse", "--kubeconfig", str(alice_kubeconfig)])
+        assert result.exit_code == 0, result.output
+        assert "approved by alice" in result.stdout
+
+        # the first weight step lands; kill the operator right there (no lease release: a crash)
+        mid = wait_for(
+            "the first weight step",
+            lambda: (s := status_of(co)).rollout is not None and s.rollout.weight > 0 and s.rollout.weight < 100 and s,
+        )
+        cycles_a = len(replica_a.loop.durations)
+        timeline.append(("first step, killing", time.monotonic() - started))
+    killed_at = mid.rollout
+    assert killed_at is not None
+    assert [a.by for a in killed_at.approvals] == ["alice"]
+
+    # a new replica takes over after the dead one's lease expires and finishes the rollout
+    with operator(settings_for("replica-b"), api, backend=backend) as replica_b:
+        done = wait_for(
+            "promotion",
+            lambda: (s := status_of(co)).phase is Phase.OBSERVING and s.active_config == to_config and s,
+            timeout=90,
+        )
+        wait_for("the rollout CR to finish", lambda: _rollout_phase(co) == "Succeeded", timeout=10)
+        promoted = metric(replica_b.metrics, "shiftlight_rollouts_total", outcome="promoted")
+        health = urllib.request.urlopen(f"http://127.0.0.1:{replica_b.servers[0].port}/healthz").read().decode()
+        scrape = urllib.request.urlopen(f"http://127.0.0.1:{replica_b.servers[0].port}/metrics").read().decode()
+        cycles_b = len(replica_b.loop.durations)
+        durations = replica_a.loop.durations + replica_b.loop.durations
+        timeline.append(("promoted", time.monotonic() - started))
+
+    # the approval survived the restart and no step was repeated
+    (rollout_cr,) = co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"]
+    assert [a["by"] for a in rollout_cr["status"]["approvals"]] == ["alice"]
+    assert done.rollout is None or [a.by for a in done.rollout.approvals] == ["alice"]
+    weights = candidate_weights(kube)
+    assert weights[0] == 0  # as created
+    steps = [w for w in weights[1:]]
+    assert steps[:-1] == [25, 50, 100], f"each step once, in order: {weights}"
+    assert steps[-1] == 0  # promoted: all traffic on the new stable
+    assert len(events(api, "SetWeights")) == 3
+    assert not events(api, "Rollback")
+    assert promoted == 1
+    assert "leader=True" in health
+    assert "shiftlight_reconcile_duration_seconds_count" in scrape
+    assert 'shiftlight_decisions_total{action="Promote"} 1.0' in scrape
+    assert cycles_a > 0 and cycles_b > 0
+    elapsed = time.monotonic() - started
+    print(
+        f"\nscenario wall time {elapsed:.1f}s; cycles a={cycles_a} b={cycles_b}; "
+        f"reconcile p50 {sorted(durations)[len(durations) // 2] * 1000:.0f} ms, max {max(durations) * 1000:.0f} ms; "
+        + ", ".join(f"{what} at {t:.1f}s" for what, t in timeline)
+    )
+
+
+def _rollout_phase(co: client.CustomObjectsApi) -> str:
+    items = co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"]
+    return str(items[-1]["status"]["phase"]) if items else ""
+
+
+def test_two_replicas_only_the_leader_acts(
+    kube: KubeAPIServer, api: client.ApiClient, settings_for: Callable[[str], OperatorSettings]
+) -> None:
+    co = client.CustomObjectsApi(api)
+    co.create_namespaced_custom_object(G, V, "prod", "tunedservices", tuned_service(route=None))
+    settings_a, settings_b = settings_for("replica-a"), settings_for("replica-b")
+    backend = SimulatorBackend(settings_a, api)
+    with operator(settings_a, api, backend=backend) as a, operator(settings_b, api, backend=backend) as b:
+        wait_for("some cycles", lambda: len(a.loop.durations) + len(b.loop.durations) >= 3)
+        lease = client.CoordinationV1Api(api).read_namespaced_lease("shiftlight-leader", "shiftlight")
+        leader, follower = (a, b) if lease.spec.holder_identity == "replica-a" else (b, a)
+        assert leader.elector.is_leader() and not follower.elector.is_leader()
+        assert len(follower.loop.durations) == 0, "the follower never ran a cycle"
+        assert metric(leader.metrics, "shiftlight_leader") == 1 and metric(follower.metrics, "shiftlight_leader") == 0
+        before = len(leader.loop.durations)
+        leader.stop()  # a clean shutdown releases the lease; the follower takes over
+        wait_for("the follower to act", lambda: len(follower.loop.durations) > 0, timeout=20)
+        assert len(leader.loop.durations) - before <= 1  # at most the cycle that was in flight
+        assert (
+            client.CoordinationV1Api(api).read_namespaced_lease("shiftlight-leader", "shiftlight").spec.holder_identity
+            == follower.elector.identity
+        )
