@@ -434,6 +434,31 @@ class KubeCluster:
             return 0
         return int((current.get("status") or {}).get("readyReplicas") or 0)
 
+    def external_autoscaler(self, target: TargetRef) -> str | None:
+        """``Kind/name`` of an HPA or KEDA ScaledObject that scales the stable (or production) Deployment."""
+        names = {variant_name(target, "stable")} | ({self.template_deployment} if self.template_deployment else set())
+        with kube_errors(f"horizontalpodautoscalers in {target.namespace}"):
+            hpas = client.AutoscalingV2Api(self.apps.api_client).list_namespaced_horizontal_pod_autoscaler(
+                target.namespace
+            )
+        for hpa in hpas.items:
+            ref = hpa.spec.scale_target_ref if hpa.spec else None
+            if ref is not None and ref.kind == "Deployment" and ref.name in names:
+                return f"HorizontalPodAutoscaler/{hpa.metadata.name if hpa.metadata else ''}"
+        try:
+            with kube_errors(f"scaledobjects in {target.namespace}"):
+                custom = client.CustomObjectsApi(self.apps.api_client)
+                listed: JSON = custom.list_namespaced_custom_object(  # type: ignore[assignment]
+                    "keda.sh", "v1alpha1", target.namespace, "scaledobjects"
+                )
+        except NotFound:
+            return None  # KEDA is not installed
+        for obj in listed.get("items", []):
+            scale_ref = (obj.get("spec") or {}).get("scaleTargetRef") or {}
+            if scale_ref.get("kind", "Deployment") == "Deployment" and scale_ref.get("name") in names:
+                return f"ScaledObject/{obj['metadata']['name']}"
+        return None
+
     def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
         self.events.record(target, reason, message, warning=warning)
 

@@ -82,6 +82,9 @@ class EventingCluster:
     def ready_replicas(self, target: TargetRef, variant: str) -> int:
         return self.inner.ready_replicas(target, variant)
 
+    def external_autoscaler(self, target: TargetRef) -> str | None:
+        return self.inner.external_autoscaler(target)
+
     def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
         self.inner.record_event(target, reason, message, warning=warning)
         self.events.record(target, reason, message, warning=warning)

@@ -181,6 +181,10 @@ class KubeAPI(kmock.KubernetesEmulator):
         self.resources["apps/v1/deployments"] = info(
             kind="Deployment", singular="deployment", namespaced=True, verbs=_VERBS, subresources={"status", "scale"}
         )
+        self.resources["autoscaling/v2/horizontalpodautoscalers"] = info(
+            kind="HorizontalPodAutoscaler", singular="horizontalpodautoscaler", namespaced=True, verbs=_VERBS,
+            subresources=status, shortnames={"hpa"},
+        )  # fmt: skip
         self.resources["v1/pods"] = info(kind="Pod", singular="pod", namespaced=True, verbs=_VERBS, subresources=status)
         self.resources["v1/namespaces"] = info(
             kind="Namespace", singular="namespace", namespaced=False, verbs=["create", "get", "list", "watch"]
