@@ -134,7 +134,9 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict[str, object], rec
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[6:])
-            if chunk.get("choices") and chunk["choices"][0].get("text") and record.first_token is None:
+            # the first chunk carrying a choice holds the first token(s), even when its text is still empty
+            # (a byte-level token that does not complete a UTF-8 character yet)
+            if chunk.get("choices") and record.first_token is None:
                 record.first_token = time.time()
             if chunk.get("usage"):
                 record.output_tokens = int(chunk["usage"]["completion_tokens"])

