@@ -217,7 +217,7 @@ def trial_pod_manifest(
     port: int = 8000,
 ) -> JSON:
     """A canary trial Pod: the candidate engine on the canary pool, never behind production traffic."""
-    resources = {"limits": {gpu_resource: gpu_count}} if gpu_count else None
+    resources = {"limits": {gpu_resource: str(gpu_count)}} if gpu_count else None
     labels = {**variant_labels(target, "trial"), LABEL_CONFIG: config_.key(), "shiftlight.dev/trial": trial_name}
     return {
         "apiVersion": "v1",
