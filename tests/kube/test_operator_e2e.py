@@ -112,6 +112,7 @@ def test_apply_trial_approve_step_restart_promote(
         health = urllib.request.urlopen(f"http://127.0.0.1:{replica_b.servers[0].port}/healthz").read().decode()
         scrape = urllib.request.urlopen(f"http://127.0.0.1:{replica_b.servers[0].port}/metrics").read().decode()
         cycles_b = len(replica_b.loop.durations)
+        conflicts = replica_a.loop.store.conflicts + replica_b.loop.store.conflicts
         durations = replica_a.loop.durations + replica_b.loop.durations
         timeline.append(("promoted", time.monotonic() - started))
 
@@ -131,6 +132,19 @@ def test_apply_trial_approve_step_restart_promote(
     assert "shiftlight_reconcile_duration_seconds_count" in scrape
     assert 'shiftlight_decisions_total{action="Promote"} 1.0' in scrape
     assert cycles_a > 0 and cycles_b > 0
+    # one guarded status write per cycle (plus one re-try per conflict with a user write)
+    operator_writes = [
+        r
+        for r in list(kube.api)
+        if r.subresource == "status"
+        and r.resource is not None
+        and r.resource.plural == "tunedservices"
+        and isinstance(r.data, list)
+        and r.data[-1]["path"] == "/status"
+    ]
+    assert all(w.data[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": w.data[0]["value"]}
+               for w in operator_writes)  # fmt: skip
+    assert len(operator_writes) == cycles_a + cycles_b + conflicts
     elapsed = time.monotonic() - started
     print(
         f"\nscenario wall time {elapsed:.1f}s; cycles a={cycles_a} b={cycles_b}; "
