@@ -14,6 +14,7 @@ import kopf
 from kubernetes import client
 
 from controller.adapters.kube import load_api_client
+from controller.adapters.slack import SlackNotifier
 from controller.ports import Notifier
 from controller.reactor.backends import Backend, make_backend
 from controller.reactor.handlers import build_registry
@@ -39,6 +40,10 @@ class OperatorRuntime:
         self.settings = settings
         self.api = api or load_api_client(settings.connection.kubeconfig, settings.connection.context)
         self.metrics = OperatorMetrics()
+        self._slack: SlackNotifier | None = None
+        if notifier is None and settings.slack_webhook_file is not None and settings.slack_webhook_file.exists():
+            self._slack = SlackNotifier.from_secret_file(settings.slack_webhook_file, channel=settings.slack_channel)
+            notifier = self._slack
         self.elector: LeaderElector | AlwaysLeader
         if settings.leader.enabled:
             self.elector = LeaderElector(
@@ -78,6 +83,8 @@ class OperatorRuntime:
         for server in self.servers:
             server.stop()
         self.servers.clear()
+        if self._slack is not None:
+            self._slack.close()
 
     def kopf_args(self) -> list[str]:
         """Arguments for ``kopf run`` (e.g. under ``KopfRunner``)."""

@@ -82,6 +82,9 @@ class OperatorSettings:
     canary_node_selector: Mapping[str, str] = field(default_factory=dict)
     mirror_crs: bool = True
     """Create Trial and ConfigRollout CRs that mirror the status (for kubectl visibility)."""
+    slack_webhook_file: Path | None = None
+    """A mounted Secret key holding the Slack incoming-webhook URL (never the URL itself)."""
+    slack_channel: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> OperatorSettings:
@@ -137,6 +140,10 @@ class OperatorSettings:
             health_port=port("SHIFTLIGHT_HEALTH_PORT", 8080),
             metrics_port=port("SHIFTLIGHT_METRICS_PORT", 9090),
             canary_node_selector={str(k): str(v) for k, v in dict(selector).items()},
+            slack_webhook_file=Path(e["SHIFTLIGHT_SLACK_WEBHOOK_FILE"])
+            if e.get("SHIFTLIGHT_SLACK_WEBHOOK_FILE")
+            else None,
+            slack_channel=e.get("SHIFTLIGHT_SLACK_CHANNEL", ""),
         )
         if overrides:
             from dataclasses import replace
