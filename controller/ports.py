@@ -8,12 +8,13 @@
 | Advisor       | decide.search.DeterministicAdvisor        | LangGraph agent on an OpenAI endpoint   |
 | Notifier      | adapters.memory.RecordingNotifier         | Slack incoming webhook                  |
 | Cluster       | adapters.memory.InMemoryCluster           | Kubernetes API                          |
-| Clock         | adapters.clock.SystemClock / FakeClock    |                                         |
+| Forecaster    | adapters.simulated.SimulatedForecaster    | observe.forecast (hour-of-week profile) |
+| Clock         | clock.SystemClock / clock.FakeClock       |                                         |
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -22,7 +23,7 @@ from controller.domain.actions import Notify
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, TargetRef
 from controller.domain.slo import SLO
-from controller.domain.traffic import TrafficShape
+from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult
 
 
@@ -40,6 +41,16 @@ class MetricsSource(Protocol):
 
         Raises :class:`controller.errors.MetricsUnavailable` when the data is missing or untrustworthy.
         """
+        ...
+
+
+@runtime_checkable
+class Forecaster(Protocol):
+    def window_shapes(
+        self, target: TargetRef, *, windows: Sequence[TimeWindow], now: datetime
+    ) -> Mapping[str, TrafficShape]:
+        """The fleet-level traffic shape expected in each window's busy hour over the next day, from history
+        (the hour-of-week profile). Windows without enough history are left out."""
         ...
 
 

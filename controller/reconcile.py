@@ -29,7 +29,7 @@ from controller.domain.actions import (
 from controller.domain.observation import Observation, TargetRef
 from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus
-from controller.domain.traffic import TimeWindow
+from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable, ShiftlightError, TemporaryError
 from controller.policy import Policy
@@ -38,6 +38,7 @@ from controller.ports import (
     AdvisorContext,
     Clock,
     Cluster,
+    Forecaster,
     LoadTester,
     MetricsSource,
     Notifier,
@@ -64,6 +65,8 @@ class Ports:
     clock: Clock
     fallback_advisor: Advisor | None = None
     """Used when ``advisor`` fails (e.g. the LLM endpoint is down)."""
+    forecaster: Forecaster | None = None
+    """Expected busy-hour shape per window; lets windows be tuned ahead and pre-warmed."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,7 @@ class Reconciler:
             is_lossy=self.policy.is_lossy,
             candidate_ready=candidate_ready,
             external_autoscaler=self._external_autoscaler(target),
+            forecast=self._forecast(target),
         )
         try:
             new_status, trials = self._act(target, decision.status, decision.actions)
@@ -216,6 +220,17 @@ class Reconciler:
         requeue = 30.0 if new_status.phase in (Phase.TRIALLING, Phase.ROLLING_OUT) else 60.0
         plan = Plan(actions=decision.actions, requeue_after_s=requeue, notes=decision.notes + tuple(screen_notes))
         return CycleResult(new_status, plan, requeue, tuple(trials), tuple(screen_notes))
+
+    def _forecast(self, target: TargetRef) -> dict[str, TrafficShape]:
+        if self.ports.forecaster is None:
+            return {}
+        try:
+            return dict(
+                self.ports.forecaster.window_shapes(target, windows=self.rules.windows, now=self.ports.clock.now())
+            )
+        except ShiftlightError as exc:
+            log.warning("%s: no forecast this cycle (%s)", target, exc)
+            return {}
 
     def _external_autoscaler(self, target: TargetRef) -> str | None:
         if self.rules.scaling is None:

@@ -10,15 +10,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
 
 from controller.adapters.memory import ClusterCall, RecordedEvent, check_variant, check_weight
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, TargetRef, VariantStats
-from controller.domain.traffic import TimeWindow
+from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.errors import MetricsUnavailable
 from controller.simulator.fleet import VARIANTS, FleetTick, SimulatedFleet, mixture_quantile
-from controller.simulator.traffic import mix_shapes
+from controller.simulator.traffic import DiurnalTraffic, mix_shapes
 
 __all__ = ["SimulatedCluster", "SimulatedMetrics", "SimulatedRouter"]
 
@@ -172,3 +173,31 @@ class SimulatedCluster:
     def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
         self.calls.append(ClusterCall("event", target, detail=f"{reason}: {message}"))
         self.events.append(RecordedEvent(target, reason, message, warning, self.fleet.clock.now()))
+
+
+class SimulatedForecaster:
+    """Forecaster over the simulator's traffic generator: what weeks of history would show for each window.
+
+    A window's forecast is its busy-hour shape: the noise-free shape, sampled every 15 minutes, with the most
+    requests in flight.
+    """
+
+    def __init__(self, traffic: DiurnalTraffic) -> None:
+        self.traffic = traffic
+
+    def window_shapes(
+        self, target: TargetRef, *, windows: Sequence[TimeWindow], now: datetime
+    ) -> dict[str, TrafficShape]:
+        shapes: dict[str, TrafficShape] = {}
+        for window in windows:
+            samples = max(1, round(window.hours * 4))
+            candidates = [
+                self.traffic.shape_at_hour(
+                    window.start_hour + (i + 0.5) * window.hours / samples, day_of_week=now.weekday(), noise=False
+                )
+                for i in range(samples)
+            ]
+            busiest = max(candidates, key=lambda s: s.concurrency)
+            if busiest.concurrency > 0:
+                shapes[window.name] = busiest
+        return shapes

@@ -6,7 +6,7 @@ Events, ``shiftctl explain`` and Slack show.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
@@ -56,6 +56,9 @@ class ScheduleRules:
     """What a switch costs, in seconds of the window's gain: warm-up GPU time, rollout steps and risk."""
     retune_min_interval_s: float = 3600.0
     """A window is re-tuned on drift at most this often."""
+    tune_ahead_s: float = 3 * 3600.0
+    """With a load forecast, tune a window that has no config yet this long before it starts, on its forecast
+    busy-hour shape, so its config can be pre-warmed instead of found while production waits."""
 
 
 @dataclass(frozen=True)
@@ -123,15 +126,18 @@ def plan(
     drifted: bool = False,
     candidate_ready: bool = True,
     external_autoscaler: str | None = None,
+    forecast: Mapping[str, TrafficShape] | None = None,
 ) -> Decision:
     """Decide this cycle. ``proposals`` have already passed the guardrails.
 
     ``drifted`` forces a re-tune (the built-in detector runs on every observing cycle anyway);
-    ``external_autoscaler`` names an HPA/KEDA object that owns the replica count, if any.
+    ``external_autoscaler`` names an HPA/KEDA object that owns the replica count, if any;
+    ``forecast`` maps window names to the fleet-level traffic shape expected in each window's busy hour.
     """
     window = window_at(rules.windows, now)
     planner = _Planner(status, observation, observe_error, proposals, rules, now, is_lossy, window)
     planner.external_autoscaler = external_autoscaler
+    planner.forecast = dict(forecast or {})
     decision = planner.run(drifted=drifted, candidate_ready=candidate_ready)
     reasons = tuple(a.reason for a in decision.actions) + decision.notes
     final = decision.status.model_copy(
@@ -165,6 +171,7 @@ class _Planner:
         self.is_lossy = is_lossy
         self.window = window
         self.external_autoscaler: str | None = None
+        self.forecast: dict[str, TrafficShape] = {}
 
     # ----- entry -------------------------------------------------------------------------------
     def run(self, *, drifted: bool, candidate_ready: bool) -> Decision:
@@ -201,23 +208,36 @@ class _Planner:
         status = self.status
         entry = status.schedule_for(self.window.name)
         if entry is None:
-            return self._start_tuning(f"no tuned config for window '{self.window.name}' yet")
+            return self._start_tuning(f"no tuned config for window '{self.window.name}' yet", self.window)
         live = per_replica(self.observation.shape, status.replicas)
+        if entry.shape.concurrency > live.concurrency:
+            # a window tuned for its busy hour also serves its quieter minutes: only more load, or another
+            # length mix, is drift
+            live = live.model_copy(update={"concurrency": entry.shape.concurrency})
         verdict, drift_state = drifts.assess(live, entry.shape, status.drift, now=self.now, params=self.rules.drift)
         status = status.model_copy(update={"drift": drift_state})
         self.status = status
+        breach = slo_breach(self.observation, self.rules.slo, self.rules.rollout.min_samples)
+        if breach and not self._tuned_recently(entry, self.rules.schedule.retune_min_interval_s / 2):
+            return self._start_tuning(f"window '{self.window.name}': {breach}", self.window, observed=True)
         if drifted or verdict.drifted:
             tuned_at = entry.tuned_at
             age = (self.now - tuned_at).total_seconds() if tuned_at else float("inf")
             if drifted or age >= self.rules.schedule.retune_min_interval_s:
                 why = verdict.reason if verdict.drifted else "traffic drifted from the tuned shape"
-                return self._start_tuning(f"window '{self.window.name}': {why}")
+                return self._start_tuning(f"window '{self.window.name}': {why}", self.window, observed=True)
         switch = self._scheduled_switch()
         if switch is not None:
             return switch
+        ahead = self._tune_ahead()
+        if ahead is not None:
+            return ahead
         actions, notes = self._scale(entry)
         notes.append(f"observing: {self.observation.shape.describe()}; drift {verdict.reason}")
         return self._done(self.status, actions, notes)
+
+    def _tuned_recently(self, entry: ScheduledConfig, within_s: float) -> bool:
+        return entry.tuned_at is not None and (self.now - entry.tuned_at).total_seconds() < within_s
 
     def _scheduled_switch(self) -> Decision | None:
         """Move to the config scheduled for this window, or pre-warm the next window's ahead of its start."""
@@ -258,6 +278,21 @@ class _Planner:
             return self._begin_rollout(entry.config, why, proposed_by="schedule", gain=gain)
         return None
 
+    def _tune_ahead(self) -> Decision | None:
+        """Tune the next window that has no config yet, on its forecast shape, before it starts."""
+        if not self.forecast:
+            return None
+        step = 900.0
+        for i in range(1, int(self.rules.schedule.tune_ahead_s // step) + 1):
+            when = self.now + timedelta(seconds=i * step)
+            window = window_at(self.rules.windows, when)
+            if window.name == self.window.name or self.status.schedule_for(window.name) is not None:
+                continue
+            if window.name in self.forecast:
+                why = f"tuning ahead: window '{window.name}' starts at {window.start_hour:02g}:00 and has no config"
+                return self._start_tuning(why, window)
+        return None
+
     def _scale(self, entry: ScheduledConfig) -> tuple[list[Action], list[str]]:
         rules = self.rules.scaling
         if rules is None or self.observation is None:
@@ -287,12 +322,18 @@ class _Planner:
         return [], [decision.reason]
 
     # ----- trialling ---------------------------------------------------------------------------
-    def _start_tuning(self, reason: str) -> Decision:
+    def _start_tuning(self, reason: str, window: TimeWindow, *, observed: bool = False) -> Decision:
+        """A tuning round for ``window``: on its forecast busy-hour shape when there is one (and the round is not a
+        reaction to what is observed right now), else on the observed shape; per replica in both cases."""
         assert self.observation is not None
-        shape = per_replica(self.observation.shape, self.status.replicas).model_copy(update={"window": self.window})
+        fleet_shape = self.observation.shape
+        source = "observed"
+        if not observed and window.name in self.forecast:
+            fleet_shape, source = self.forecast[window.name], "forecast busy-hour"
+        shape = per_replica(fleet_shape, self.status.replicas).model_copy(update={"window": window})
         round_ = TuningRound(
-            id=f"{self.window.name}-{self.now:%Y%m%d%H%M}",
-            window=self.window.name,
+            id=f"{window.name}-{self.now:%Y%m%d%H%M}",
+            window=window.name,
             shape=shape,
             started_at=self.now,
             reason=reason,
@@ -306,7 +347,9 @@ class _Planner:
         ]
         if self.rules.tuning.measure_stock and active.key() != STOCK.key():
             actions.append(RunTrial(STOCK, shape, "tuning: stock vLLM config as the reference", "baseline"))
-        return self._done(status, actions, (f"started tuning round {round_.id}: {shape.describe()}",))
+        return self._done(
+            status, actions, (f"started tuning round {round_.id} on the {source} shape: {shape.describe()}",)
+        )
 
     def _trial(self) -> Decision:
         round_ = self.status.tuning
@@ -421,6 +464,12 @@ class _Planner:
             fleet_rate_rps=round_.shape.arrival_rate_rps * max(1, self.status.replicas),
         )
         status = _with_schedule(status, entry)
+        if round_.window != self.window.name:
+            note = f"scheduled {best.config.label()} for window '{round_.window}' ({gain:.2f}x): {why}"
+            status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
+            return self._done(
+                status, (Notify(Severity.INFO, f"Config scheduled for '{round_.window}'", note, evidence),), (note,)
+            )
         if self.rules.tuning.dry_run:
             note = f"dry-run: would roll out {best.config.label()}: {why}"
             status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
@@ -492,6 +541,23 @@ class _Planner:
             update["rollout"] = None
         update["history"] = history[-50:]
         return self._done(self.status.model_copy(update=update), step.actions, step.notes)
+
+
+def slo_breach(observation: Observation, slo: SLO, min_samples: int) -> str:
+    """Why the stable variant is breaching the SLO right now (empty when it is not, or too few requests to say)."""
+    stable = observation.variants.get("stable")
+    if stable is None or stable.requests < min_samples:
+        return ""
+    problems = []
+    if stable.ttft_p95_s is not None and stable.ttft_p95_s > slo.ttft_seconds:
+        problems.append(f"TTFT p95 {stable.ttft_p95_s:.2f} s > {slo.ttft_seconds:g} s")
+    if stable.tpot_p95_s is not None and stable.tpot_p95_s > slo.tpot_seconds:
+        problems.append(f"TPOT p95 {stable.tpot_p95_s * 1000:.0f} ms > {slo.tpot_seconds * 1000:.0f} ms")
+    if stable.error_rate > slo.max_error_rate:
+        problems.append(f"error rate {stable.error_rate:.1%} > {slo.max_error_rate:.1%}")
+    if not problems:
+        return ""
+    return f"SLO breach on the active config over {stable.requests} requests: " + "; ".join(problems)
 
 
 def expected_ratios(

@@ -126,6 +126,8 @@ def analyse(
         ),
     )
     for name, cand, stab, bound, allowed in checks:
+        if cand is not None and stab is not None and stab > bound >= cand:
+            continue  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
         breach = _latency_breach(name, cand, stab, bound, allowed)
         if not breach:
             continue

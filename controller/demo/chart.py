@@ -48,7 +48,7 @@ def write_chart(path: Path, timeline: list[TimelinePoint], events: list[tuple[da
         elif kind == "Rollback":
             for ax in (ax_tokens, ax_weight):
                 ax.axvline(at, color="#d62728", linestyle=":", linewidth=1.5)
-    ax_weight.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    ax_weight.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))  # type: ignore[no-untyped-call]
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from controller.decide.economics import ApiPrice, window_economics
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
@@ -34,6 +35,9 @@ class TimelinePoint:
     stable_config: str
     phase: str
     gpu_seconds: float
+    output_tokens: float
+    prompt_tokens: float
+    replicas: int
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,10 @@ def _window_of(p: TimelinePoint, windows: tuple[TimeWindow, ...]) -> str:
     return next((w.name for w in windows if w.contains(hour)), "?")
 
 
+def _tick_seconds(timeline: list[TimelinePoint]) -> float:
+    return (timeline[1].at - timeline[0].at).total_seconds() if len(timeline) > 1 else 60.0
+
+
 def render_text(
     settings: DemoSettings,
     status: TargetStatus,
@@ -112,9 +120,17 @@ def render_text(
     windows: tuple[TimeWindow, ...],
     t: Totals,
 ) -> str:
+    from controller.simulator.profiles import load_gpu
+
+    gpu_usd_per_hour = load_gpu(settings.gpu).cost_per_hour_usd
+    api = ApiPrice(
+        input_per_million=settings.api_input_usd_per_million, output_per_million=settings.api_output_usd_per_million
+    )
     lines = [
         f"Shiftlight demo: {settings.model} on {settings.gpu}, traffic '{settings.traffic_profile}', "
         f"seed {settings.seed}, {settings.hours:g} simulated hours, a control cycle every {settings.cycle_s:g} s",
+        f"GPU at ${gpu_usd_per_hour:.2f}/h; API price compared: ${api.input_per_million:.2f} in / "
+        f"${api.output_per_million:.2f} out per million tokens",
         "",
     ]
     for w in windows:
@@ -151,6 +167,18 @@ def render_text(
             f"   result: {gain:.2f}x stock tokens/s at the observed concurrency, SLO attainment {attainment:.1%} "
             f"over {requests:,} requests"
         )
+        replicas = sorted({p.replicas for p in points})
+        econ = window_economics(
+            window=w.name,
+            gpu_hours=sum(p.gpu_seconds for p in points) / 3600,
+            gpu_usd_per_hour=gpu_usd_per_hour,
+            input_tokens=sum(p.prompt_tokens for p in points),
+            output_tokens=sum(p.output_tokens for p in points),
+            capacity_output_tokens=sum(p.tokens_per_s * _tick_seconds(timeline) for p in points),
+            api=api,
+        )
+        lines.append(f"   replicas: {', '.join(str(r) for r in replicas)} (GPUs held incl. candidates)")
+        lines.append(f"   cost: {econ.describe()}")
         lines.append("")
     lines.append("== schedule")
     for entry in status.schedule:
@@ -176,7 +204,7 @@ def build_report(
     from controller.simulator.traffic import DiurnalTraffic
 
     windows = DiurnalTraffic(settings.seed, settings.traffic_profile).windows
-    events = [(e.at, e.reason, e.message) for e in cluster.events]
+    events = [(e.at, e.reason, e.message) for e in cluster.events if e.at is not None]
     t = totals(timeline, events, len(trials))
     text = render_text(settings, status, timeline, trials, events, windows, t)
     out = settings.out_dir

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from controller.adapters.memory import RecordingNotifier
-from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+from controller.adapters.simulated import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated_loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
 from controller.decide.optimizer import OptimizerAdvisor
@@ -35,7 +35,7 @@ class DemoSettings:
     out_dir: Path = Path("out/demo")
     seed: int = 7
     policy_path: Path = Path("policies/v1/hybrid-mtp-workstation.yaml")
-    model: str = "nemotron-3-super-nvfp4"
+    model: str = "nemotron-3-super-fp8"
     gpu: str = "gb300-dgx-station"
     traffic_profile: str = "coding-agents"
     hours: float = 24.0
@@ -44,6 +44,12 @@ class DemoSettings:
     cold_start_s: float = 180.0
     bake_s: float = 600.0
     min_samples: int = 100
+    max_ttft_regression: float = 0.5
+    max_tpot_regression: float = 0.25
+    """Production may show this much more latency than stable, beyond the trade-off the canary measured."""
+    api_input_usd_per_million: float = 0.30
+    api_output_usd_per_million: float = 1.20
+    """An illustrative API price for the same class of model, to compare self-hosting against."""
 
 
 @dataclass
@@ -61,7 +67,15 @@ class DemoRun:
 def demo_policy(settings: DemoSettings) -> Policy:
     """The policy file, pointed at the simulated model and GPU, with automatic approval so the demo runs alone."""
     policy = load_policy(settings.policy_path).for_target(model=settings.model, gpu=settings.gpu)
-    policy = policy.model_copy(update={"approval": "auto"})
+    thresholds = policy.rollout.thresholds.model_copy(
+        update={
+            "max_ttft_regression": settings.max_ttft_regression,
+            "max_tpot_regression": settings.max_tpot_regression,
+        }
+    )
+    policy = policy.model_copy(
+        update={"approval": "auto", "rollout": policy.rollout.model_copy(update={"thresholds": thresholds})}
+    )
     return policy.with_feasibility(policy.profile_feasibility())
 
 
@@ -91,6 +105,7 @@ def simulate_day(settings: DemoSettings) -> DemoRun:
         notifier=notifier,
         cluster=cluster,
         clock=clock,
+        forecaster=SimulatedForecaster(traffic),
     )
     rules = rules_from_policy(policy, traffic.windows)
     rules = replace(rules, rollout=replace(rules.rollout, bake_s=settings.bake_s, min_samples=settings.min_samples))
@@ -141,4 +156,7 @@ def _point(
         stable_config=label,
         phase=status.phase.value,
         gpu_seconds=sum(v.gpu_seconds for v in tick.variants.values()),
+        output_tokens=sum(v.output_tokens for v in tick.variants.values()),
+        prompt_tokens=sum(v.prompt_tokens for v in tick.variants.values()),
+        replicas=sum(v.replicas for v in tick.variants.values()),
     )
