@@ -44,7 +44,7 @@ def write_chart(path: Path, timeline: list[TimelinePoint], events: list[tuple[da
         if kind == "Promote":
             for ax in (ax_tokens, ax_weight):
                 ax.axvline(at, color="#2ca02c", linestyle="--", linewidth=1)
-            ax_weight.annotate(_label(message), (at, 100), fontsize=7, rotation=90, va="top", ha="right")
+            ax_weight.text(at, 50, _label(message), fontsize=6, rotation=90, va="center", ha="right", clip_on=True)
         elif kind == "Rollback":
             for ax in (ax_tokens, ax_weight):
                 ax.axvline(at, color="#d62728", linestyle=":", linewidth=1.5)
