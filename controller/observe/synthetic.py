@@ -12,7 +12,6 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
 
 from controller.observe import queries as q
 
@@ -113,33 +112,48 @@ def _series(t: SyntheticTarget) -> Iterator[tuple[str, Callable[[float, float], 
     yield name(q.PREEMPTIONS), lambda n, r: n * 0.001
 
 
-def write_openmetrics(
-    out: TextIO, targets: Sequence[SyntheticTarget], *, start: float, end: float, step_s: float
-) -> int:
-    """Write every target's series from ``start`` to ``end`` (unix seconds) every ``step_s``; returns samples."""
+def _timeline(target: SyntheticTarget, times: Sequence[float], step_s: float) -> tuple[list[float], list[float]]:
+    """(cumulative requests, instantaneous rate) at each time: trapezoidal integral of the rate curve."""
+    rates = [max(target.rate(ts), 0.0) for ts in times]
+    cumulative: list[float] = []
+    total = 0.0
+    for i, r in enumerate(rates):
+        if i:
+            total += 0.5 * (r + rates[i - 1]) * step_s
+        cumulative.append(total)
+    return cumulative, rates
+
+
+def write_openmetrics_files(
+    directory: Path,
+    targets: Sequence[SyntheticTarget],
+    *,
+    start: float,
+    end: float,
+    step_s: float,
+    chunk_s: float = 7200.0,
+) -> tuple[list[Path], int]:
+    """Write every target's series from ``start`` to ``end`` (unix seconds) every ``step_s`` into one OpenMetrics
+    file per ``chunk_s`` of time (aligned to multiples of ``chunk_s``; 2 h = one TSDB block, so promtool parses each
+    sample once instead of once per block). Returns the files and the number of samples."""
+    directory.mkdir(parents=True, exist_ok=True)
     times = [start + i * step_s for i in range(int((end - start) // step_s) + 1)]
+    timelines = [_timeline(t, times, step_s) for t in targets]
+    series = [list(_series(t)) for t in targets]
+    chunks: dict[int, list[int]] = {}
+    for i, ts in enumerate(times):
+        chunks.setdefault(int(ts // chunk_s), []).append(i)
+    files: list[Path] = []
     samples = 0
-    for target in targets:
-        rates = [max(target.rate(ts), 0.0) for ts in times]
-        cumulative: list[float] = []
-        total = 0.0
-        for i, r in enumerate(rates):
-            if i:
-                total += 0.5 * (r + rates[i - 1]) * step_s
-            cumulative.append(total)
-        for prefix, value in _series(target):
-            out.write(
-                "".join(
-                    f"{prefix} {value(n, r):.6g} {ts:.3f}\n" for ts, n, r in zip(times, cumulative, rates, strict=True)
-                )
-            )
-            samples += len(times)
-    out.write("# EOF\n")
-    return samples
-
-
-def write_openmetrics_file(
-    path: Path, targets: Sequence[SyntheticTarget], *, start: float, end: float, step_s: float
-) -> int:
-    with path.open("w") as out:
-        return write_openmetrics(out, targets, start=start, end=end, step_s=step_s)
+    for chunk, indexes in sorted(chunks.items()):
+        path = directory / f"synthetic-{chunk}.om"
+        with path.open("w") as out:
+            for (cumulative, rates), target_series in zip(timelines, series, strict=True):
+                for prefix, value in target_series:
+                    out.write(
+                        "".join(f"{prefix} {value(cumulative[i], rates[i]):.6g} {times[i]:.3f}\n" for i in indexes)
+                    )
+                    samples += len(indexes)
+            out.write("# EOF\n")
+        files.append(path)
+    return files, samples

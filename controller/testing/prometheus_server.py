@@ -18,6 +18,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -190,16 +191,25 @@ def running_prometheus(targets: Sequence[ScrapeTarget], workdir: Path, **kwargs:
         server.stop()
 
 
-def backfill_openmetrics(source: Path, workdir: Path) -> Path:
-    """Turn an OpenMetrics text file (ending in ``# EOF``) into TSDB blocks under ``workdir/data``.
+def backfill_openmetrics(sources: Path | Sequence[Path], workdir: Path, *, workers: int = 4) -> Path:
+    """Turn OpenMetrics text files (each ending in ``# EOF``) into TSDB blocks under ``workdir/data``.
 
     Call before :func:`start_prometheus` with the same ``workdir``; the server picks the blocks up at start.
-    Samples must be older than the server's start and inside its retention.
+    Samples must be older than the server's start and inside its retention. promtool re-reads its input once per
+    2-hour block it writes, so split long histories into one file per 2 hours
+    (:func:`controller.observe.synthetic.write_openmetrics_files` does).
     """
     storage = workdir / "data"
     storage.mkdir(parents=True, exist_ok=True)
-    cmd = [promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(source), str(storage)]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"promtool backfill failed ({result.returncode}): {result.stderr[-2000:]}")
+    files = [sources] if isinstance(sources, Path) else list(sources)
+
+    def one(source: Path) -> None:
+        cmd = [promtool_binary(), "tsdb", "create-blocks-from", "openmetrics", "--quiet", str(source), str(storage)]
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"promtool backfill of {source} failed ({result.returncode}): {result.stderr[-2000:]}")
+
+    # each file becomes its own blocks, so files are independent: run a few promtool processes at once
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(files)))) as pool:
+        list(pool.map(one, files))
     return storage
