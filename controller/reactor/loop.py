@@ -30,6 +30,7 @@ from controller.errors import (
     ShiftlightError,
     TemporaryError,
 )
+from controller.reactor.approvals import ApprovalGate
 from controller.reactor.backends import Backend
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.settings import OperatorSettings
@@ -72,6 +73,7 @@ class ControlLoop:
         self.store = StatusStore(api, retries=settings.loop.status_retries)
         self.mirror = CRMirror(api)
         self.events = KubeEvents(api)
+        self.gate = ApprovalGate(api) if settings.verify_approvals else None
         self._now = now
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self.durations: list[float] = []
@@ -118,7 +120,16 @@ class ControlLoop:
             return self._idle("paused by spec.paused")
         runtime = self.backend.runtime(target, spec, body)
         started = time.perf_counter()
-        result = runtime.reconciler.reconcile(target, status)
+        decided_from = status
+        if self.gate is not None:
+            decided_from, refused = self.gate.screen(namespace, status)
+            for approval, why in refused:
+                verb = "approval" if approval.decision == "approved" else "rejection"
+                message = f"ignored the {verb} of step {approval.step + 1} by {approval.by}: {why}"
+                log.warning("%s: %s", target, message)
+                self.events.record(target, "ApprovalRefused", message, warning=True)
+                self.metrics.errors.labels(kind="ApprovalRefused").inc()
+        result = runtime.reconciler.reconcile(target, decided_from)
         if not self.leadership.is_leader():
             # Leadership lapsed mid-cycle: the actions are done, so still record them (the write is guarded).
             log.warning("%s: lost leadership during a cycle; recording its outcome", target)

@@ -82,6 +82,8 @@ class OperatorSettings:
     canary_node_selector: Mapping[str, str] = field(default_factory=dict)
     mirror_crs: bool = True
     """Create Trial and ConfigRollout CRs that mirror the status (for kubectl visibility)."""
+    verify_approvals: bool = True
+    """Honour approvals only from users allowed to ``approve`` configrollouts (SubjectAccessReview)."""
     slack_webhook_file: Path | None = None
     """A mounted Secret key holding the Slack incoming-webhook URL (never the URL itself)."""
     slack_channel: str = ""
@@ -144,6 +146,7 @@ class OperatorSettings:
             if e.get("SHIFTLIGHT_SLACK_WEBHOOK_FILE")
             else None,
             slack_channel=e.get("SHIFTLIGHT_SLACK_CHANNEL", ""),
+            verify_approvals=e.get("SHIFTLIGHT_VERIFY_APPROVALS", "true").lower() not in ("0", "false", "no"),
         )
         if overrides:
             from dataclasses import replace

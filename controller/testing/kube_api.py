@@ -12,6 +12,7 @@ real HTTP. :class:`KubeAPI` replaces its object handling with behaviour closer t
 - PUT/replace (Leases, ``kubernetes`` client ``replace_*``), merge, strategic-merge (as merge) and JSON patch;
 - label selectors (``a=b``, ``a==b``, ``a!=b``, ``a in (x,y)``, ``a notin (x)``, ``a``, ``!a``) and
   ``metadata.name``/``metadata.namespace`` field selectors on list and watch;
+- ``authorization.k8s.io/v1`` SubjectAccessReview answered from the same per-user denials;
 - ``kind``/``apiVersion`` on lists and on every item; ``GET /api/v1/namespaces`` (namespaces are created on
   first use); discovery for the Shiftlight CRDs, Leases, Deployments, Pods, Services, Events and
   (optionally) Gateway API HTTPRoutes; ``authentication.k8s.io/v1`` SelfSubjectReview;
@@ -197,6 +198,9 @@ class KubeAPI(kmock.KubernetesEmulator):
             kind="CustomResourceDefinition", singular="customresourcedefinition", namespaced=False, verbs=_VERBS,
             subresources=status, shortnames={"crd", "crds"},
         )  # fmt: skip
+        self.resources["authorization.k8s.io/v1/subjectaccessreviews"] = info(
+            kind="SubjectAccessReview", singular="subjectaccessreview", namespaced=False, verbs=["create"]
+        )
         self.resources["authentication.k8s.io/v1/selfsubjectreviews"] = info(
             kind="SelfSubjectReview", singular="selfsubjectreview", namespaced=False, verbs=["create"]
         )
@@ -452,6 +456,8 @@ class KubeAPI(kmock.KubernetesEmulator):
         resource = request.resource
         if resource.plural == "selfsubjectreviews":
             return await self._serve_self_review(request)
+        if resource.plural == "subjectaccessreviews":
+            return await self._serve_access_review(request)
         info = self._info(resource)
         body = request.data if isinstance(request.data, dict) else None
         if body is None:
@@ -506,6 +512,26 @@ class KubeAPI(kmock.KubernetesEmulator):
                 "kind": "SelfSubjectReview",
                 "metadata": {"creationTimestamp": None},
                 "status": {"userInfo": {"username": user, "groups": ["system:authenticated"]}},
+            },
+        )
+
+    async def _serve_access_review(self, request: rendering.Request) -> rendering.Payload:
+        """SubjectAccessReview: allowed unless ``denials`` holds (user, verb, resource[/sub]) or (user, "*", ...)."""
+        body = request.data if isinstance(request.data, dict) else {}
+        spec = body.get("spec") or {}
+        attrs_ = spec.get("resourceAttributes") or {}
+        user, verb = str(spec.get("user", "")), str(attrs_.get("verb", ""))
+        res = str(attrs_.get("resource", "")) + (f"/{attrs_['subresource']}" if attrs_.get("subresource") else "")
+        denied = (user, verb, res) in self.denials or (user, "*", res) in self.denials
+        reason = f'user "{user}" may not {verb} {res}' if denied else "allowed by the fake API"
+        return rendering.Response(
+            status=201,
+            payload={
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SubjectAccessReview",
+                "metadata": {},
+                "spec": spec,
+                "status": {"allowed": not denied, **({"denied": True} if denied else {}), "reason": reason},
             },
         )
 

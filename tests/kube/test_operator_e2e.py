@@ -94,7 +94,6 @@ def test_apply_trial_approve_step_restart_promote(
             "the first weight step",
             lambda: (s := status_of(co)).rollout is not None and s.rollout.weight > 0 and s.rollout.weight < 100 and s,
         )
-        cycles_a = len(replica_a.loop.durations)
         timeline.append(("first step, killing", time.monotonic() - started))
     killed_at = mid.rollout
     assert killed_at is not None
@@ -111,10 +110,12 @@ def test_apply_trial_approve_step_restart_promote(
         promoted = metric(replica_b.metrics, "shiftlight_rollouts_total", outcome="promoted")
         health = urllib.request.urlopen(f"http://127.0.0.1:{replica_b.servers[0].port}/healthz").read().decode()
         scrape = urllib.request.urlopen(f"http://127.0.0.1:{replica_b.servers[0].port}/metrics").read().decode()
-        cycles_b = len(replica_b.loop.durations)
-        conflicts = replica_a.loop.store.conflicts + replica_b.loop.store.conflicts
-        durations = replica_a.loop.durations + replica_b.loop.durations
         timeline.append(("promoted", time.monotonic() - started))
+
+    # counted after both replicas stopped (a cycle may be in flight when the test moves on)
+    cycles_a, cycles_b = len(replica_a.loop.durations), len(replica_b.loop.durations)
+    conflicts = replica_a.loop.store.conflicts + replica_b.loop.store.conflicts
+    durations = replica_a.loop.durations + replica_b.loop.durations
 
     # the approval survived the restart and no step was repeated
     (rollout_cr,) = co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"]

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 
 from controller.cli.shiftctl_patches import build_approval_patch
 from controller.crd.models import parse_tuned_service, status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.status import Approval, RolloutState, TargetStatus
+from controller.reactor.approvals import ApprovalGate
 from controller.reactor.status_io import StatusStore, merge_user_changes, rollout_ended, rollout_outcome
+from controller.testing.kube_api import KubeAPI, running_kube_api
 
 from .conftest import G, V, tuned_service
 
@@ -78,3 +81,15 @@ def test_concurrent_approval_is_not_lost(api: client.ApiClient) -> None:
         "Ready": "True",
         "AwaitingApproval": "True",
     }
+
+
+def test_approvals_from_people_who_may_not_approve_are_dropped(tmp_path: Path) -> None:
+    denied = KubeAPI(denials={("mallory", "approve", "configrollouts")})
+    with running_kube_api(denied) as srv:
+        gate = ApprovalGate(config.new_client_from_config(str(srv.write_kubeconfig(tmp_path / "k"))))
+        mallory = Approval(by="mallory", at=NOW, step=0, decision="approved")
+        status = waiting().model_copy(update={"rollout": ROLLOUT.model_copy(update={"approvals": (mallory, ALICE)})})
+        screened, refused = gate.screen("prod", status)
+        assert screened.rollout is not None and screened.rollout.approvals == (ALICE,)
+        assert [(a.by, why) for a, why in refused] == [("mallory", 'user "mallory" may not approve configrollouts')]
+        assert gate.screen("prod", waiting()) == (waiting(), [])
