@@ -101,6 +101,10 @@ class ControlLoop:
                 self.metrics.errors.labels(kind=type(exc).__name__).inc()
                 log.error("%s/%s: %s", namespace, name, exc)
                 return CycleReport(acted=False, sleep_s=self._sleep(60.0), reason=str(exc))
+            except Exception as exc:  # a bug must not kill the daemon: count it, say where, try again later
+                self.metrics.errors.labels(kind=type(exc).__name__).inc()
+                log.exception("%s/%s: unexpected error in a cycle", namespace, name)
+                return CycleReport(acted=False, sleep_s=self._sleep(60.0), reason=f"unexpected error: {exc}")
 
     def _sleep(self, virtual_s: float) -> float:
         loop = self.settings.loop
