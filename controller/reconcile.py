@@ -31,7 +31,7 @@ from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
-from controller.errors import MetricsUnavailable, ShiftlightError, TemporaryError
+from controller.errors import MetricsUnavailable, NotFound, ShiftlightError, TemporaryError
 from controller.policy import Policy
 from controller.ports import (
     Advisor,
@@ -261,7 +261,11 @@ class Reconciler:
             elif isinstance(action, DeployCandidate):
                 self.ports.cluster.deploy(target, "candidate", action.config, max(action.replicas, status.replicas))
             elif isinstance(action, Promote):
-                self.ports.cluster.promote(target)
+                try:
+                    self.ports.cluster.promote(target)
+                except NotFound:
+                    # a promote applied before a lost status write: the candidate is already the stable variant
+                    log.info("%s: candidate already promoted; treating Promote as done", target)
             elif isinstance(action, Rollback):
                 self.ports.router.set_weight(target, 0)
                 self.ports.cluster.retire(target, "candidate")

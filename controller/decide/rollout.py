@@ -86,6 +86,16 @@ def _latency_breach(name: str, cand: float | None, stable: float | None, bound: 
     return ""
 
 
+def _stable_breach(stable: VariantStats, slo: SLO) -> str:
+    if stable.error_rate > slo.max_error_rate:
+        return f"error rate {stable.error_rate:.1%}"
+    if stable.ttft_p95_s is not None and stable.ttft_p95_s > slo.ttft_seconds:
+        return f"TTFT p95 {stable.ttft_p95_s * 1000:.0f} ms"
+    if stable.tpot_p95_s is not None and stable.tpot_p95_s > slo.tpot_seconds:
+        return f"TPOT p95 {stable.tpot_p95_s * 1000:.0f} ms"
+    return ""
+
+
 def analyse(
     *,
     candidate: VariantStats | None,
@@ -115,14 +125,14 @@ def analyse(
             candidate.ttft_p95_s,
             stable.ttft_p95_s if stable else None,
             slo.ttft_seconds,
-            rules.max_ttft_regression,
+            (1 + rules.max_ttft_regression) * max(1.0, expected_ttft_ratio or 1.0) - 1,
         ),
         (
             "TPOT",
             candidate.tpot_p95_s,
             stable.tpot_p95_s if stable else None,
             slo.tpot_seconds,
-            rules.max_tpot_regression,
+            (1 + rules.max_tpot_regression) * max(1.0, expected_tpot_ratio or 1.0) - 1,
         ),
     )
     for name, cand, stab, bound, allowed in checks:
@@ -136,6 +146,10 @@ def analyse(
                 "Inconclusive", f"stable breaches the {name} SLO too ({stab * 1000:.0f} ms): load, not config"
             )
         problems.append(breach)
+    if problems and stable is not None and stable.requests >= rules.min_failure_samples:
+        stable_breach = _stable_breach(stable, slo)
+        if stable_breach and not any("x stable's" in p for p in problems):
+            return Analysis("Inconclusive", f"stable breaches the SLO too ({stable_breach}): load, not config")
     if problems:
         if samples < rules.min_failure_samples:
             return Analysis("Pending", f"possible regression, {samples} < {rules.min_failure_samples} samples")
