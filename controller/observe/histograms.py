@@ -75,40 +75,60 @@ def _phi(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
-#: Sigma grid for the log-normal fit: 0.01 .. 3 (cv 0.01 .. 90), log-spaced.
-_SIGMAS: tuple[float, ...] = tuple(0.01 * (300.0 ** (i / 199)) for i in range(200))
+#: Coarse sigma grid for the log-normal fit: 1e-5 .. 3 (cv ~0 .. 90), log-spaced; refined by golden section. The tiny
+#: end matters for lengths sitting exactly on a bucket bound, where the half-token correction is a 1e-3 relative step.
+_SIGMAS: tuple[float, ...] = tuple(1e-5 * (3e5 ** (i / 59)) for i in range(60))
+_GOLDEN = (math.sqrt(5) - 1) / 2
 
 
-def _loglik(sigma: float, mean: float, bounds: Sequence[float], counts: Sequence[float], correction: float) -> float:
+def _loglik(sigma: float, mean: float, cells: Sequence[tuple[float, float, float]]) -> float:
+    """Log-likelihood of the non-empty cells ``(log lower, log upper, count)`` under log-normal(mean, sigma)."""
     mu = math.log(mean) - sigma * sigma / 2
     total = 0.0
-    previous_cdf = 0.0
-    for bound, count in zip(bounds, counts, strict=True):
-        if math.isinf(bound):
-            cdf = 1.0
-        else:
-            upper = bound + correction
-            cdf = _phi((math.log(upper) - mu) / sigma) if upper > 0 else 0.0
-        p = cdf - previous_cdf
-        previous_cdf = cdf
-        if count > 0:
-            total += count * math.log(max(p, 1e-300))
+    for lo, hi, count in cells:
+        p_hi = 1.0 if math.isinf(hi) else _phi((hi - mu) / sigma)
+        p_lo = 0.0 if math.isinf(lo) else _phi((lo - mu) / sigma)
+        total += count * math.log(max(p_hi - p_lo, 1e-300))
     return total
 
 
 def lognormal_cv(buckets: Buckets, mean: float, *, integer_valued: bool = True) -> float:
     """Maximum-likelihood cv of a log-normal with the given ``mean`` fitted to ``buckets``.
 
-    Among sigmas whose likelihood is within 1e-6 (relative) of the best, the smallest wins: when all requests sit in
-    one bucket, the data cannot tell cv=0 from cv=0.1, and the simplest answer is reported.
+    A coarse grid finds the best sigma (among near-ties the smallest wins: when all requests sit in one bucket the
+    data cannot tell cv=0 from cv=0.1, and the simplest answer is reported); a golden-section search refines it.
     """
     if mean <= 0 or buckets.total <= 0:
         raise ValueError("cv needs a positive mean and at least one request")
     correction = 0.5 if integer_valued else 0.0
-    scores = [_loglik(s, mean, buckets.bounds, buckets.counts, correction) for s in _SIGMAS]
+    cells: list[tuple[float, float, float]] = []
+    lower = 0.0
+    for bound, count in zip(buckets.bounds, buckets.counts, strict=True):
+        upper = bound + correction
+        if count > 0:
+            lo = math.log(lower) if lower > 0 else -math.inf
+            hi = math.inf if math.isinf(bound) else (math.log(upper) if upper > 0 else -math.inf)
+            cells.append((lo, hi, count))
+        lower = upper
+
+    def score(sigma: float) -> float:
+        return _loglik(sigma, mean, cells)
+
+    scores = [score(s) for s in _SIGMAS]
     best = max(scores)
     tolerance = max(abs(best) * 1e-6, 1e-9)
-    sigma = next(s for s, score in zip(_SIGMAS, scores, strict=True) if score >= best - tolerance)
-    if sigma <= _SIGMAS[0]:
+    index = next(i for i, sc in enumerate(scores) if sc >= best - tolerance)
+    if index == 0:
         return 0.0
+    if scores[index] < best:  # a near-tie plateau: keep the smallest sigma as is
+        sigma = _SIGMAS[index]
+    else:
+        a, b = _SIGMAS[index - 1], _SIGMAS[min(index + 1, len(_SIGMAS) - 1)]
+        for _ in range(25):
+            c, d = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+            if score(c) >= score(d):
+                b = d
+            else:
+                a = c
+        sigma = (a + b) / 2
     return math.sqrt(math.expm1(sigma * sigma))
