@@ -79,7 +79,11 @@ class CycleResult:
 
 
 def rules_from_policy(
-    policy: Policy, windows: Sequence[TimeWindow] = (), *, scaling: ScalingRules | None = None
+    policy: Policy,
+    windows: Sequence[TimeWindow] = (),
+    *,
+    scaling: ScalingRules | None = None,
+    digest: planner.DigestRules | None = None,
 ) -> planner.Rules:
     """Translate the user's policy (and the target's replica bounds) into the decide layer's rules."""
     thresholds = policy.rollout.thresholds
@@ -100,6 +104,7 @@ def rules_from_policy(
         ),
         windows=tuple(windows) or planner.DEFAULT_WINDOWS,
         scaling=scaling,
+        digest=digest,
     )
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from controller.domain.status import ScheduledConfig
+from controller.domain.traffic import TimeWindow
 
 
 @dataclass(frozen=True)
@@ -75,3 +79,36 @@ def window_economics(
         output_tokens=output_tokens,
         utilisation=min(1.0, output_tokens / capacity_output_tokens) if capacity_output_tokens else 0.0,
     )
+
+
+def schedule_economics(
+    schedule: Sequence[ScheduledConfig],
+    *,
+    windows: Sequence[TimeWindow],
+    gpu_usd_per_hour: float,
+    api: ApiPrice,
+) -> list[WindowEconomics]:
+    """Projected economics of a day on the schedule: each window's replicas for its hours, at the load measured
+    when it was tuned (``fleet_rate_rps`` and the shape's mean lengths) against its probed capacity."""
+    by_name = {w.name: w for w in windows}
+    result = []
+    for entry in schedule:
+        window = by_name.get(entry.window)
+        if window is None or entry.fleet_rate_rps is None:
+            continue
+        seconds = window.hours * 3600
+        requests = entry.fleet_rate_rps * seconds
+        replicas = max(1, entry.replicas)
+        capacity_requests = (entry.capacity_rps or entry.fleet_rate_rps) * replicas * seconds
+        result.append(
+            window_economics(
+                window=entry.window,
+                gpu_hours=replicas * entry.config.tensor_parallel_size * window.hours,
+                gpu_usd_per_hour=gpu_usd_per_hour,
+                input_tokens=requests * entry.shape.prompt_tokens.mean,
+                output_tokens=requests * entry.shape.output_tokens.mean,
+                capacity_output_tokens=capacity_requests * entry.shape.output_tokens.mean,
+                api=api,
+            )
+        )
+    return result

@@ -14,6 +14,7 @@ from typing import Literal
 from controller.decide import drift as drifts
 from controller.decide import rollout as rollouts
 from controller.decide.capacity import ScalingRules, desired_replicas
+from controller.decide.economics import ApiPrice, schedule_economics
 from controller.decide.selection import best_trial, find
 from controller.domain.actions import Action, Notify, Promote, Rollback, RunTrial, Scale, Severity
 from controller.domain.config import STOCK, EngineConfig
@@ -62,6 +63,15 @@ class ScheduleRules:
 
 
 @dataclass(frozen=True)
+class DigestRules:
+    """A daily summary (Slack and Events) with the schedule and its economics."""
+
+    hour: int = 9
+    gpu_usd_per_hour: float = 0.0
+    api: ApiPrice = field(default_factory=lambda: ApiPrice(input_per_million=0.0, output_per_million=0.0))
+
+
+@dataclass(frozen=True)
 class Rules:
     slo: SLO = field(default_factory=SLO)
     tuning: TuningRules = field(default_factory=TuningRules)
@@ -71,6 +81,7 @@ class Rules:
     drift: drifts.DriftParams = field(default_factory=drifts.DriftParams)
     scaling: ScalingRules | None = None
     """Manage the stable variant's replica count from measured capacity (None: leave replicas alone)."""
+    digest: DigestRules | None = None
     capacity_probe_factor: float = 2.0
     """The capacity probe replays the window's per-replica shape at this multiple of its concurrency."""
 
@@ -139,6 +150,7 @@ def plan(
     planner.external_autoscaler = external_autoscaler
     planner.forecast = dict(forecast or {})
     decision = planner.run(drifted=drifted, candidate_ready=candidate_ready)
+    decision = _with_digest(decision, rules, now)
     reasons = tuple(a.reason for a in decision.actions) + decision.notes
     final = decision.status.model_copy(
         update={
@@ -318,6 +330,8 @@ class _Planner:
         )
         self.status = self.status.model_copy(update={"scale_below_since": decision.below_since})
         if decision.changes(self.status.replicas):
+            updated = entry.model_copy(update={"replicas": decision.replicas})
+            self.status = _with_schedule(self.status, updated)
             return [Scale("stable", decision.replicas, decision.reason)], []
         return [], [decision.reason]
 
@@ -444,6 +458,7 @@ class _Planner:
                 tuned_at=self.now,
                 capacity_rps=self._capacity(round_, baseline) if baseline else None,
                 fleet_rate_rps=round_.shape.arrival_rate_rps * max(1, self.status.replicas),
+                replicas=max(1, self.status.replicas),
             )
             status = _with_schedule(status, entry).model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
             return self._done(status, notes=(why,))
@@ -462,6 +477,7 @@ class _Planner:
             tuned_at=self.now,
             capacity_rps=self._capacity(round_, best),
             fleet_rate_rps=round_.shape.arrival_rate_rps * max(1, self.status.replicas),
+            replicas=max(1, self.status.replicas),
         )
         status = _with_schedule(status, entry)
         if round_.window != self.window.name:
@@ -541,6 +557,34 @@ class _Planner:
             update["rollout"] = None
         update["history"] = history[-50:]
         return self._done(self.status.model_copy(update=update), step.actions, step.notes)
+
+
+def _with_digest(decision: Decision, rules: Rules, now: datetime) -> Decision:
+    """Add the daily digest once a day, at the configured hour."""
+    digest = rules.digest
+    status = decision.status
+    if (
+        digest is None
+        or now.hour < digest.hour
+        or (status.last_digest_on is not None and status.last_digest_on >= now.date())
+    ):
+        return decision
+    lines = [
+        (e.window, e.describe())
+        for e in schedule_economics(
+            status.schedule, windows=rules.windows, gpu_usd_per_hour=digest.gpu_usd_per_hour, api=digest.api
+        )
+    ]
+    configs = [
+        (f"config {s.window}", f"{s.config.label()} ({s.gain:.2f}x stock, {s.replicas} replicas)")
+        for s in status.schedule
+    ]
+    summary = (
+        f"active {status.active_config.label()}, phase {status.phase.value}; {len(status.schedule)} windows scheduled; "
+        f"{len(status.history)} rollouts/rollbacks on record"
+    )
+    note = Notify(Severity.INFO, "Daily digest", summary, tuple(configs + lines))
+    return Decision(status.model_copy(update={"last_digest_on": now.date()}), (*decision.actions, note), decision.notes)
 
 
 def slo_breach(observation: Observation, slo: SLO, min_samples: int) -> str:

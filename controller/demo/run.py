@@ -14,7 +14,9 @@ from controller.adapters.memory import RecordingNotifier
 from controller.adapters.simulated import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated_loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
+from controller.decide.economics import ApiPrice
 from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide.planner import DigestRules
 from controller.demo.report import DemoReport, TimelinePoint, build_report
 from controller.domain.config import STOCK
 from controller.domain.observation import TargetRef
@@ -107,7 +109,15 @@ def simulate_day(settings: DemoSettings) -> DemoRun:
         clock=clock,
         forecaster=SimulatedForecaster(traffic),
     )
-    rules = rules_from_policy(policy, traffic.windows)
+    digest = DigestRules(
+        hour=9,
+        gpu_usd_per_hour=load_gpu(settings.gpu).cost_per_hour_usd,
+        api=ApiPrice(
+            input_per_million=settings.api_input_usd_per_million,
+            output_per_million=settings.api_output_usd_per_million,
+        ),
+    )
+    rules = rules_from_policy(policy, traffic.windows, digest=digest)
     rules = replace(rules, rollout=replace(rules.rollout, bake_s=settings.bake_s, min_samples=settings.min_samples))
     run = DemoRun(settings, policy, fleet, notifier, cluster)
     target = TargetRef(namespace="demo", name="workhorse", model=settings.model)

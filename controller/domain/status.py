@@ -3,7 +3,7 @@ restarted operator resumes mid-rollout with its approvals intact."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -149,6 +149,7 @@ class TargetStatus(BaseModel):
     drift: DriftState = Field(default_factory=DriftState)
     scale_below_since: datetime | None = None
     last_switch_at: datetime | None = None
+    last_digest_on: date | None = None
     blocked_configs: tuple[str, ...] = Field(
         default=(), description="keys of configs rolled back in production: never chosen again automatically"
     )

@@ -121,3 +121,53 @@ def test_negative_inputs_are_rejected() -> None:
             capacity_output_tokens=0,
             api=ApiPrice(input_per_million=1, output_per_million=1),
         )
+
+
+def test_schedule_economics_projects_each_window() -> None:
+    from controller.decide.economics import schedule_economics
+    from controller.domain import STOCK, LengthDistribution, ScheduledConfig, TimeWindow, TrafficShape
+
+    shape = TrafficShape(
+        arrival_rate_rps=10,
+        concurrency=256,
+        prompt_tokens=LengthDistribution(mean=500),
+        output_tokens=LengthDistribution(mean=500),
+    )
+    windows = (TimeWindow(name="day", start_hour=8, end_hour=18), TimeWindow(name="night", start_hour=18, end_hour=8))
+    schedule = (
+        ScheduledConfig(
+            window="day",
+            config=STOCK,
+            shape=shape,
+            goodput_tokens_per_s=5000,
+            stock_goodput_tokens_per_s=5000,
+            replicas=2,
+            capacity_rps=6,
+            fleet_rate_rps=10,
+        ),
+        ScheduledConfig(
+            window="night",
+            config=STOCK,
+            shape=shape,
+            goodput_tokens_per_s=5000,
+            stock_goodput_tokens_per_s=5000,
+            replicas=1,
+            capacity_rps=6,
+            fleet_rate_rps=0.1,
+        ),
+        ScheduledConfig(
+            window="gone",
+            config=STOCK,
+            shape=shape,
+            goodput_tokens_per_s=1,
+            stock_goodput_tokens_per_s=1,
+            fleet_rate_rps=1,
+        ),
+    )
+    day, night = schedule_economics(
+        schedule, windows=windows, gpu_usd_per_hour=4.0, api=ApiPrice(input_per_million=0.3, output_per_million=1.2)
+    )
+    assert day.gpu_hours == 20 and day.self_hosted_usd == 80
+    assert day.output_tokens == pytest.approx(10 * 36000 * 500)
+    assert day.utilisation == pytest.approx(10 / 12)
+    assert not day.api_is_cheaper and night.api_is_cheaper and night.gpu_hours == 14

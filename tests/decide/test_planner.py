@@ -334,3 +334,33 @@ def test_capacity_probe_then_replicas_from_measured_capacity() -> None:
     hpa = plan(active, observation=busy, rules=SCALING, external_autoscaler="HorizontalPodAutoscaler/vllm")
     assert not [a for a in hpa.actions if isinstance(a, planner.Scale)]
     assert any("deferring" in r for r in hpa.status.last_reasons)
+
+
+def test_daily_digest_once_a_day_with_economics() -> None:
+    from controller.decide.economics import ApiPrice
+
+    rules = Rules(
+        slo=RULES.slo,
+        tuning=RULES.tuning,
+        windows=RULES.windows,
+        digest=planner.DigestRules(
+            hour=9, gpu_usd_per_hour=4.0, api=ApiPrice(input_per_million=0.3, output_per_million=1.2)
+        ),
+    )
+    status = night_and_day(MTP1).model_copy(
+        update={
+            "schedule": tuple(
+                e.model_copy(update={"fleet_rate_rps": 5.0, "capacity_rps": 8.0}) for e in night_and_day(MTP1).schedule
+            )
+        }
+    )
+    early = plan(status, rules=rules, now=datetime(2026, 11, 30, 8, 0, tzinfo=UTC))
+    assert not [a for a in early.actions if isinstance(a, Notify) and a.title == "Daily digest"]
+    d = plan(status, rules=rules)
+    digest = [a for a in d.actions if isinstance(a, Notify) and a.title == "Daily digest"]
+    assert len(digest) == 1
+    fields = dict(digest[0].fields)
+    assert "per million output tokens" in fields["day"] and "mtp1" in fields["config day"]
+    assert d.status.last_digest_on == NOON.date()
+    again = plan(d.status, rules=rules, now=NOON + timedelta(hours=3))
+    assert not [a for a in again.actions if isinstance(a, Notify) and a.title == "Daily digest"]
