@@ -4,7 +4,7 @@
   bounded queue; one background worker thread delivers. :meth:`flush` waits for delivery (tests, shutdown).
 * Deduplicated: the same target + title + reason within ``dedup_window_s`` is sent once.
 * Rate-limited by a token bucket (``burst`` messages, refilled at ``rate_per_s``). Over the rate, messages are
-  dropped and counted, except rollbacks, critical messages and approval requests, which always go out.
+  dropped and counted, except rollbacks, critical messages, approval requests and daily digests, which always go out.
 * Retried by ``slack_sdk``'s retry machinery with Shiftlight's handlers: HTTP 429 waits for ``Retry-After``
   (capped), any 5xx and connection errors back off exponentially; the waits end early on :meth:`close`.
 * The webhook URL is a secret: it comes only from a Secret-mounted file (:meth:`from_secret_file`) or a named
@@ -340,6 +340,7 @@ class SlackNotifier:
             urgent = notification.severity is Severity.CRITICAL or kind in (
                 slack_format.Kind.ROLLBACK,
                 slack_format.Kind.APPROVAL,
+                slack_format.Kind.DIGEST,  # once a day per target: bounded already
             )
             if not self._bucket.take() and not urgent:
                 self.stats.dropped_rate_limited += 1

@@ -6,7 +6,8 @@ Message kinds (:class:`Kind`), chosen from a :class:`~controller.domain.actions.
 * ``step``      a rollout reached a weight step, started or completed;
 * ``rollback``  traffic went back to stable, with its cause;
 * ``approval``  a rollout waits for a human, with the exact ``shiftctl approve`` line;
-* ``digest``    the daily summary of all targets (built by :func:`digest_message`);
+* ``digest``    a target's daily summary (a ``Notify`` titled "Daily digest"), or the summary of all targets
+                (built by :func:`digest_message`);
 * ``generic``   anything else (frozen observation, no config meets the SLO, ...).
 
 ``Notify.fields`` are ``(label, value)`` pairs. A value of the form ``"<stock> → <chosen>"`` is an evidence row
@@ -223,6 +224,8 @@ def build_message(target: TargetRef, notification: Notify, *, channel: str = "")
         )
     elif kind is Kind.STEP:
         blocks.append(_section(f"{emoji} {where}\n{escape(notification.reason)}"))
+    elif kind is Kind.DIGEST:
+        blocks.append(_section(f":calendar: *Daily digest* for {where}\n{escape(notification.reason)}"))
     elif kind is Kind.DECISION:
         blocks.append(_section(f"{emoji} *Decision* for {where}\n{escape(notification.reason)}"))
     else:

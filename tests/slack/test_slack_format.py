@@ -135,3 +135,18 @@ def test_digest_entry_from_status() -> None:
     assert lines[1] == (
         "*ml/llama* · Observing · `stock` · 1.56x vs stock\n→ rolling out `ngram3+seqs256` at 50%\nstep 2/3"
     )
+
+
+def test_per_target_daily_digest_notification() -> None:
+    fields = (("config day", "ngram3+seqs256 (1.56x stock, 3 replicas)"), ("day", "$0.41/M output tokens vs API $0.60"))
+    note = Notify(Severity.INFO, "Daily digest", "active ngram3+seqs256, phase Observing; 2 windows scheduled", fields)
+    assert fmt.classify(note) is fmt.Kind.DIGEST
+    message = fmt.build_message(TARGET, note)
+    assert message["blocks"][1]["text"]["text"] == (
+        ":calendar: *Daily digest* for `ml/llama` · model `llama-8b`\n"
+        "active ngram3+seqs256, phase Observing; 2 windows scheduled"
+    )
+    assert [f["text"] for f in message["blocks"][2]["fields"]] == [
+        "*config day*\nngram3+seqs256 (1.56x stock, 3 replicas)",
+        "*day*\n$0.41/M output tokens vs API $0.60",
+    ]

@@ -132,6 +132,7 @@ def test_token_bucket_drops_over_the_rate_but_never_rollbacks(receiver: Receiver
         for i in range(4):
             notifier.post(TARGET, Notify(Severity.INFO, f"Rollout at {10 * (i + 1)}%", f"step {i}"))
         notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "analysis failed"))
+        notifier.post(TARGET, Notify(Severity.INFO, "Daily digest", "active stock"))
         fake_clock.advance(60)  # one token back
         notifier.post(TARGET, Notify(Severity.INFO, "Rollout complete", "promoted"))
         notifier.post(TARGET, Notify(Severity.INFO, "Rollout started", "again"))
@@ -143,6 +144,7 @@ def test_token_bucket_drops_over_the_rate_but_never_rollbacks(receiver: Receiver
         "Rollout at 10% · llama",
         "Rollout at 20% · llama",
         "Rollback · llama",
+        "Daily digest · llama",
         "Rollout complete · llama",
     ]
     assert notifier.stats.dropped_rate_limited == 3
