@@ -190,3 +190,32 @@ def test_connection_refused_is_one_line_and_non_zero(tmp_path: Path) -> None:
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: tunedservices: cannot reach the Kubernetes API")
     assert "refused" in line.lower()
+
+
+def test_describe_shows_the_events_with_their_reasons(kubeconfig: Path, seed: Seeder) -> None:
+    from kubernetes import client, config
+
+    seed("workhorse")
+    core = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+    event = {
+        "metadata": {"generateName": "workhorse."},
+        "involvedObject": {"kind": "TunedService", "name": "workhorse", "namespace": "prod"},
+        "reason": "RequestApproval",
+        "message": "approval needed before shifting traffic to mtp1+async+seqs256",
+        "type": "Normal",
+    }
+    core.create_namespaced_event("prod", client.CoreV1Event.model_validate(event))
+    other = event | {"involvedObject": {"kind": "TunedService", "name": "other", "namespace": "prod"}, "reason": "X"}
+    core.create_namespaced_event("prod", client.CoreV1Event.model_validate(other))
+    out = run(kubeconfig, "describe", "workhorse").stdout
+    assert "RequestApproval  approval needed before shifting traffic to mtp1+async+seqs256" in out
+    assert " X " not in out  # only this object's events
+
+
+def test_kubectl_plugin_is_the_same_app() -> None:
+    from importlib.metadata import entry_points
+
+    scripts = {
+        e.name: e.value for e in entry_points(group="console_scripts") if e.name in ("kubectl-shift", "shiftctl")
+    }
+    assert scripts == {"kubectl-shift": "controller.cli.shiftctl:app", "shiftctl": "controller.cli.shiftctl:app"}
