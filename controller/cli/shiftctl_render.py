@@ -249,8 +249,8 @@ def cost_table(status: TargetStatus, *, gpu_hour_price: float | None = None) -> 
     for c in cols:
         table.add_column(c, no_wrap=True)
 
-    def gpu_hours_per_million(tok_s: float, replicas: int) -> float | None:
-        return replicas * 1e6 / (tok_s * 3600) if tok_s > 0 else None
+    def gpu_hours_per_million(tok_s: float, gpus: int) -> float | None:
+        return gpus * 1e6 / (tok_s * 3600) if tok_s > 0 else None
 
     def fmt(v: float | None, money: bool = False) -> str:
         if v is None:
@@ -258,9 +258,9 @@ def cost_table(status: TargetStatus, *, gpu_hour_price: float | None = None) -> 
         return f"{v:,.2f}" if money else f"{v:,.3f}"
 
     for s in status.schedule:
-        replicas = max(s.replicas, 1)
-        ours = gpu_hours_per_million(s.goodput_tokens_per_s, replicas)
-        stock = gpu_hours_per_million(s.stock_goodput_tokens_per_s, replicas)
+        gpus = max(s.replicas, 1) * s.config.tensor_parallel_size  # stock is compared on the same GPUs
+        ours = gpu_hours_per_million(s.goodput_tokens_per_s, gpus)
+        stock = gpu_hours_per_million(s.stock_goodput_tokens_per_s, gpus)
         cells = [
             s.window,
             s.config.label(),
