@@ -221,15 +221,6 @@ class PrometheusMetrics:
         selector = self.settings.selector(target)
         rng = q.duration(round(seconds))
         named = q.observe_queries(selector, rng, self.settings.variant_label)
-        if self.settings.repetitiveness_from_spec:
-            named += (
-                q.Query(
-                    "spec_accepted_share",
-                    q.ratio(q.rate(q.SPEC_ACCEPTED, selector, rng), q.rate(q.GENERATION_TOKENS_TOTAL, selector, rng)),
-                    "scalar",
-                    "accepted draft tokens / output tokens",
-                ),
-            )
         before = self.queries_total
         samples = self.query(q.batch(named), end, what=f"observe {target}")
         by_name: dict[str, list[Sample]] = defaultdict(list)

@@ -302,6 +302,12 @@ def shape_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
             labels=("position",),
         ),
         Query(
+            "spec_accepted_share",
+            ratio(rate(SPEC_ACCEPTED, s, r), rate(GENERATION_TOKENS_TOTAL, s, r)),
+            "scalar",
+            "accepted draft tokens / output tokens (with a lookup drafter: share of output copied from context)",
+        ),
+        Query(
             "prefix_cache_hit_rate",
             ratio(rate(PREFIX_HITS, s, r), rate(PREFIX_QUERIES, s, r)),
             "scalar",

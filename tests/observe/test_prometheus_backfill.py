@@ -111,6 +111,13 @@ def test_observe_reads_known_series(history: History) -> None:
     assert s.spec_mean_acceptance_length == pytest.approx(1 + FLAT.acceptance * FLAT.spec_k, rel=0.01)
     assert len(s.spec_acceptance_per_position) == FLAT.spec_k
     assert report.variants["stable"].stats.requests == pytest.approx(1800, rel=0.01)
+    assert shape.repetitiveness == 0.0  # not derivable unless the operator says the drafter is a lookup drafter
+    lookup = PrometheusMetrics(
+        PrometheusSettings(url=history.prometheus.url, max_staleness_s=600, repetitiveness_from_spec=True)
+    )
+    shape = lookup.report(TargetRef("prod", "flat", "flat"), start=end - timedelta(minutes=30), end=end).shape
+    accepted_per_request = FLAT.output_mean / (1 + FLAT.acceptance * FLAT.spec_k) * FLAT.spec_k * FLAT.acceptance
+    assert shape.repetitiveness == pytest.approx(accepted_per_request / FLAT.output_mean, rel=0.01)
 
 
 def test_backfill_is_fast(history: History) -> None:
