@@ -61,3 +61,78 @@ def test_a_promote_whose_status_write_was_lost_does_not_wedge_the_operator() -> 
     o = run_scenario("lost-write-Promote")
     assert o.data["errors"] == [], o.outcome
     assert o.data["converged"]
+
+
+def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
+    """``controller/decide/planner.py``, ``_Planner._scale``: the per-replica capacity is looked up as the first
+    schedule entry whose config is the active one (``next(s.capacity_rps for s in self.status.schedule if
+    s.config.key() == active_key ...)``), not the current window's ``entry``. When one config is scheduled for
+    several windows, the day is scaled with the capacity measured on the night's long-document shape. Found by
+    ``bench/week.py``: the night entry says 2.9 req/s per replica, the day entry 22.4, and the day scales to the
+    16-replica maximum (40 req/s x 1.25 / 2.9) instead of 3 (40 x 1.25 / 22.4)."""
+    from datetime import UTC, datetime, timedelta
+
+    from controller.decide import planner
+    from controller.decide.capacity import ScalingRules
+    from controller.domain.actions import Scale
+    from controller.domain.config import EngineConfig
+    from controller.domain.observation import Observation
+    from controller.domain.phases import Phase
+    from controller.domain.status import ScheduledConfig, TargetStatus
+    from controller.domain.traffic import LengthDistribution, TrafficShape
+    from controller.simulator.traffic import DiurnalTraffic
+
+    now = datetime(2026, 12, 1, 13, 0, tzinfo=UTC)
+    config = EngineConfig(speculative_method="mtp", num_speculative_tokens=3, max_num_seqs=128)
+    windows = DiurnalTraffic(7).windows
+    day_shape = TrafficShape(
+        arrival_rate_rps=40.0,
+        concurrency=960.0,
+        prompt_tokens=LengthDistribution(mean=512, cv=0.25),
+        output_tokens=LengthDistribution(mean=512, cv=0.25),
+        repetitiveness=0.1,
+    )
+    night_shape = day_shape.model_copy(
+        update={
+            "arrival_rate_rps": 0.3,
+            "concurrency": 26.0,
+            "prompt_tokens": LengthDistribution(mean=24000, cv=0.4),
+            "output_tokens": LengthDistribution(mean=1024, cv=0.5),
+            "repetitiveness": 0.85,
+        }
+    )
+
+    def entry(window: str, shape: TrafficShape, capacity: float) -> ScheduledConfig:
+        return ScheduledConfig(
+            window=window,
+            config=config,
+            shape=shape,
+            goodput_tokens_per_s=7000,
+            stock_goodput_tokens_per_s=3000,
+            replicas=3,
+            tuned_at=now - timedelta(minutes=30),
+            capacity_rps=capacity,
+            fleet_rate_rps=shape.arrival_rate_rps,
+        )
+
+    status = TargetStatus(
+        phase=Phase.OBSERVING,
+        active_config=config,
+        replicas=3,
+        window="day",
+        schedule=(entry("night", night_shape, 2.9), entry("day", planner.per_replica(day_shape, 3), 22.4)),
+    )
+    stable = VariantStats(variant="stable", requests=12000, errors=0, ttft_p95_s=0.08, tpot_p95_s=0.02)
+    observation = Observation(
+        target="prod/workhorse",
+        start=now - timedelta(minutes=5),
+        end=now,
+        shape=day_shape,
+        variants={"stable": stable},
+    )
+    rules = planner.Rules(slo=SLO_5S, windows=windows, scaling=ScalingRules(headroom=0.25, max_replicas=16))
+    decision = planner.plan(
+        status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
+    )
+    scales = [a for a in decision.actions if isinstance(a, Scale)]
+    assert all(a.replicas <= 3 for a in scales), [a.reason for a in scales]
