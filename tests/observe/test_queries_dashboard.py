@@ -74,3 +74,11 @@ def test_every_panel_expr_comes_from_queries_module() -> None:
     exprs = " ".join(t["expr"] for t in targets)
     for metric in ("shiftlight_decisions_total", "shiftlight_rollout_weight", "shiftlight_trials_total"):
         assert metric in exprs
+
+
+def test_docs_list_every_query() -> None:
+    docs = (dashboard.OUTPUT.parents[2] / "docs" / "observe.md").read_text()
+    sel = q.Selector(model_name="$model", namespace="$namespace")
+    everything = q.dashboard_queries(sel, "$range") + q.profile_queries(sel, "$step")
+    missing = [x.name for x in everything if f"`{x.name}`" not in docs or x.expr not in docs]
+    assert not missing
