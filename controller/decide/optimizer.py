@@ -47,12 +47,12 @@ Objective = Callable[[EngineConfig], TrialResult]
 Score = Callable[[TrialResult], float]
 Strategy = Literal["gp", "tpe"]
 
-_NOISE = 0.03  # relative measurement noise assumed by the surrogate (log space)
-_FLOOR = 0.3  # failed / SLO-violating trials are modelled as 30% of the best (keeps the log finite)
+_NOISE = 0.04  # relative measurement noise assumed by the surrogate (log space)
+_FLOOR = 0.5  # failed / SLO-violating trials are modelled as 50% of the best (keeps the log finite)
 _SCALES = (0.5, 1.0, 2.0)  # kernel amplitude multipliers tried by marginal likelihood
 _S_BIAS = 0.3  # prior sd of the overall level (log space, around the offset)
 _S_PRIOR_SCALE = 0.3  # prior sd of the log-prior's exponent around 1
-_S_MAIN, _S_PAIR = 0.2, 0.08  # prior sd of one knob's main effect / one pair's interaction (log space)
+_S_MAIN, _S_PAIR = 0.3, 0.25  # prior sd of one knob's main effect / one pair's interaction (log space)
 _S_MAIN_PRIOR, _S_PAIR_PRIOR = 0.12, 0.05  # the same, as corrections on top of a prior
 
 
@@ -424,6 +424,7 @@ class OptimizerAdvisor:
         self.score = score
         self.name = name
         self._configs: list[EngineConfig] | None = None  # a pure cache of the enumerated space
+        self._sets: dict[str, CandidateSet] = {}  # pure cache: encoded space + prior per traffic shape
 
     def configs(self) -> list[EngineConfig]:
         if self._configs is None:
@@ -439,7 +440,13 @@ class OptimizerAdvisor:
             def prior_fn(cfg: EngineConfig) -> float:
                 return shape_prior(cfg, shape)
 
-        cands = CandidateSet(self.configs(), prior_fn)
+        cache_key = shape.model_dump_json()
+        cands = self._sets.get(cache_key)
+        if cands is None:
+            cands = CandidateSet(self.configs(), prior_fn)
+            if len(self._sets) >= 16:
+                self._sets.pop(next(iter(self._sets)))
+            self._sets[cache_key] = cands
         bucket = shape.bucket()
         same = [r for r in context.history if r.shape.bucket() == bucket] or list(context.history)
         observed = [(r.config, self.score(r)) for r in same]
