@@ -6,8 +6,10 @@ the same shape becomes ``vllm bench serve`` flags, and the result file becomes t
 - ``dataset="random"``: ``--random-input-len``/``--random-output-len`` at the shape's means; ``cv`` becomes
   ``--random-range-ratio`` (a uniform ``[L(1-r), L(1+r)]`` has ``cv = r / sqrt(3)``); ``prefix_share`` becomes
   ``--random-prefix-len``.
-- ``dataset="custom"``: a JSONL file of ``{"prompt", "output_tokens"}`` lines built from the seeded plan (word
-  prompts of about the planned length; the model's tokenizer decides the exact count) and ``--custom-output-len -1``.
+- ``dataset="sharegpt"``: the seeded plan of :mod:`controller.trials.loadgen` written as a ShareGPT file (prompt
+  and answer strings of exactly the planned token counts when the words are single tokens), ``--disable-shuffle``,
+  so both tools send the same requests in the same order.
+- ``dataset="custom"``: the same plan as ``{"prompt", "output_tokens"}`` JSONL (needs pandas in the engine venv).
 
 Arrivals: ``--request-rate`` with ``--burstiness`` (open loop) or ``--request-rate inf --max-concurrency C``
 (closed loop), ``--ignore-eos`` always.
@@ -32,10 +34,9 @@ from controller.domain.traffic import TrafficShape
 from controller.domain.trial import Percentiles, SpecDecodeStats, TrialResult, TrialStatus
 from controller.errors import InvalidInput, TemporaryError
 from controller.trials.launchers import default_engine_python
-from controller.trials.loadgen import plan_requests
+from controller.trials.loadgen import LoadPlan, plan_requests
 
 BENCH_LAUNCHER = Path(__file__).with_name("bench_launcher.py")
-_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
 
 
 class BenchFailed(TemporaryError):
@@ -143,12 +144,44 @@ def range_ratio(cv: float) -> float:
     return min(0.95, cv * math.sqrt(3))
 
 
-def write_custom_dataset(shape: TrafficShape, path: Path, *, num_prompts: int, seed: int) -> Path:
-    plan = plan_requests(shape, num_requests=num_prompts, seed=seed, mode="closed")
+#: A prompt word that is exactly one token to the simulator (4 bytes) and to the tiny test tokenizer.
+PROMPT_WORD = " the"
+#: An output placeholder that is exactly one token to any tokenizer that has it as a special token.
+OUTPUT_TOKEN = "<|pad|>"
+
+
+def sharegpt_valid(prompt_tokens: int, output_tokens: int) -> bool:
+    """vllm bench's ShareGPT filter: 4 <= prompt <= 1024, output >= 4, total <= 2048."""
+    return 4 <= prompt_tokens <= 1024 and output_tokens >= 4 and prompt_tokens + output_tokens <= 2048
+
+
+def write_sharegpt_dataset(plan: LoadPlan, path: Path, *, prompt_word: str = PROMPT_WORD,
+                           output_token: str = OUTPUT_TOKEN) -> int:  # fmt: skip
+    """The plan as a ShareGPT JSON file, in plan order (run with ``--disable-shuffle``): each prompt is
+    ``prompt_tokens`` copies of ``prompt_word`` and each answer ``max_tokens`` copies of ``output_token``, so the
+    bench asks for exactly the planned lengths when those strings are one token each (true for the simulator and
+    the tiny test model). Requests outside the ShareGPT filter are skipped; returns how many were written."""
+    rows = [
+        {
+            "id": str(r.index),
+            "conversations": [
+                {"from": "human", "value": prompt_word * r.prompt_tokens},
+                {"from": "gpt", "value": output_token * r.max_tokens},
+            ],
+        }
+        for r in plan.requests
+        if sharegpt_valid(r.prompt_tokens, r.max_tokens)
+    ]
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    return len(rows)
+
+
+def write_custom_dataset(plan: LoadPlan, path: Path, *, prompt_word: str = PROMPT_WORD) -> Path:
+    """The plan as a ``custom`` JSONL dataset (``--custom-output-len -1``). vLLM reads it with pandas, which the
+    CPU engine venv does not ship: prefer :func:`write_sharegpt_dataset` there."""
     with path.open("w", encoding="utf-8") as fh:
         for r in plan.requests:
-            words = " ".join(_WORDS[t % len(_WORDS)] for t in r.prompt_token_ids)
-            fh.write(json.dumps({"prompt": words, "output_tokens": r.max_tokens}) + "\n")
+            fh.write(json.dumps({"prompt": prompt_word * r.prompt_tokens, "output_tokens": r.max_tokens}) + "\n")
     return path
 
 
@@ -162,7 +195,7 @@ def bench_command(
     seed: int = 0,
     mode: Literal["open", "closed"] | None = None,
     burstiness: float = 1.0,
-    dataset: Literal["random", "custom"] = "random",
+    dataset: Literal["random", "sharegpt", "custom"] = "random",
     dataset_path: Path | None = None,
     slo: SLO | None = None,
     result_dir: Path,
@@ -183,11 +216,13 @@ def bench_command(
         prefix = round(shape.prefix_share * shape.prompt_tokens.mean)
         if prefix:
             cmd += ["--random-prefix-len", str(prefix)]
+    elif dataset_path is None:
+        raise ValueError(f"dataset '{dataset}' needs dataset_path")
+    elif dataset == "sharegpt":
+        cmd += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset_path), "--disable-shuffle"]
     else:
-        if dataset_path is None:
-            raise ValueError("dataset 'custom' needs dataset_path")
         cmd += ["--dataset-name", "custom", "--dataset-path", str(dataset_path), "--custom-output-len", "-1"]
-        cmd += ["--skip-chat-template"]
+        cmd += ["--skip-chat-template", "--disable-shuffle"]
     if chosen == "open":
         cmd += ["--request-rate", f"{shape.arrival_rate_rps:g}", "--burstiness", f"{burstiness:g}"]
     else:
@@ -209,7 +244,7 @@ def run_bench(
     num_prompts: int,
     seed: int = 0,
     mode: Literal["open", "closed"] | None = None,
-    dataset: Literal["random", "custom"] = "random",
+    dataset: Literal["random", "sharegpt", "custom"] = "random",
     slo: SLO | None = None,
     timeout_s: float = 900.0,
     engine_python: str | None = None,
@@ -219,8 +254,14 @@ def run_bench(
 
     with tempfile.TemporaryDirectory(prefix="vllm-bench-") as tmp:
         out = Path(tmp)
-        ds = write_custom_dataset(shape, out / "dataset.jsonl", num_prompts=num_prompts, seed=seed) if (
-            dataset == "custom") else None  # fmt: skip
+        ds: Path | None = None
+        if dataset != "random":
+            plan = plan_requests(shape, num_requests=num_prompts, seed=seed, mode=mode)
+            if dataset == "sharegpt":
+                ds = out / "dataset.json"
+                num_prompts = write_sharegpt_dataset(plan, ds)
+            else:
+                ds = write_custom_dataset(plan, out / "dataset.jsonl")
         cmd = bench_command(
             base_url, model, tokenizer, shape, num_prompts=num_prompts, seed=seed, mode=mode, dataset=dataset,
             dataset_path=ds, slo=slo, result_dir=out, engine_python=engine_python,

@@ -1,0 +1,182 @@
+"""Benchmark: Shiftlight's load generator next to ``vllm bench serve`` on the same simulator endpoint.
+
+1. Starts ``python -m controller.simulator.server`` (a simulated vLLM replica) on a free loopback port.
+2. Same shape, same requests, both tools, alternating (ours, bench, ours, bench): the request set is our seeded
+   plan, written as a ShareGPT dataset for ``vllm bench serve --disable-shuffle`` (a prompt of ``n`` four-byte
+   words is ``n`` tokens to the simulator, as many as the token ids we send; answers are ``n`` single-token
+   placeholders, so ``max_tokens`` matches too). Compares output throughput and median TTFT.
+3. Max streams: a closed loop of ``--streams`` concurrent streaming requests; reports the most that were in flight
+   at once with every request completed.
+
+Ends with one line:
+``loadgen: max streams N, throughput vs vllm-bench X.XXx, ttft p50 diff Y.Y%``
+
+Run: ``.venv/bin/python bench/loadgen.py`` (uses ``$SHIFTLIGHT_ENGINE_PYTHON`` or ``.venv-engine/bin/python``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
+from controller.testing.vllm_server import build_tiny_model  # noqa: E402
+from controller.trials.launchers import free_port, stop_process_group  # noqa: E402
+from controller.trials.loadgen import LoadPlan, plan_requests, run_plan  # noqa: E402
+from controller.trials.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset  # noqa: E402
+
+MODEL_NAME = "sim"
+
+
+def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cmd = [
+        sys.executable, "-m", "controller.simulator.server", "--model", args.model, "--gpu", args.gpu,
+        "--port", str(port), "--served-model-name", MODEL_NAME, "--speedup", str(args.speedup),
+        "--max-model-len", "4096", "--config", json.dumps({"max_num_seqs": args.max_num_seqs}),
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"simulator exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        try:
+            if httpx.get(endpoint + "/health", timeout=1).status_code == 200:
+                return proc, endpoint
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    stop_process_group(proc)
+    raise SystemExit("simulator did not become ready in 60 s")
+
+
+def run_ours(endpoint: str, plan: LoadPlan) -> tuple[float, float, int]:
+    report = run_plan(endpoint, MODEL_NAME, plan)
+    s = report.summary()
+    print(
+        f"    shiftlight: {s.completed} requests, {s.prompt_tokens} in / {s.output_tokens} out tokens,"
+        f" {s.duration_s:.2f} s"
+    )
+    if s.failed or s.ttft_s is None:
+        raise SystemExit(f"our load generator saw {s.failed} failures: {report.failed[:1]}")
+    return s.output_tokens_per_s, s.ttft_s.p50, s.completed
+
+
+def run_vllm_bench(
+    endpoint: str, plan: LoadPlan, shape: TrafficShape, tokenizer: Path, tmp: Path
+) -> tuple[float, float]:
+    dataset = tmp / "dataset.json"
+    written = write_sharegpt_dataset(plan, dataset)
+    assert written == len(plan.requests), "the plan must fit vllm bench's ShareGPT length filter"
+    cmd = bench_command(
+        endpoint, MODEL_NAME, str(tokenizer), shape, num_prompts=written, seed=plan.seed,
+        mode=plan.mode, dataset="sharegpt", dataset_path=dataset, result_dir=tmp, result_filename="bench.json",
+    )  # fmt: skip
+    env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", TOKENIZERS_PARALLELISM="false")
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=1800, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"vllm bench serve failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+    result = load_result(tmp / "bench.json")
+    if result.failed:
+        raise SystemExit(f"vllm bench saw {result.failed} failures")
+    print(
+        f"    vllm bench: {result.completed} requests, {result.total_input_tokens} in / {result.total_output_tokens}"
+        f" out tokens, {result.duration:.2f} s"
+    )
+    return result.output_throughput, result.median_ttft_ms / 1000
+
+
+def max_streams(endpoint: str, streams: int, requests: int) -> tuple[int, int, float]:
+    shape = TrafficShape(
+        arrival_rate_rps=0,
+        concurrency=streams,
+        prompt_tokens=LengthDistribution(mean=128),
+        output_tokens=LengthDistribution(mean=64),
+    )
+    plan = plan_requests(shape, num_requests=requests, seed=1, mode="closed", token_id_range=(300, 32000))
+    t0 = time.perf_counter()
+    report = run_plan(endpoint, MODEL_NAME, plan)
+    took = time.perf_counter() - t0
+    errors = len(report.failed)
+    if errors:
+        print(f"  first error: {report.failed[0].error}")
+    return report.max_in_flight, errors, took
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="llama-3.1-8b")
+    parser.add_argument("--gpu", default="h200")
+    parser.add_argument("--speedup", type=float, default=0.5, help="engine seconds per wall-clock second")
+    parser.add_argument("--max-num-seqs", type=int, default=2048)
+    parser.add_argument("--concurrency", type=int, default=32, help="closed-loop streams for the comparison")
+    parser.add_argument("--rate", type=float, default=0.0, help="open-loop req/s for the comparison (0: closed)")
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--streams", type=int, default=1200)
+    parser.add_argument("--stream-requests", type=int, default=2400)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="shiftlight-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        tokenizer = build_tiny_model(ROOT / ".cache" / "shiftlight" / "tiny-seed0", seed=0)
+        proc, endpoint = start_simulator(args)
+        try:
+            shape = TrafficShape(
+                arrival_rate_rps=args.rate,
+                concurrency=args.concurrency,
+                prompt_tokens=LengthDistribution(mean=256, cv=0.5, maximum=2048),
+                output_tokens=LengthDistribution(mean=128, cv=0.5, maximum=1024),
+            )
+            full = plan_requests(shape, num_requests=args.requests, seed=7, token_id_range=(300, 32000))
+            plan = dataclasses.replace(  # both tools send the same requests: keep those vllm bench accepts
+                full, requests=tuple(r for r in full.requests if sharegpt_valid(r.prompt_tokens, r.max_tokens))
+            )
+            print(f"simulator {args.model} on {args.gpu} at {endpoint}; shape: {shape.describe()}, {plan.mode} loop")
+            run_plan(endpoint, MODEL_NAME, plan_requests(shape, num_requests=32, seed=99))  # warm-up
+            ratios: list[float] = []
+            ttft_diffs: list[float] = []
+            for i in range(args.rounds):
+                # alternate who goes first so slow drift on a shared machine cancels out
+                order = ("ours", "bench") if i % 2 == 0 else ("bench", "ours")
+                got: dict[str, tuple[float, float]] = {}
+                for who in order:
+                    if who == "ours":
+                        tput, ttft, _ = run_ours(endpoint, plan)
+                    else:
+                        tput, ttft = run_vllm_bench(endpoint, plan, shape, tokenizer, tmp)
+                    got[who] = (tput, ttft)
+                    label = "shiftlight loadgen" if who == "ours" else "vllm bench serve  "
+                    print(f"  round {i + 1} {label}: {tput:8.1f} out tok/s, TTFT p50 {ttft * 1000:7.1f} ms")
+                ratios.append(got["ours"][0] / got["bench"][0])
+                ttft_diffs.append((got["ours"][1] - got["bench"][1]) / got["bench"][1] * 100)
+            ratio = statistics.median(ratios)
+            ttft_diff = statistics.median(ttft_diffs)
+            shown = ", ".join(f"{r:.3f}x / {d:+.1f}%" for r, d in zip(ratios, ttft_diffs, strict=True))
+            print(f"  per round (throughput ratio / TTFT p50 diff): {shown}")
+            print(f"streams: {args.streams} concurrent, {args.stream_requests} requests of 128 in / 64 out")
+            in_flight, errors, took = max_streams(endpoint, args.streams, args.stream_requests)
+            print(f"  max in flight {in_flight}, errors {errors}, {took:.1f} s")
+            sustained = in_flight if errors == 0 else 0
+        finally:
+            stop_process_group(proc)
+    print(f"loadgen: max streams {sustained}, throughput vs vllm-bench {ratio:.2f}x, ttft p50 diff {ttft_diff:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
