@@ -1,0 +1,421 @@
+"""Search efficiency of the decide layer: how many canary trials each strategy needs to find a near-best config.
+
+Surface: the simulator's performance model (``PerformanceModel.estimate``; fast and deterministic, so the exact
+optimum of every space is computed offline by exhaustive evaluation). A trial's measurement is the estimate's
+goodput under the SLO times seeded Gaussian noise (sd 2.5%), and the incumbent after t trials is the config with
+the best *measured* goodput, judged by its *true* goodput. Reported per strategy, over every (profile, shape, seed):
+
+* trials to reach within 3% of the optimum (median, p90, worst; ">N" when the run never got there in N trials),
+* regret (1 - true incumbent / optimum) after 8 and 16 trials.
+
+Strategies:
+
+* ``optimizer``           our GP-EI optimizer, prior = the perf model for a *mis-specified* setting (the other GPU
+                          profile, half the concurrency): an honest stand-in for "simulator prior, real canary"
+* ``optimizer-noisyprior`` the same prior with a further per-config log-normal error (sd 20%)
+* ``optimizer-noprior``   the same without any prior
+* ``optimizer-simprior``  prior = the same perf model's tokens/s (optimistic: the prior shares the surface)
+* ``optuna-tpe``          optuna TPE with the mis-specified prior's top picks enqueued
+* ``agent``               the LangGraph agent with the scripted field-notes model (guardrails, optimizer fallback)
+* ``random``              uniform random order over the valid space
+* ``grid``                auto_tune-style grid over max-num-seqs x max-num-batched-tokens only (other knobs stock)
+* ``one-knob``            one-knob-at-a-time coordinate search from the config nearest to stock
+
+Run: ``.venv/bin/python bench/search_efficiency.py [--seeds N] [--quick]``. Ends with one line::
+
+    search: median trials to 3% N, worst M, random-search median R
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.advisor import AgentAdvisor
+from controller.advisor.scripted import heuristic_model
+from controller.decide.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, TpeSearch
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import TargetRef
+from controller.domain.slo import SLO
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.policy import Policy, load_policy
+from controller.ports import AdvisorContext
+from controller.simulator.perf import PerformanceModel
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_TRIALS = 40
+NOISE = 0.025
+WITHIN = 0.03
+
+
+@dataclass(frozen=True)
+class Case:
+    profile: str
+    policy: Policy
+    model: str
+    gpu: str
+    prior_gpu: str
+    shape_name: str
+    shape: TrafficShape
+    slo: SLO
+
+
+def _shape(c: float, prompt: float, out: float, rep: float = 0.0, prefix: float = 0.0) -> TrafficShape:
+    return TrafficShape(
+        arrival_rate_rps=max(c / 20.0, 0.05),
+        concurrency=c,
+        prompt_tokens=LengthDistribution(mean=prompt, cv=0.5),
+        output_tokens=LengthDistribution(mean=out, cv=0.5),
+        repetitiveness=rep,
+        prefix_share=prefix,
+    )
+
+
+SHAPES: dict[str, TrafficShape] = {
+    "agents-256x512/512": _shape(256, 512, 512),
+    "chat-64x1k/256": _shape(64, 1024, 256),
+    "rag-32x4k/256": _shape(32, 4096, 256, prefix=0.5),
+    "code-128x2k/1k-rep": _shape(128, 2048, 1024, rep=0.6),
+    "docs-4x8k/512": _shape(4, 8192, 512, rep=0.3),
+    "single-1x512/1k": _shape(1, 512, 1024),
+}
+
+PROFILES: list[tuple[str, str, str, str, str]] = [
+    # name, policy file, model, gpu, GPU used for the mis-specified prior
+    (
+        "hybrid-mtp@gb300",
+        "policies/v1/hybrid-mtp-workstation.yaml",
+        "nemotron-3-super-nvfp4",
+        "gb300-dgx-station",
+        "h200",
+    ),
+    ("dense-8b@h200", "policies/v1/dense-8b-h200.yaml", "llama-3.1-8b", "h200", "gb300-dgx-station"),
+]
+
+
+def _share_within(p: Percentiles | None, bound: float) -> float:
+    """Share of requests at or under ``bound``, interpolated through (p50, p95, p99)."""
+    if p is None:
+        return 0.0
+    pts = [(0.0, 0.0), (p.p50, 0.5), (p.p95, 0.95), (p.p99, 0.99), (p.p99 * 1.5 + 1e-12, 1.0)]
+    if bound <= 0:
+        return 0.0
+    for (x0, y0), (x1, y1) in itertools.pairwise(pts):
+        if bound <= x1:
+            return y0 + (y1 - y0) * ((bound - x0) / (x1 - x0) if x1 > x0 else 1.0)
+    return 1.0
+
+
+class Surface:
+    """True goodput of every config of one case (memoised) and seeded noisy measurements."""
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        self.perf = PerformanceModel.named(case.model, case.gpu)
+        self._true: dict[str, float] = {}
+
+    def true(self, cfg: EngineConfig) -> float:
+        key = cfg.key()
+        if key not in self._true:
+            self._true[key] = self._goodput(cfg)
+        return self._true[key]
+
+    def _goodput(self, cfg: EngineConfig) -> float:
+        if self.perf.feasibility(cfg) is not None:
+            return 0.0
+        est = self.perf.estimate(cfg, self.case.shape)
+        if not est.feasible:
+            return 0.0
+        slo = self.case.slo
+        share = min(_share_within(est.ttft_s, slo.ttft_seconds), _share_within(est.tpot_s, slo.tpot_seconds))
+        return est.output_tokens_per_s * share
+
+    def trial(self, cfg: EngineConfig, rng: random.Random) -> TrialResult:
+        value = self.true(cfg)
+        shape, slo = self.case.shape, self.case.slo
+        if value <= 0 and self.perf.feasibility(cfg) is not None:
+            reason = self.perf.feasibility(cfg) or "infeasible"
+            return TrialResult(config=cfg, shape=shape, slo=slo, status=TrialStatus.INFEASIBLE, reason=reason)
+        measured = max(0.0, value * (1 + rng.gauss(0, NOISE)))
+        pct = Percentiles(p50=0.01, p95=0.01, p99=0.01)
+        return TrialResult(
+            config=cfg,
+            shape=shape,
+            slo=slo,
+            status=TrialStatus.MEASURED,
+            ttft_s=pct,
+            tpot_s=pct,
+            output_tokens_per_s=measured,
+            goodput_tokens_per_s=measured,
+            duration_s=120,
+            startup_s=60,
+        )
+
+
+def _mis_prior(case: Case) -> Callable[[EngineConfig], float]:
+    """Perf-model tokens/s on the wrong GPU at half the concurrency (a stale, mis-calibrated model)."""
+    perf = PerformanceModel.named(case.model, case.prior_gpu)
+    shape = case.shape.model_copy(update={"concurrency": max(1.0, case.shape.concurrency / 2)})
+
+    memo: dict[str, float] = {}
+
+    def prior(cfg: EngineConfig) -> float:
+        key = cfg.key()
+        if key not in memo:
+            memo[key] = 0.0 if perf.feasibility(cfg) is not None else perf.estimate(cfg, shape).output_tokens_per_s
+        return memo[key]
+
+    return prior
+
+
+def _noisy_prior(case: Case) -> Callable[[EngineConfig], float]:
+    """The mis-specified prior, further off by a per-config log-normal error (sd 20%): a badly calibrated model."""
+    base = PRIORS_MIS[case.profile + case.shape_name]
+
+    def prior(cfg: EngineConfig) -> float:
+        return base(cfg) * math.exp(random.Random(int(cfg.key(), 16)).gauss(0, 0.2))
+
+    return prior
+
+
+def _sim_prior(case: Case, surface: Surface) -> Callable[[EngineConfig], float]:
+    memo: dict[str, float] = {}
+
+    def prior(cfg: EngineConfig) -> float:
+        key = cfg.key()
+        if key not in memo:
+            ok = surface.true(cfg) > 0
+            memo[key] = surface.perf.estimate(cfg, case.shape).output_tokens_per_s if ok else 0.0
+        return memo[key]
+
+    return prior
+
+
+Strategy = Callable[[Case, Surface, list[EngineConfig], int, int], list[TrialResult]]
+
+
+def _model_search(kind: str, prior_kind: str) -> Strategy:
+    def run(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
+        prior = None
+        if prior_kind == "mis":
+            prior = PRIORS_MIS[case.profile + case.shape_name]
+        elif prior_kind == "sim":
+            prior = PRIORS_SIM[case.profile + case.shape_name]
+        elif prior_kind == "noisy":
+            prior = PRIORS_NOISY[case.profile + case.shape_name]
+        cs = CandidateSet(cands, prior)
+        search = GpSearch(cs, seed=seed) if kind == "gp" else TpeSearch(cs, seed=seed)
+        rng = random.Random(seed * 7919 + 1)
+        trials: list[TrialResult] = []
+        observed: list[tuple[EngineConfig, float]] = []
+        while len(trials) < budget:
+            picks = search.suggest(observed, n=1)
+            if not picks:
+                break
+            r = surface.trial(picks[0].config, rng)
+            trials.append(r)
+            observed.append((r.config, r.objective()))
+        return trials
+
+    return run
+
+
+PRIORS_MIS: dict[str, Callable[[EngineConfig], float]] = {}
+PRIORS_SIM: dict[str, Callable[[EngineConfig], float]] = {}
+PRIORS_NOISY: dict[str, Callable[[EngineConfig], float]] = {}
+
+
+def random_search(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
+    rng = random.Random(seed * 7919 + 1)
+    order = list(cands)
+    random.Random(seed).shuffle(order)
+    return [surface.trial(c, rng) for c in order[:budget]]
+
+
+def grid_search(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
+    rng = random.Random(seed * 7919 + 1)
+    space = case.policy.space
+    grid = [
+        STOCK.model_copy(update={"max_num_seqs": s, "max_num_batched_tokens": m})
+        for s in space.allowed("max_num_seqs")
+        for m in space.allowed("max_num_batched_tokens")
+        if s is not None and m is not None and m >= s
+    ]
+    return [surface.trial(c, rng) for c in grid[:budget]]
+
+
+def one_knob(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
+    rng = random.Random(seed * 7919 + 1)
+    valid = {c.key(): c for c in cands}
+    stock = STOCK.model_dump()
+    start = min(cands, key=lambda c: sum(1 for k, v in c.model_dump().items() if v != stock[k]))
+    trials = [surface.trial(start, rng)]
+    best, best_val = start, trials[0].objective()
+    knobs = case.policy.space.knob_names()
+    improved = True
+    while len(trials) < budget and improved:
+        improved = False
+        for knob in knobs:
+            for value in case.policy.space.allowed(knob):
+                if len(trials) >= budget:
+                    break
+                d = best.model_dump()
+                d[knob] = value
+                if d["speculative_method"] != "none" and not d["num_speculative_tokens"]:
+                    d["num_speculative_tokens"] = 1
+                if d["speculative_method"] == "none":
+                    d["num_speculative_tokens"] = 0
+                try:
+                    cand = EngineConfig.model_validate(d)
+                except ValueError:
+                    continue
+                if cand.key() not in valid or any(t.config.key() == cand.key() for t in trials):
+                    continue
+                r = surface.trial(cand, rng)
+                trials.append(r)
+                if r.objective() > best_val:
+                    best, best_val, improved = cand, r.objective(), True
+    return trials
+
+
+def agent_search(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
+    rng = random.Random(seed * 7919 + 1)
+    prior = PRIORS_MIS[case.profile + case.shape_name]
+    policy = case.policy.model_copy()
+    policy = policy.model_validate(
+        policy.model_dump() | {"llm": policy.llm.model_dump() | {"enabled": True, "token_budget": 10_000_000}}
+    ).with_feasibility(surface.perf.feasibility)
+    policy = policy.model_validate(
+        policy.model_dump() | {"trial_budget": {"max_trials": budget, "canary_gpu_minutes": 100_000}}
+    ).with_feasibility(surface.perf.feasibility)
+    optimizer = OptimizerAdvisor(policy, prior=lambda c, _s: prior(c), seed=seed)
+    advisor = AgentAdvisor(policy, chat_model=heuristic_model(), optimizer=optimizer)
+    target = TargetRef("bench", f"{case.profile}-{seed}", case.model)
+    trials: list[TrialResult] = []
+    while len(trials) < budget:
+        ctx = AdvisorContext(target, case.shape, case.slo, STOCK, tuple(trials), max_proposals=1)
+        props = advisor.propose(ctx)
+        if not props:
+            break
+        trials.append(surface.trial(props[0].config, rng))
+    return trials
+
+
+STRATEGIES: dict[str, Strategy] = {
+    "optimizer": _model_search("gp", "mis"),
+    "optimizer-noisyprior": _model_search("gp", "noisy"),
+    "optimizer-noprior": _model_search("gp", "none"),
+    "optimizer-simprior": _model_search("gp", "sim"),
+    "optuna-tpe": _model_search("tpe", "mis"),
+    "agent": agent_search,
+    "random": random_search,
+    "grid": grid_search,
+    "one-knob": one_knob,
+}
+
+
+def _trace(trials: Sequence[TrialResult], surface: Surface, opt: float) -> tuple[int | None, list[float]]:
+    """First t where the incumbent (best measured) is within 3%, and the regret after each trial."""
+    best_meas, inc_true = -1.0, 0.0
+    hit: int | None = None
+    regrets: list[float] = []
+    for i, r in enumerate(trials):
+        if r.objective() > best_meas:
+            best_meas, inc_true = r.objective(), surface.true(r.config)
+        regret = 1 - inc_true / opt
+        regrets.append(regret)
+        if hit is None and inc_true >= (1 - WITHIN) * opt:
+            hit = i + 1
+    return hit, regrets
+
+
+def _regret_at(regrets: list[float], t: int) -> float:
+    return regrets[min(t, len(regrets)) - 1] if regrets else 1.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=16)
+    ap.add_argument("--agent-seeds", type=int, default=4)
+    ap.add_argument("--quick", action="store_true", help="fewer seeds (a smoke run)")
+    args = ap.parse_args(argv)
+    seeds = 3 if args.quick else args.seeds
+    agent_seeds = 1 if args.quick else args.agent_seeds
+    t0 = time.time()
+    cases: list[Case] = []
+    for name, path, model, gpu, prior_gpu in PROFILES:
+        policy = load_policy(ROOT / path)
+        for shape_name, shape in SHAPES.items():
+            cases.append(Case(name, policy, model, gpu, prior_gpu, shape_name, shape, policy.slo))
+    hits: dict[str, list[int | None]] = {s: [] for s in STRATEGIES}
+    r8: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    r16: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    print(f"{'case':44s} {'space':>5s} {'optimum':>9s} {'stock':>8s}  best config")
+    for case in cases:
+        surface = Surface(case)
+        cands = list(case.policy.space.configs(surface.perf.feasibility))
+        values = [surface.true(c) for c in cands]
+        opt = max(values)
+        best = cands[values.index(opt)]
+        PRIORS_MIS[case.profile + case.shape_name] = _mis_prior(case)
+        PRIORS_SIM[case.profile + case.shape_name] = _sim_prior(case, surface)
+        PRIORS_NOISY[case.profile + case.shape_name] = _noisy_prior(case)
+        print(
+            f"{case.profile + ' ' + case.shape_name:44s} {len(cands):5d} {opt:9,.0f} {surface.true(STOCK):8,.0f}  "
+            f"{best.label()}"
+        )
+        for name, strategy in STRATEGIES.items():
+            n_seeds = agent_seeds if name == "agent" else seeds
+            for seed in range(n_seeds):
+                trials = strategy(case, surface, cands, seed, MAX_TRIALS)
+                hit, regrets = _trace(trials, surface, opt)
+                hits[name].append(hit)
+                r8[name].append(_regret_at(regrets, 8))
+                r16[name].append(_regret_at(regrets, 16))
+
+    def as_num(h: int | None) -> float:
+        return float(h) if h is not None else math.inf
+
+    def fmt(x: float) -> str:
+        return f">{MAX_TRIALS}" if math.isinf(x) else f"{x:g}"
+
+    print()
+    print(
+        f"{'strategy':20s} {'runs':>5s} {'median':>7s} {'p90':>6s} {'worst':>6s} {'reached':>8s} "
+        f"{'regret@8':>9s} {'regret@16':>10s}"
+    )
+    for name in STRATEGIES:
+        h = sorted(as_num(x) for x in hits[name])
+        med = statistics.median(h)
+        p90 = h[min(len(h) - 1, math.ceil(0.9 * len(h)) - 1)]
+        reached = sum(1 for x in h if not math.isinf(x)) / len(h)
+        print(
+            f"{name:20s} {len(h):5d} {fmt(med):>7s} {fmt(p90):>6s} {fmt(h[-1]):>6s} {reached:8.0%} "
+            f"{statistics.mean(r8[name]):9.1%} {statistics.mean(r16[name]):10.1%}"
+        )
+    ours = sorted(as_num(x) for x in hits["optimizer"])
+    rnd = sorted(as_num(x) for x in hits["random"])
+    print(
+        f"\n{len(cases)} cases x {seeds} seeds ({agent_seeds} for the agent), noise {NOISE:.1%}, "
+        f"{time.time() - t0:.0f}s"
+    )
+    print(
+        f"search: median trials to 3% {fmt(statistics.median(ours))}, worst {fmt(ours[-1])}, "
+        f"random-search median {fmt(statistics.median(rnd))}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
