@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,28 @@ class SerializableSaver(InMemorySaver):
                     self.writes[(tid, ns, cid)][(task_id, idx)] = (w0, w1, _dec(w2), w3)
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidInput(f"not a valid checkpoint document: {exc}", source=source) from exc
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep only the newest checkpoint per thread and namespace (and the blobs and writes it
+        needs), so a long-lived advisor thread does not grow by a few checkpoints per cycle; ``delete``: drop the
+        threads. Safe here: the agent's state uses plain last-value channels, no DeltaChannel."""
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+                continue
+            for ns, checkpoints in list(self.storage.get(thread_id, {}).items()):
+                ids = sorted(checkpoints)
+                if len(ids) <= 1:
+                    continue
+                latest = ids[-1]
+                ckpt = self.serde.loads_typed(checkpoints[latest][0])
+                keep = {(thread_id, ns, ch, ver) for ch, ver in dict(ckpt.get("channel_versions", {})).items()}
+                for cid in ids[:-1]:
+                    del checkpoints[cid]
+                    self.writes.pop((thread_id, ns, cid), None)
+                checkpoints[latest] = (checkpoints[latest][0], checkpoints[latest][1], None)
+                for key in [k for k in self.blobs if k[0] == thread_id and k[1] == ns and k not in keep]:
+                    del self.blobs[key]
 
     def save(self, path: str | Path) -> None:
         p = Path(path)

@@ -31,6 +31,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -591,9 +592,13 @@ class AgentAdvisor:
         chat_model: BaseChatModel | None = None,
         optimizer: OptimizerAdvisor | None = None,
         checkpointer: SerializableSaver | None = None,
+        checkpoint_path: str | Path | None = None,
         llm_timeout_s: float | None = None,
     ) -> None:
         self.policy = policy
+        self.checkpoint_path = Path(checkpoint_path) if checkpoint_path is not None else None
+        if checkpointer is None and self.checkpoint_path is not None:
+            checkpointer = SerializableSaver.load(self.checkpoint_path)
         self.agent = TuningAgent(
             policy,
             chat_model=chat_model,
@@ -613,7 +618,11 @@ class AgentAdvisor:
     def advise(self, context: AdvisorContext) -> AdvisorResult:
         if context.max_proposals <= 0:
             return AdvisorResult((), (), "", "no proposals wanted", 0, self.policy.dry_run)
-        state = self.agent.invoke(self.thread_id(context), context, mode="advise")
+        thread = self.thread_id(context)
+        state = self.agent.invoke(thread, context, mode="advise")
+        self.checkpointer.prune([thread])
+        if self.checkpoint_path is not None:
+            self.checkpointer.save(self.checkpoint_path)
         proposals = tuple(_proposal(a) for a in state.get("accepted", []))
         return AdvisorResult(
             proposals=proposals,

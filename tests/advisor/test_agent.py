@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from langchain_core.messages import BaseMessage
 
@@ -13,6 +14,7 @@ from controller.advisor.prompt import DATA_CLOSE, DATA_OPEN, read_data_block
 from controller.advisor.scripted import ScriptedChatModel, heuristic_model
 from controller.decide.guardrails import check_proposals
 from controller.domain.observation import TargetRef
+from controller.domain.trial import TrialResult
 from controller.policy import Policy
 from controller.ports import Advisor, AdvisorContext
 
@@ -184,3 +186,24 @@ def test_stop_action_returns_nothing(policy: Policy, make_context: MakeCtx) -> N
     result = AgentAdvisor(policy, chat_model=model).advise(make_context(n=1))
     assert result.proposals == () and not result.fallback_reason
     assert result.dry_run is False
+
+
+def test_advisor_state_survives_a_restart_through_its_checkpoint_file(
+    policy: Policy, make_context: MakeCtx, tmp_path: Path
+) -> None:
+    path = tmp_path / "advisor.json"
+    down = ScriptedChatModel(script=[ConnectionError("down")])
+    advisor = AgentAdvisor(policy, chat_model=down, checkpoint_path=path)
+    history: tuple[TrialResult, ...] = ()
+    for _ in range(3):
+        (prop,) = advisor.propose(make_context(history=history, n=1))
+        history = (*history, measure(prop.config))
+    doc = json.loads(path.read_text())
+    assert len(doc["checkpoints"]) == 1  # pruned to the newest checkpoint of the one thread
+    assert len(advisor.checkpointer.storage[AgentAdvisor.thread_id(make_context())][""]) == 1
+    # a restarted operator: the three failures are remembered, the model is not called again
+    fresh = ScriptedChatModel(script=[ConnectionError("still down")])
+    restarted = AgentAdvisor(policy, chat_model=fresh, checkpoint_path=path)
+    result = restarted.advise(make_context(history=history, n=1))
+    assert fresh.calls == [] and "failed 3 times" in result.fallback_reason
+    assert result.proposals[0].config.key() not in {t.config.key() for t in history}
