@@ -5,8 +5,9 @@
 Synthetic vLLM series (all the families the observe query reads, vLLM's names, labels and buckets; ~90 series per
 target, one point every 15 s) are backfilled with promtool into a fresh Prometheus (Debian package) started on a
 free loopback port. A cycle observes every target once, sequentially, over a 5-minute window through
-:class:`controller.observe.prometheus.PrometheusMetrics`; the median of ``--repeat`` cycles is reported, with the
-spread. A parallel cycle (4 threads) is shown for reference. Ends with one line:
+:class:`controller.observe.prometheus.PrometheusMetrics.report` (the ``MetricsSource`` path: one query per target);
+the median of ``--repeat`` cycles is reported, with the spread. For reference it also shows the per-target path on
+4 threads and the fleet path (``report_many``: one query per cycle for all targets). Ends with one line:
 
     observe: 500 targets, X.X queries/target, Y.YY s/cycle
 """
@@ -114,8 +115,27 @@ def main(argv: list[str] | None = None) -> int:
             )
         parallel = PrometheusMetrics(settings)
         p_seconds, _ = cycle(parallel, largest, threads=4)
-        print(f"parallel (4 threads): {largest} targets in {p_seconds:.2f} s")
+        print(f"per-target queries on 4 threads: {largest} targets in {p_seconds:.2f} s")
+
+        fleet = PrometheusMetrics(settings)
+        print(f"{'fleet':>8} {'queries/target':>15} {'s/cycle':>9} {'min-max':>13} {'ms/target':>10}")
+        for n in counts:
+            runs = []
+            for _ in range(args.repeat):
+                before = fleet.queries_total
+                began = time.perf_counter()
+                reports = fleet.report_many(refs[:n], start=window_start, end=window_end)
+                runs.append((time.perf_counter() - began, fleet.queries_total - before))
+                failed = [str(r) for r in reports.values() if isinstance(r, Exception)]
+                assert not failed, failed[:3]
+            seconds = [r[0] for r in runs]
+            median = statistics.median(seconds)
+            print(
+                f"{n:>8} {runs[0][1] / n:>15.3f} {median:>9.2f} {min(seconds):>6.2f}-{max(seconds):<6.2f}"
+                f" {1000 * median / n:>10.1f}"
+            )
         queries, seconds = result[largest]
+        print("(the line below is the MetricsSource path: one observe() per target)")
         print(f"observe: {largest} targets, {queries:.1f} queries/target, {seconds:.2f} s/cycle")
         return 0
     finally:

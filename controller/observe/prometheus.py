@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,17 @@ class PrometheusSettings(BaseModel):
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
             raise InvalidInput(first["msg"], source="environment", field=ENV_PREFIX + field.upper()) from exc
+
+    def fleet_selector(self) -> q.Selector:
+        """Every model's series (restricted only by ``extra_labels``), aggregated per model and namespace."""
+        group = (self.model_label, self.namespace_label) if self.match_namespace else (self.model_label,)
+        return q.Selector(
+            model_name=None,
+            labels=tuple(sorted(self.extra_labels.items())),
+            model_label=self.model_label,
+            namespace_label=self.namespace_label,
+            group_by=group,
+        )
 
     def selector(self, target: TargetRef) -> q.Selector:
         return q.Selector(
@@ -214,20 +225,53 @@ class PrometheusMetrics:
     def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
         return self.report(target, start=start, end=end).observation()
 
-    def report(self, target: TargetRef, *, start: datetime, end: datetime) -> TrafficReport:
+    @staticmethod
+    def _range(start: datetime, end: datetime) -> str:
         seconds = (end - start).total_seconds()
         if seconds < 1:
             raise InvalidInput(f"window must be at least 1 s, got {seconds}", source="observe", field="start")
-        selector = self.settings.selector(target)
-        rng = q.duration(round(seconds))
-        named = q.observe_queries(selector, rng, self.settings.variant_label)
+        return q.duration(round(seconds))
+
+    def report(self, target: TargetRef, *, start: datetime, end: datetime) -> TrafficReport:
+        """One target, one query."""
+        named = q.observe_queries(self.settings.selector(target), self._range(start, end), self.settings.variant_label)
         before = self.queries_total
         samples = self.query(q.batch(named), end, what=f"observe {target}")
-        by_name: dict[str, list[Sample]] = defaultdict(list)
+        return _Reader(self, target, start, end, named, _tagged(samples), self.queries_total - before).report()
+
+    def report_many(
+        self, targets: Sequence[TargetRef], *, start: datetime, end: datetime
+    ) -> dict[TargetRef, TrafficReport | MetricsUnavailable]:
+        """Every target of a cycle from ONE query grouped by model and namespace: a report or the reason it failed,
+        per target. If the query itself fails, every target gets that error."""
+        named = q.observe_queries(self.settings.fleet_selector(), self._range(start, end), self.settings.variant_label)
+        try:
+            samples = self.query(q.batch(named), end, what=f"observe {len(targets)} targets")
+        except MetricsUnavailable as exc:
+            return dict.fromkeys(targets, exc)
+        split: dict[tuple[str, str], list[Sample]] = defaultdict(list)
         for labels, value in samples:
-            name = labels.pop(q.QUERY_TAG, "")
-            by_name[name].append((labels, value))
-        return _Reader(self, target, start, end, named, by_name, self.queries_total - before).report()
+            model = labels.pop(self.settings.model_label, "")
+            namespace = labels.pop(self.settings.namespace_label, "") if self.settings.match_namespace else ""
+            split[(model, namespace)].append((labels, value))
+        out: dict[TargetRef, TrafficReport | MetricsUnavailable] = {}
+        for target in targets:
+            key = (target.model, target.namespace if self.settings.match_namespace else "")
+            try:
+                out[target] = _Reader(self, target, start, end, named, _tagged(split.get(key, [])), 1).report()
+            except MetricsUnavailable as exc:
+                out[target] = exc
+        return out
+
+
+def _tagged(samples: list[Sample]) -> dict[str, list[Sample]]:
+    """Group a batched answer by the ``shiftlight_query`` tag, removing the tag."""
+    by_name: dict[str, list[Sample]] = defaultdict(list)
+    for labels, value in samples:
+        rest = dict(labels)
+        name = rest.pop(q.QUERY_TAG, "")
+        by_name[name].append((rest, value))
+    return by_name
 
 
 class _Reader:

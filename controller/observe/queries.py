@@ -100,18 +100,26 @@ def duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Selector:
-    """Which target's series to read: vLLM's ``model_name`` label plus namespace and deployment labels."""
+    """Which target's series to read: vLLM's ``model_name`` label plus namespace and deployment labels.
 
-    model_name: str
+    ``model_name=None`` (and ``namespace=None``) selects every model; with ``group_by`` naming the model and namespace
+    labels, every aggregation keeps them, so ONE query answers for a whole fleet (see
+    :meth:`controller.observe.prometheus.PrometheusMetrics.report_many`).
+    """
+
+    model_name: str | None
     namespace: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
     model_label: str = "model_name"
     namespace_label: str = "namespace"
+    group_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_label_name(self.model_label)
         check_label_name(self.namespace_label)
         for name, _ in self.labels:
+            check_label_name(name)
+        for name in self.group_by:
             check_label_name(name)
 
     @classmethod
@@ -120,7 +128,9 @@ class Selector:
 
     def matchers(self, extra: Iterable[str] = ()) -> str:
         """The ``{...}`` matcher block, with ``extra`` raw matchers (already escaped) appended."""
-        parts = [f'{self.model_label}="{escape_label_value(self.model_name)}"']
+        parts = []
+        if self.model_name is not None:
+            parts.append(f'{self.model_label}="{escape_label_value(self.model_name)}"')
         if self.namespace is not None:
             parts.append(f'{self.namespace_label}="{escape_label_value(self.namespace)}"')
         parts.extend(f'{name}="{escape_label_value(value)}"' for name, value in self.labels)
@@ -160,10 +170,12 @@ class Query:
 
 
 def rate(metric: str, selector: Selector, rng: str, by: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
+    by = (*selector.group_by, *by)
     return f"sum{_by(by)} (rate({_sel(metric, selector, extra)}[{check_range(rng)}]))"
 
 
 def increase(metric: str, selector: Selector, rng: str, by: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
+    by = (*selector.group_by, *by)
     return f"sum{_by(by)} (increase({_sel(metric, selector, extra)}[{check_range(rng)}]))"
 
 
@@ -186,7 +198,7 @@ def bucket_increase(histogram: str, selector: Selector, rng: str, by: Iterable[s
 
 def gauge_mean(metric: str, selector: Selector, rng: str) -> str:
     """Mean of a gauge over the range, summed over replicas/engines."""
-    return f"sum (avg_over_time({_sel(metric, selector)}[{check_range(rng)}]))"
+    return f"sum{_by(selector.group_by)} (avg_over_time({_sel(metric, selector)}[{check_range(rng)}]))"
 
 
 def _error_matcher() -> str:
@@ -221,7 +233,7 @@ def shape_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
         Query("waiting_mean", gauge_mean(WAITING, s, r), "scalar", "mean requests waiting in the queue", True),
         Query(
             "freshest_sample",
-            f"max (timestamp({_sel(RUNNING, s)}))",
+            f"max{_by(s.group_by)} (timestamp({_sel(RUNNING, s)}))",
             "scalar",
             "unix time of the newest running-requests sample (staleness check)",
             True,
@@ -296,7 +308,8 @@ def shape_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
         ),
         Query(
             "spec_acceptance_per_position",
-            f"{rate(SPEC_ACCEPTED_PER_POS, s, r, ('position',))} / scalar({rate(SPEC_DRAFTS, s, r)})",
+            f"{rate(SPEC_ACCEPTED_PER_POS, s, r, ('position',))}"
+            f" / on ({', '.join(s.group_by)}) group_left {rate(SPEC_DRAFTS, s, r)}",
             "by_position",
             "acceptance rate of each draft position",
             labels=("position",),
@@ -316,13 +329,13 @@ def shape_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
         Query("preemptions", increase(PREEMPTIONS, s, r), "scalar", "requests preempted in the window"),
         Query(
             "kv_usage_mean",
-            f"avg (avg_over_time({_sel(KV_USAGE, s)}[{check_range(r)}]))",
+            f"avg{_by(s.group_by)} (avg_over_time({_sel(KV_USAGE, s)}[{check_range(r)}]))",
             "scalar",
             "mean KV-cache usage (0-1) across replicas",
         ),
         Query(
             "kv_usage_max",
-            f"max (max_over_time({_sel(KV_USAGE, s)}[{check_range(r)}]))",
+            f"max{_by(s.group_by)} (max_over_time({_sel(KV_USAGE, s)}[{check_range(r)}]))",
             "scalar",
             "peak KV-cache usage (0-1) of any replica",
         ),

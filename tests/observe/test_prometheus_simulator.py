@@ -218,3 +218,31 @@ def test_query_count_per_cycle(world: World) -> None:
         source.report(CHAT, start=world.start, end=world.end)
     assert source.queries_total == 3
     assert q.QUERY_TAG in q.batch(q.observe_queries(q.Selector(model_name="m"), "60s"))
+
+
+def test_one_query_for_the_whole_fleet_matches_per_target_reports(world: World) -> None:
+    weird = TargetRef("prod", "weird", WEIRD)
+    partial = TargetRef("partial", "chat", "sim-chat")
+    nolabel = TargetRef("nolabel", "chat", "sim-chat")
+    missing = TargetRef("prod", "x", "no-such-model")
+    source = world.source()
+    reports = source.report_many([CHAT, weird, partial, nolabel, missing], start=world.start, end=world.end)
+    assert source.queries_total == 1
+    for target in (CHAT, weird):
+        fleet, single = reports[target], report(world, target)
+        assert isinstance(fleet, TrafficReport)
+        assert fleet.shape.arrival_rate_rps == pytest.approx(single.shape.arrival_rate_rps, rel=1e-9)
+        assert fleet.shape.concurrency == pytest.approx(single.shape.concurrency, rel=1e-9)
+        assert fleet.signals.ttft_s == single.signals.ttft_s
+        assert fleet.variants.keys() == single.variants.keys()
+    assert isinstance(reports[partial], MetricsUnavailable)
+    assert "concurrency_littles_law: no series" in str(reports[partial])
+    assert "series without label 'variant'" in str(reports[nolabel])
+    assert "freshest_sample: no series" in str(reports[missing])
+
+
+def test_fleet_query_failure_reaches_every_target(world: World) -> None:
+    with DelayProxy(world.prometheus.url, delay_s=2.0) as proxy:
+        source = PrometheusMetrics(PrometheusSettings(url=proxy.url, timeout_s=0.3))
+        reports = source.report_many([CHAT, TargetRef("prod", "idle", "sim-idle")], start=world.start, end=world.end)
+    assert all(isinstance(r, MetricsUnavailable) and "timed out" in str(r) for r in reports.values())
