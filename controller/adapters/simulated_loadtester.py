@@ -76,7 +76,17 @@ class SimulatedLoadTester:
             return TrialResult(
                 config=config, shape=shape, slo=slo, status=TrialStatus.INFEASIBLE, reason=reason, source="simulator"
             )
-        return _Trial(self, request).run()
+        try:
+            return _Trial(self, request).run()
+        except (ValueError, ArithmeticError) as exc:  # a simulator fault says nothing about the config
+            return TrialResult(
+                config=config,
+                shape=shape,
+                slo=slo,
+                status=TrialStatus.FAILED,
+                reason=f"simulation failed: {exc}",
+                source="simulator",
+            )
 
 
 class _Trial:

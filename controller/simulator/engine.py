@@ -506,16 +506,20 @@ class ReplicaEngine:
         prefilling = comp < tgt
         need = np.where(prefilling, tgt - comp, 1 + k)
         before = np.cumsum(need) - need
-        chunk = np.clip(self.max_num_batched_tokens - before, 0, need)
+        chunk = np.minimum(np.maximum(self.max_num_batched_tokens - before, 0), need)
         held = t.blocks[run]
         sb = self.state_blocks
         new_blocks = np.where(chunk > 0, np.maximum(-(-(comp + chunk) // bs) + sb - held, 0), 0)
 
         # 2. KV: keep the longest prefix of the running list that fits once the tail is preempted
         free = self.total_blocks - self._used_blocks
-        cum_new = np.concatenate(([0], np.cumsum(new_blocks)))
-        tail_held = np.concatenate((np.cumsum(held[::-1])[::-1], [0]))
-        keep = int(np.count_nonzero(cum_new <= free + tail_held)) - 1
+        n_new = int(new_blocks.sum())
+        if n_new <= free:
+            keep = len(run)
+        else:
+            cum_new = np.concatenate(([0], np.cumsum(new_blocks)))
+            tail_held = np.concatenate((np.cumsum(held[::-1])[::-1], [0]))
+            keep = int(np.count_nonzero(cum_new <= free + tail_held)) - 1
         n_preempted = len(run) - keep
         if n_preempted:
             victims = run[keep:]
@@ -585,9 +589,9 @@ class ReplicaEngine:
         prefill_tokens = int(chunk[pre].sum())
         if not np.any(active):
             return self._reject_head(t0)
-        mean_ctx = float(comp[decoding].mean()) if n_decode else 0.0
+        mean_ctx = float(comp[decoding].sum()) / n_decode if n_decode else 0.0
         reps = t.rep[run[decoding]]
-        mean_rep = float(reps.mean()) if n_decode else self.repetitiveness
+        mean_rep = float(reps.sum()) / n_decode if n_decode else self.repetitiveness
         timing = self.perf.step(
             self.config,
             decode_seqs=n_decode,
