@@ -643,4 +643,32 @@ def mermaid() -> str:
     return agent.graph.get_graph().draw_mermaid()
 
 
-__all__ = ["AdvisorResult", "AgentAdvisor", "AgentRun", "AgentState", "ApprovalAnswer", "TuningAgent", "mermaid"]
+_EDGE_LABELS = {
+    ("validate", "hypothesise"): "rejected: fed back once",
+    ("validate", "propose"): "rejected again: optimizer takes over",
+    ("validate", "trial"): "accepted (tune)",
+    ("validate", "__end__"): "accepted (advise)",
+    ("validate", "decide"): "nothing left to try",
+    ("analyse", "observe"): "budget left",
+    ("analyse", "decide"): "budget spent / stop",
+    ("decide", "plan_rollout"): "beats active by min_gain",
+    ("decide", "__end__"): "keep active",
+}
+
+
+def dot() -> str:
+    """The compiled graph as Graphviz DOT (``dot -Tpng`` renders the picture in docs/decide.md)."""
+    g = TuningAgent(Policy()).graph.get_graph()
+    lines = ["digraph agent {", '  rankdir=TB; node [shape=box, style="rounded,filled", fillcolor="#f2f0ff"];']
+    for node_id in g.nodes:
+        shape = ', shape=oval, fillcolor="#bfb6fc"' if node_id.startswith("__") else ""
+        lines.append(f'  "{node_id}" [label="{node_id.strip("_")}"{shape}];')
+    for e in g.edges:
+        label = _EDGE_LABELS.get((e.source, e.target), "")
+        style = f' [style=dashed, label="{label}", fontsize=10]' if e.conditional else ""
+        lines.append(f'  "{e.source}" -> "{e.target}"{style};')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["AdvisorResult", "AgentAdvisor", "AgentRun", "AgentState", "ApprovalAnswer", "TuningAgent", "dot", "mermaid"]
