@@ -155,6 +155,11 @@ class SearchSpace(BaseModel):
 
     _checker: Callable[[EngineConfig], list[str]] | None = PrivateAttr(default=None)
 
+    def __eq__(self, other: object) -> bool:  # private state (the bound checker) is not content
+        return type(other) is type(self) and self.model_dump() == other.model_dump()
+
+    __hash__ = BaseModel.__hash__
+
     @model_validator(mode="after")
     def _non_empty(self) -> SearchSpace:
         for name in self.knob_names():
@@ -462,6 +467,11 @@ class Policy(BaseModel):
 
     _declared_space: SearchSpace | None = PrivateAttr(default=None)
     _feasibility: Feasibility | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:  # equal content, whatever oracle is attached
+        return type(other) is type(self) and self.model_dump() == other.model_dump()
+
+    __hash__ = BaseModel.__hash__
 
     @model_validator(mode="after")
     def _resolve(self) -> Policy:

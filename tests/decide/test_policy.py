@@ -100,7 +100,9 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
 
 
 def test_empty_file_is_the_default_policy() -> None:
-    assert parse_policy("").model_dump() == Policy().model_dump()
+    assert parse_policy("") == Policy()
+    assert load_policy(PRESETS[0]) == load_policy(PRESETS[0])
+    assert load_policy(PRESETS[0]) != Policy()
 
 
 HYBRID = "target: {gpu_family: hopper, hybrid: true, has_mtp: true, gpu_memory_gib: 141}\n"
