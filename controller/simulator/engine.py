@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
+import logging
 import math
 import time
 from collections import OrderedDict, deque
@@ -39,6 +40,8 @@ import numpy as np
 import numpy.typing as npt
 
 from controller.domain.config import EngineConfig
+
+log = logging.getLogger(__name__)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -762,7 +765,6 @@ class RealTimeDriver:
         self._task: asyncio.Task[None] | None = None
         self._real0 = time.monotonic()
         self._virt0 = engine.now
-        self._pending: list[StepResult] = []
         self._listeners: list[StepObserver] = []
 
     def engine_time(self) -> float:
@@ -827,4 +829,7 @@ class RealTimeDriver:
             else:
                 await asyncio.sleep(0)
             for listener in self._listeners:
-                listener(engine, result)
+                try:
+                    listener(engine, result)
+                except Exception:  # one broken listener must not stop the replica
+                    log.exception("step listener %r failed", listener)

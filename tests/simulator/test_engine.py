@@ -251,3 +251,34 @@ def test_repetitive_requests_accept_more_drafts(perf: PerformanceModel) -> None:
 
     assert all(engine.record(i).output_tokens == 300 for i in plain + copying)
     assert emissions(copying) < emissions(plain)  # more tokens per step, so fewer steps to the same length
+
+
+async def test_real_time_driver_publishes_every_token(perf: PerformanceModel) -> None:
+    import asyncio
+
+    from controller.simulator.engine import RealTimeDriver
+
+    engine = _engine(perf, MTP1, seed=1)
+    driver = RealTimeDriver(engine, speedup=200.0)
+    seen: dict[int, int] = {}
+    done = asyncio.Event()
+
+    def broken(_engine: ReplicaEngine, _result: StepResult) -> None:
+        raise RuntimeError("a broken listener")
+
+    def listen(_engine: ReplicaEngine, result: StepResult) -> None:
+        for rid, count in zip(result.emitted_ids.tolist(), result.emitted_counts.tolist(), strict=True):
+            seen[rid] = seen.get(rid, 0) + count
+        if engine.counters.finished == 8:
+            done.set()
+
+    driver.add_listener(broken)
+    driver.add_listener(listen)
+    driver.start()
+    try:
+        ids = [driver.submit(100 + 10 * i, 20 + i) for i in range(8)]
+        await asyncio.wait_for(done.wait(), timeout=60)
+    finally:
+        await driver.stop()
+    assert seen == {rid: 20 + i for i, rid in enumerate(ids)}
+    assert all(engine.record(rid).arrival <= engine.record(rid).first_token for rid in ids)
