@@ -45,6 +45,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.domain.config import EngineConfig
+from controller.errors import ShiftlightError
 from controller.simulator.engine import DEFAULT_MAX_MODEL_LEN, RealTimeDriver, ReplicaEngine, StepResult
 from controller.simulator.metrics import ReplicaMetrics
 
@@ -575,7 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_model_len=args.max_model_len,
             repetitiveness=args.repetitiveness,
         )
-    except (KeyError, ValueError, LookupError) as exc:
+    except (ShiftlightError, ValueError, LookupError) as exc:
         print(f"engine failed to start: {exc}", file=sys.stderr)
         return 1
     web.run_app(

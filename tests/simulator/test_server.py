@@ -470,3 +470,21 @@ def test_client_disconnect_aborts_the_request(plain_server: Server) -> None:
     assert delta("vllm:request_success", "vllm:request_success_total") == 0
     assert delta("vllm:e2e_request_latency_seconds", "vllm:e2e_request_latency_seconds_count") == 0
     assert _value(fams, "vllm:kv_cache_usage_perc", "vllm:kv_cache_usage_perc") == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "config", "needle"),
+    [
+        (MODEL, '{"tensor_parallel_size": 64}', b"tensor_parallel_size 64"),
+        ("no-such-model", "{}", b"no-such-model"),
+    ],
+)
+def test_cli_reports_an_engine_that_cannot_start(model: str, config: str, needle: bytes) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller.simulator.server", "--model", model, "--gpu", GPU, "--config", config],
+        cwd=REPO,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert b"engine failed to start" in proc.stderr and needle in proc.stderr
