@@ -437,6 +437,11 @@ class LlmSettings(BaseModel):
     model: str = "default"
     api_key_env: str | None = Field(default="SHIFTLIGHT_LLM_API_KEY", description="env var holding the API key")
     api_key_file: str | None = Field(default=None, description="mounted Secret file holding the API key")
+    api_key_secret: str | None = Field(
+        default=None,
+        max_length=253,
+        description="name of the Kubernetes Secret (key 'api-key') the chart mounts at api_key_file",
+    )
     timeout_s: float = Field(default=30.0, gt=0, le=600)
     max_tokens: int = Field(default=768, ge=16, le=32768, description="completion tokens per call")
     token_budget: int = Field(default=20000, ge=0, description="prompt + completion tokens per re-tune")
