@@ -136,3 +136,75 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
     )
     scales = [a for a in decision.actions if isinstance(a, Scale)]
     assert all(a.replicas <= 3 for a in scales), [a.reason for a in scales]
+
+
+def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
+    """``controller/decide/planner.py``: ``_scale`` is only called at the end of ``_observe``; in Trialling,
+    RollingOut and AwaitingApproval the replica count is frozen. In ``bench/week.py`` the morning ramp grows from 2
+    to 37 req/s on one replica: the saturation shows up as an SLO breach, which starts a re-tune (not a scale-up);
+    re-tunes and rollouts follow one another for three hours and the replica count never moves (SLO attainment
+    89% over two days). Expected: while re-tuning, a load above what the replicas sustain at the measured capacity
+    still scales up."""
+    from datetime import UTC, datetime, timedelta
+
+    from controller.decide import planner
+    from controller.decide.capacity import ScalingRules
+    from controller.domain.actions import Scale
+    from controller.domain.config import EngineConfig
+    from controller.domain.observation import Observation
+    from controller.domain.phases import Phase
+    from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
+    from controller.domain.traffic import LengthDistribution, TrafficShape
+    from controller.ports import Proposal
+    from controller.simulator.traffic import DiurnalTraffic
+
+    now = datetime(2026, 12, 1, 9, 5, tzinfo=UTC)
+    windows = DiurnalTraffic(7).windows
+    config = EngineConfig(speculative_method="mtp", num_speculative_tokens=3, max_num_seqs=128)
+    fleet = TrafficShape(
+        arrival_rate_rps=37.0,
+        concurrency=890.0,
+        prompt_tokens=LengthDistribution(mean=512, cv=0.25),
+        output_tokens=LengthDistribution(mean=512, cv=0.25),
+        repetitiveness=0.1,
+    )
+    window = next(w for w in windows if w.name == "morning-ramp")
+    round_ = TuningRound(
+        id="morning-ramp-1",
+        window="morning-ramp",
+        shape=fleet.model_copy(update={"window": window}),
+        started_at=now - timedelta(minutes=5),
+        reason="SLO breach",
+        trial_keys=(config.key(),),
+        trial_proposers=("baseline",),
+        trial_reasons=("baseline",),
+    )
+    entry = ScheduledConfig(
+        window="morning-ramp",
+        config=config,
+        shape=fleet,
+        goodput_tokens_per_s=7000,
+        stock_goodput_tokens_per_s=3000,
+        tuned_at=now - timedelta(hours=2),
+        capacity_rps=20.0,
+        fleet_rate_rps=12.0,
+    )
+    status = TargetStatus(
+        phase=Phase.TRIALLING, active_config=config, replicas=1, window="morning-ramp", tuning=round_, schedule=(entry,)
+    )
+    stable = VariantStats(variant="stable", requests=11000, errors=1800, ttft_p95_s=23.0, tpot_p95_s=0.011)
+    observation = Observation(
+        target="prod/workhorse", start=now - timedelta(minutes=5), end=now, shape=fleet, variants={"stable": stable}
+    )
+    rules = planner.Rules(slo=SLO_5S, windows=windows, scaling=ScalingRules(headroom=0.25, max_replicas=16))
+    other = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, max_num_seqs=512)
+    decision = planner.plan(
+        status=status,
+        observation=observation,
+        observe_error=None,
+        proposals=(Proposal(other, "next trial", "optimizer"),),
+        rules=rules,
+        now=now,
+    )
+    scales = [a for a in decision.actions if isinstance(a, Scale)]
+    assert scales and scales[0].replicas >= 2, [type(a).__name__ for a in decision.actions]
