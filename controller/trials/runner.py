@@ -20,7 +20,7 @@ import httpx
 
 from controller.domain.config import EngineConfig
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from controller.errors import MetricsUnavailable
+from controller.errors import MetricsUnavailable, ShiftlightError
 from controller.ports import TrialRequest
 from controller.trials.cache import TrialCache, TrialKey
 from controller.trials.launchers import Launch, Launcher
@@ -260,7 +260,17 @@ class TrialRunner:
         reason = ""
         if self.quality_gate is not None and (self.gate_if is None or self.gate_if(request.config)):
             self._report("quality", 0, 1)
-            quality = self.quality_gate.evaluate(launch.endpoint, launch.model)
+            try:
+                quality = self.quality_gate.evaluate(launch.endpoint, launch.model)
+            except ShiftlightError as exc:
+                if not self._alive(launch):
+                    return self._crashed(base, launch, f"engine stopped answering during the quality gate ({exc})")
+                return TrialResult(
+                    **base,
+                    status=TrialStatus.FAILED,
+                    reason=f"quality gate could not run: {exc}",
+                    startup_s=launch.startup_s,
+                )
             self._report("quality", 1, 1)
             if not quality.passed:
                 status = TrialStatus.REJECTED

@@ -143,3 +143,15 @@ def test_trial_key_and_corrupt_cache_file(small_shape: TrafficShape, tmp_path: P
     bad.write_text("{not json")
     with pytest.raises(InvalidInput, match=r"bad\.json"):
         TrialCache(JsonFileStore(bad))
+
+
+def test_unreachable_quality_baseline_is_a_failed_measurement(fake_engine, small_shape: TrafficShape) -> None:
+    from controller.trials.quality import QualityGate
+
+    gate = QualityGate("http://127.0.0.1:9", "baseline")
+    runner = TrialRunner(
+        FakeLauncher(fake_engine), model="tiny", gpu_type="cpu", engine_version="0.32.0", quality_gate=gate
+    )
+    result = runner.run(request(small_shape))
+    assert result.status is TrialStatus.FAILED
+    assert result.reason.startswith("quality gate could not run")

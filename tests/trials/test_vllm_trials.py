@@ -25,11 +25,12 @@ from controller.trials.launchers import CPU_TEST_ARGS, LocalProcessLauncher
 from controller.trials.loadgen import plan_requests, run_plan
 from controller.trials.quality import QualityGate
 from controller.trials.runner import RunnerSettings, TrialRunner
+from controller.trials.vllm_bench import run_bench, sharegpt_valid, to_trial_result
 
 pytestmark = pytest.mark.vllm
 
 TARGET = TargetRef("ml", "chat", "tiny")
-BUDGET = TrialBudget(duration_s=60, warmup_s=10, max_requests=48, startup_timeout_s=240)
+BUDGET = TrialBudget(duration_s=60, warmup_s=10, max_requests=64, startup_timeout_s=240)
 SLO_ = SLO(ttft_seconds=2.0, tpot_seconds=0.1)
 
 NORMAL = EngineConfig(max_num_seqs=32)
@@ -50,7 +51,7 @@ def make_runner(model_dir: Path, cache: TrialCache | None = None, gate: QualityG
     )
     return TrialRunner(
         launcher, model=f"tiny-{model_dir.name}", gpu_type="cpu", engine_version="0.32.0",
-        settings=RunnerSettings(max_model_len=512, sample_interval_s=0.1), cache=cache, quality_gate=gate,
+        settings=RunnerSettings(max_model_len=512, sample_interval_s=0.25), cache=cache, quality_gate=gate,
         gate_if=lambda config: config.speculative_method == "none",  # gate the non-speculative trials here
     )  # fmt: skip
 
@@ -80,7 +81,7 @@ def small_shape_module() -> TrafficShape:
 
     return TrafficShape(
         arrival_rate_rps=0,
-        concurrency=8,
+        concurrency=16,
         prompt_tokens=LengthDistribution(mean=64, cv=0.3, maximum=200),
         output_tokens=LengthDistribution(mean=32, cv=0.2, maximum=64),
         repetitiveness=0.5,
@@ -116,6 +117,16 @@ def test_normal_config_is_measured_consistently_and_passes_the_gate(trial, small
     assert result.quality.mean_logprob_divergence < 1e-3
 
 
+def test_starved_config_ranks_below_a_normal_one(trial, small_shape_module) -> None:
+    starved, normal = trial(STARVED), trial(NORMAL)
+    assert_consistent(starved, small_shape_module)
+    assert starved.output_tokens_per_s < normal.output_tokens_per_s
+    assert starved.ttft_s is not None and normal.ttft_s is not None
+    assert starved.ttft_s.p50 > normal.ttft_s.p50  # requests queue behind the single slot
+    assert starved.ttft_s.p50 / starved.e2e_s.p50 > 0.5  # mostly waiting: the queue holds ~15 requests ahead
+    assert starved.objective() < normal.objective()
+
+
 def test_ngram_speculation_reports_acceptance(trial, small_shape_module) -> None:
     result = trial(NGRAM)
     assert_consistent(result, small_shape_module)
@@ -125,15 +136,6 @@ def test_ngram_speculation_reports_acceptance(trial, small_shape_module) -> None
     assert 1 < spec.mean_acceptance_length <= 1 + NGRAM.num_speculative_tokens
     assert len(spec.per_position) == NGRAM.num_speculative_tokens
     assert list(spec.per_position) == sorted(spec.per_position, reverse=True)  # later positions accept less
-
-
-def test_starved_config_ranks_below_a_normal_one(trial, small_shape_module) -> None:
-    starved, normal = trial(STARVED), trial(NORMAL)
-    assert_consistent(starved, small_shape_module)
-    assert starved.output_tokens_per_s < normal.output_tokens_per_s
-    assert starved.ttft_s is not None and normal.ttft_s is not None
-    assert starved.ttft_s.p50 > normal.ttft_s.p50  # requests queue behind the single slot
-    assert starved.objective() < normal.objective()
 
 
 def test_refused_config_is_infeasible_with_the_servers_reason(trial) -> None:
@@ -194,3 +196,24 @@ def test_helper_server_answers(baseline_server: VllmServer) -> None:
     models = httpx.get(baseline_server.endpoint + "/v1/models").json()
     assert models["data"][0]["id"] == baseline_server.model
     assert math.isfinite(baseline_server.startup_s)
+
+
+def test_vllm_bench_serve_result_becomes_the_same_trial_result(baseline_server: VllmServer, tiny_model: Path,
+                                                              small_shape_module) -> None:  # fmt: skip
+    """``vllm bench serve`` (through the metadata launcher) replays our plan; its JSON maps onto a TrialResult."""
+    run = run_bench(
+        baseline_server.endpoint, baseline_server.model, str(tiny_model), small_shape_module,
+        num_prompts=16, seed=4, dataset="sharegpt", slo=SLO_,
+    )  # fmt: skip
+    plan = plan_requests(small_shape_module, num_requests=16, seed=4)
+    expected = [r for r in plan.requests if sharegpt_valid(r.prompt_tokens, r.max_tokens)]
+    bench = run.result
+    assert bench.completed == len(expected) and bench.failed == 0
+    assert bench.total_output_tokens == sum(r.max_tokens for r in expected)
+    assert bench.total_input_tokens == sum(r.prompt_tokens for r in expected)
+    result = to_trial_result(bench, config=EngineConfig(), shape=small_shape_module, slo=SLO_)
+    assert result.status is TrialStatus.MEASURED and result.source == "vllm-bench"
+    assert result.output_tokens_per_s * result.duration_s == pytest.approx(bench.total_output_tokens, rel=1e-3)
+    assert result.ttft_s is not None and result.e2e_s is not None
+    assert result.ttft_s.p50 <= result.e2e_s.p50
+    assert result.goodput_rps <= result.request_throughput * (1 + 1e-9)
