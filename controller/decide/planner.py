@@ -150,6 +150,11 @@ def plan(
     planner.external_autoscaler = external_autoscaler
     planner.forecast = dict(forecast or {})
     decision = planner.run(drifted=drifted, candidate_ready=candidate_ready)
+    if status.phase not in (Phase.OBSERVING, Phase.FROZEN) and observation is not None:
+        # replicas follow the load whatever the tuning or rollout is doing
+        planner.status = decision.status
+        scale_actions, scale_notes = planner._scale()
+        decision = Decision(planner.status, (*decision.actions, *scale_actions), (*decision.notes, *scale_notes))
     decision = _with_digest(decision, rules, now)
     reasons = tuple(a.reason for a in decision.actions) + decision.notes
     final = decision.status.model_copy(
@@ -229,6 +234,10 @@ class _Planner:
         verdict, drift_state = drifts.assess(live, entry.shape, status.drift, now=self.now, params=self.rules.drift)
         status = status.model_copy(update={"drift": drift_state})
         self.status = status
+        scale_actions, scale_notes = self._scale()
+        if any(isinstance(a, Scale) and a.replicas > self.status.replicas for a in scale_actions):
+            # more load than the replicas carry: add replicas first; a re-tune would not add capacity soon enough
+            return self._done(self.status, scale_actions, scale_notes)
         breach = slo_breach(self.observation, self.rules.slo, self.rules.rollout.min_samples)
         if breach and not self._tuned_recently(entry, self.rules.schedule.retune_min_interval_s / 2):
             return self._start_tuning(f"window '{self.window.name}': {breach}", self.window, observed=True)
@@ -244,9 +253,8 @@ class _Planner:
         ahead = self._tune_ahead()
         if ahead is not None:
             return ahead
-        actions, notes = self._scale(entry)
-        notes.append(f"observing: {self.observation.shape.describe()}; drift {verdict.reason}")
-        return self._done(self.status, actions, notes)
+        scale_notes.append(f"observing: {self.observation.shape.describe()}; drift {verdict.reason}")
+        return self._done(self.status, scale_actions, scale_notes)
 
     def _tuned_recently(self, entry: ScheduledConfig, within_s: float) -> bool:
         return entry.tuned_at is not None and (self.now - entry.tuned_at).total_seconds() < within_s
@@ -305,12 +313,16 @@ class _Planner:
                 return self._start_tuning(why, window)
         return None
 
-    def _scale(self, entry: ScheduledConfig) -> tuple[list[Action], list[str]]:
+    def _scale(self) -> tuple[list[Action], list[str]]:
+        """Replicas of the stable variant for the forecast load at the capacity measured for the active config on
+        this window's traffic (another window's measurement of the same config only when this one has none)."""
         rules = self.rules.scaling
         if rules is None or self.observation is None:
             return [], []
         active_key = self.status.active_config.key()
-        capacity = next(
+        entry = self.status.schedule_for(self.window.name)
+        here = entry.capacity_rps if entry is not None and entry.config.key() == active_key else None
+        capacity = here or next(
             (s.capacity_rps for s in self.status.schedule if s.config.key() == active_key and s.capacity_rps),
             None,
         )
@@ -330,8 +342,8 @@ class _Planner:
         )
         self.status = self.status.model_copy(update={"scale_below_since": decision.below_since})
         if decision.changes(self.status.replicas):
-            updated = entry.model_copy(update={"replicas": decision.replicas})
-            self.status = _with_schedule(self.status, updated)
+            if entry is not None:
+                self.status = _with_schedule(self.status, entry.model_copy(update={"replicas": decision.replicas}))
             return [Scale("stable", decision.replicas, decision.reason)], []
         return [], [decision.reason]
 

@@ -86,6 +86,19 @@ def _latency_breach(name: str, cand: float | None, stable: float | None, bound: 
     return ""
 
 
+def _expected_at(ratio: float | None, weight: int) -> float:
+    """The latency trade-off (candidate/stable) to expect in production at ``weight`` percent.
+
+    The canary measured ``ratio`` at equal per-replica load. With as many candidate replicas as stable ones, at
+    weight w the candidate carries w/(1-w) of stable's load, so below 50% only that share of the trade-off is
+    expected; a candidate that is slower than that on a lighter load is regressing.
+    """
+    if ratio is None or ratio <= 1.0:
+        return 1.0
+    share = 1.0 if weight >= 50 else weight / (100 - weight)
+    return 1.0 + (ratio - 1.0) * share
+
+
 def _stable_breach(stable: VariantStats, slo: SLO) -> str:
     if stable.error_rate > slo.max_error_rate:
         return f"error rate {stable.error_rate:.1%}"
@@ -105,12 +118,14 @@ def analyse(
     expected_ttft_ratio: float | None = None,
     expected_tpot_ratio: float | None = None,
     step_age_s: float = 0.0,
+    weight: int = 50,
 ) -> Analysis:
     """Compare the candidate with stable over the current step.
 
     A candidate may trade some latency for throughput: the canary trials measured that trade-off
-    (``expected_*_ratio``, candidate/stable), so production may show it, plus the policy's tolerance, before it
-    counts as a regression. Beyond that, or above the SLO, it fails.
+    (``expected_*_ratio``, candidate/stable, at equal load), so production may show it (scaled to the candidate's
+    share of the load at ``weight``), plus the policy's tolerance, before it counts as a regression. Beyond that,
+    or above the SLO, it fails; when stable breaches the SLO as well, the verdict is Inconclusive.
     """
     if candidate is None or candidate.requests == 0:
         return Analysis("Pending", "no candidate requests observed yet")
@@ -125,14 +140,14 @@ def analyse(
             candidate.ttft_p95_s,
             stable.ttft_p95_s if stable else None,
             slo.ttft_seconds,
-            (1 + rules.max_ttft_regression) * max(1.0, expected_ttft_ratio or 1.0) - 1,
+            (1 + rules.max_ttft_regression) * _expected_at(expected_ttft_ratio, weight) - 1,
         ),
         (
             "TPOT",
             candidate.tpot_p95_s,
             stable.tpot_p95_s if stable else None,
             slo.tpot_seconds,
-            (1 + rules.max_tpot_regression) * max(1.0, expected_tpot_ratio or 1.0) - 1,
+            (1 + rules.max_tpot_regression) * _expected_at(expected_tpot_ratio, weight) - 1,
         ),
     )
     for name, cand, stab, bound, allowed in checks:
@@ -287,6 +302,7 @@ def advance(
         rules=rules,
         expected_ttft_ratio=state.expected_ttft_ratio,
         expected_tpot_ratio=state.expected_tpot_ratio,
+        weight=state.weight,
         step_age_s=step_age,
     )
     record = AnalysisRecord(
