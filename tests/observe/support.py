@@ -23,6 +23,8 @@ import httpx
 from controller.testing.prometheus_server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
+#: The speculative config of the suite's one vLLM server.
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
 
 
 # ---- simulator processes -----------------------------------------------------------------------------------------
@@ -128,6 +130,14 @@ class LoadResult:
 
 
 async def _one(client: httpx.AsyncClient, url: str, body: dict[str, object], record: RequestRecord) -> None:
+    if not body.get("stream"):
+        response = await client.post(url, json=body)
+        response.raise_for_status()
+        usage = response.json()["usage"]
+        record.output_tokens, record.prompt_tokens = int(usage["completion_tokens"]), int(usage["prompt_tokens"])
+        record.end = time.time()
+        record.ok = True
+        return
     async with client.stream("POST", url, json=body) as response:
         response.raise_for_status()
         async for line in response.aiter_lines():
@@ -156,9 +166,11 @@ def poisson_load(
     seed: int = 0,
     repetitive: bool = False,
     temperature: float | None = None,
+    stream_every: int = 1,
 ) -> LoadResult:
     """Open-loop Poisson arrivals at ``rate`` req/s for ``duration_s``; token-id prompts of exactly
-    ``prompt_tokens``; exactly ``output_tokens`` generated (``ignore_eos``); streaming, timed client-side."""
+    ``prompt_tokens``; exactly ``output_tokens`` generated (``ignore_eos``). Every ``stream_every``-th request
+    streams (client-side TTFT/TPOT); the others do not, which keeps the server's frontend work per token low."""
     rng = random.Random(seed)
 
     def prompt() -> list[int]:
@@ -184,9 +196,10 @@ def poisson_load(
                     "prompt": prompt(),
                     "max_tokens": output_tokens,
                     "ignore_eos": True,
-                    "stream": True,
-                    "stream_options": {"include_usage": True},
                 }
+                if len(result.records) % stream_every == 0:
+                    body["stream"] = True
+                    body["stream_options"] = {"include_usage": True}
                 if temperature is not None:
                     body["temperature"] = temperature
                 record = RequestRecord(start=time.time())

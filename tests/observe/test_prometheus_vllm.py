@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from controller.domain.observation import TargetRef
@@ -21,12 +22,11 @@ from controller.observe.report import TrafficReport
 from controller.observe.synthetic import TPOT_BUCKETS, TTFT_BUCKETS
 from controller.testing.prometheus_server import ScrapeTarget, running_prometheus
 from controller.testing.vllm_server import VllmServer
-from tests.observe.conftest import NGRAM
-from tests.observe.support import LoadResult, bucket_index, client_quantile, poisson_load
+from tests.observe.support import NGRAM, LoadResult, bucket_index, client_quantile, poisson_load
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.vllm]
 
-RATE, PROMPT, OUTPUT, LOAD_S = 4.0, 128, 96, 40.0
+RATE, PROMPT, OUTPUT, LOAD_S = 4.0, 128, 128, 40.0
 
 
 @dataclass
@@ -35,6 +35,18 @@ class Run:
     report: TrafficReport
     start: float
     end: float
+    raw_ttft_mean: float
+    """mean TTFT over the whole load, read straight from vLLM's /metrics (_sum/_count deltas), not via Prometheus"""
+
+
+def raw_ttft(endpoint: str) -> tuple[float, float]:
+    text = httpx.get(f"{endpoint}/metrics", timeout=10).text
+    values = {"sum": 0.0, "count": 0.0}
+    for line in text.splitlines():
+        for key in values:
+            if line.startswith(f"vllm:time_to_first_token_seconds_{key}{{"):
+                values[key] += float(line.rsplit(" ", 1)[1])
+    return values["sum"], values["count"]
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +58,12 @@ def run(tiny_vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
         # warm-up: first requests pay one-off costs that are not part of the traffic being measured
         poisson_load(tiny_vllm.endpoint, tiny_vllm.model, rate=4, duration_s=2, prompt_tokens=PROMPT,
                      output_tokens=OUTPUT, seed=1, repetitive=True, temperature=0.0)  # fmt: skip
+        sum0, count0 = raw_ttft(tiny_vllm.endpoint)
         load = poisson_load(
             tiny_vllm.endpoint, tiny_vllm.model, rate=RATE, duration_s=LOAD_S, prompt_tokens=PROMPT,
-            output_tokens=OUTPUT, seed=2, repetitive=True, temperature=0.0,
+            output_tokens=OUTPUT, seed=2, repetitive=True, temperature=0.0, stream_every=3,
         )  # fmt: skip
+        sum1, count1 = raw_ttft(tiny_vllm.endpoint)
         start = round(load.started) + 5.0
         end = start + round(LOAD_S) - 9.0
         time.sleep(max(0.0, end + 2.5 - time.time()))
@@ -58,18 +72,21 @@ def run(tiny_vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
         report = source.report(target, start=datetime.fromtimestamp(start, UTC), end=datetime.fromtimestamp(end, UTC))
         sent_rate = load.arrivals_in(start, end) / (end - start)
         client_conc = load.concurrency_in(start, end)
+        done = [r for r in load.records if r.ok and start <= r.start and r.end <= end]
+        client_ttft = client_quantile([r.ttft for r in done if r.ttft is not None], 0.5)
+        client_tpot = client_quantile([r.tpot for r in done if r.tpot is not None], 0.5)
         print(
             f"\nvllm observe accuracy: arrival {report.shape.arrival_rate_rps:.3f} vs sent {sent_rate:.3f} req/s;"
             f" concurrency {report.shape.concurrency:.3f} vs client {client_conc:.3f};"
             f" prompt {report.shape.prompt_tokens.mean:.1f}/{PROMPT};"
             f" output {report.shape.output_tokens.mean:.1f}/{OUTPUT};"
-            f" ttft p50/p95 {report.signals.ttft_s.p50}/{report.signals.ttft_s.p95};"
-            f" tpot p50/p95 {report.signals.tpot_s.p50}/{report.signals.tpot_s.p95};"
+            f" ttft p50/p95 {report.signals.ttft_s.p50}/{report.signals.ttft_s.p95} (client p50 {client_ttft:.4f});"
+            f" tpot p50/p95 {report.signals.tpot_s.p50}/{report.signals.tpot_s.p95} (client p50 {client_tpot:.4f});"
             f" spec acceptance {report.signals.spec_acceptance_rate}"
             f" length {report.signals.spec_mean_acceptance_length}"
             f" per-position {report.signals.spec_acceptance_per_position}"
         )
-        yield Run(load, report, start, end)
+        yield Run(load, report, start, end, (sum1 - sum0) / (count1 - count0))
 
 
 def test_every_request_succeeded(run: Run) -> None:
@@ -94,35 +111,33 @@ def test_concurrency_within_15_percent(run: Run) -> None:
     assert gauges <= run.report.shape.concurrency * 2 + 1  # sampled gauges agree in order of magnitude
 
 
-def consistent(server: float, client: float, overhead: float, bounds: tuple[float, ...], slack: int) -> bool:
-    """The server measures a sub-interval of what the client sees: its quantile may not sit above the client's bucket,
-    and may sit at most ``slack`` buckets below the client's quantile once the mean frontend overhead is removed."""
-    server_bucket = bucket_index(server, bounds)
-    return (
-        server_bucket <= bucket_index(client, bounds) + 1
-        and server_bucket >= bucket_index(max(client - overhead, 0.0), bounds) - slack
-    )
-
-
 def test_latency_quantiles_match_client_within_bucket_resolution(run: Run) -> None:
+    """TPOT: the server's quantiles sit within one bucket of the client's. TTFT: vLLM starts the clock at
+    ``arrival_time``, after the frontend has parsed and pre-processed the request, and stops it when the frontend
+    receives the first token; the client also sees HTTP handling and the first chunk's delivery, which on a shared
+    2-core machine adds 10-90 ms to a ~10 ms TTFT. So the server's TTFT quantiles may not exceed the client's (within
+    one bucket), and must bracket vLLM's own mean TTFT read straight from its /metrics."""
     done = [r for r in run.load.records if r.ok and run.start <= r.start and r.end <= run.end]
     ttfts = [r.ttft for r in done if r.ttft is not None]
     tpots = [r.tpot for r in done if r.tpot is not None]
-    assert len(ttfts) > 50 and len(tpots) > 50
-    # frontend time the client sees and vLLM's e2e histogram does not (HTTP, streaming, client scheduling)
-    client_e2e = sum(r.end - r.start for r in done) / len(done)
-    server_e2e = run.report.shape.concurrency / run.report.shape.arrival_rate_rps
-    overhead = max(client_e2e - server_e2e, 0.0)
+    assert len(ttfts) > 25 and len(tpots) > 25
     s = run.report.signals
-    checks = (
-        ("ttft p50", s.ttft_s.p50, client_quantile(ttfts, 0.5), overhead, TTFT_BUCKETS, 1),
-        ("ttft p95", s.ttft_s.p95, client_quantile(ttfts, 0.95), overhead, TTFT_BUCKETS, 2),
-        ("tpot p50", s.tpot_s.p50, client_quantile(tpots, 0.5), 0.0, TPOT_BUCKETS, 1),
-        ("tpot p95", s.tpot_s.p95, client_quantile(tpots, 0.95), 0.0, TPOT_BUCKETS, 2),
-    )
-    for name, server, client, extra, bounds, slack in checks:
-        assert server is not None, name
-        assert consistent(server, client, extra, bounds, slack), (name, server, client, overhead)
+    assert s.ttft_s.p50 is not None and s.ttft_s.p95 is not None and s.ttft_s.p99 is not None
+    assert s.tpot_s.p50 is not None and s.tpot_s.p95 is not None and s.tpot_s.p99 is not None
+    assert 0 < s.ttft_s.p50 <= s.ttft_s.p95 <= s.ttft_s.p99
+    assert 0 < s.tpot_s.p50 <= s.tpot_s.p95 <= s.tpot_s.p99
+    for q, server, client in (
+        (0.5, s.tpot_s.p50, client_quantile(tpots, 0.5)),
+        (0.95, s.tpot_s.p95, client_quantile(tpots, 0.95)),
+    ):
+        assert abs(bucket_index(server, TPOT_BUCKETS) - bucket_index(client, TPOT_BUCKETS)) <= 1, (q, server, client)
+    for q, server, client in (
+        (0.5, s.ttft_s.p50, client_quantile(ttfts, 0.5)),
+        (0.95, s.ttft_s.p95, client_quantile(ttfts, 0.95)),
+    ):
+        assert bucket_index(server, TTFT_BUCKETS) <= bucket_index(client, TTFT_BUCKETS) + 1, (q, server, client)
+    mean = bucket_index(run.raw_ttft_mean, TTFT_BUCKETS)
+    assert bucket_index(s.ttft_s.p50, TTFT_BUCKETS) - 1 <= mean <= bucket_index(s.ttft_s.p99, TTFT_BUCKETS) + 1
     variant = run.report.variants["stable"].stats
     assert variant.ttft_p95_s == s.ttft_s.p95 and variant.tpot_p95_s == s.tpot_s.p95
 
