@@ -538,6 +538,12 @@ def _first(records: Sequence[CycleRecord], pred: Callable[[CycleRecord], bool]) 
     return next((r for r in records if pred(r)), None)
 
 
+#: The latency multiplier the restart, conflict and lost-write scenarios use to force a rollback at 25 %: far
+#: beyond any latency trade-off a canary could have measured, so those scenarios do not depend on the analysis's
+#: tolerances.
+CLEARLY_BAD = 3.0
+
+
 def scenario_bad_config(multiplier: float = 2.0, at_weight: int = 25) -> Outcome:
     """A config that turns slow once it carries ``at_weight`` percent: rolled back, exposure bounded."""
     world = SimWorld()
@@ -563,6 +569,7 @@ def scenario_bad_config(multiplier: float = 2.0, at_weight: int = 25) -> Outcome
     total_bad = sum(r.requests for r in bad if rollback is None or r.index <= rollback.index)
     max_w = max((r.max_candidate_weight for r in bad), default=0)
     cycles = rollback.index - enough.index + 1 if rollback is not None and enough is not None else -1
+    reason = rollback.reasons[0] if rollback is not None else ""
     data = {
         "rolled_back": rollback is not None,
         "max_weight_while_bad": max_w,
@@ -573,7 +580,7 @@ def scenario_bad_config(multiplier: float = 2.0, at_weight: int = 25) -> Outcome
         "blocked": world.status.blocked_configs,
         "applied_weights": world.applied_weights(),
         "promoted": world.promoted(),
-        "reason": rollback.reasons[0] if rollback else "",
+        "reason": reason,
         "candidate_left": world.fleet.variant("candidate") is not None,
         "world": world,
     }
@@ -582,8 +589,9 @@ def scenario_bad_config(multiplier: float = 2.0, at_weight: int = 25) -> Outcome
         scenario="bad config",
         fault=f"candidate latency x{multiplier:g} from the {at_weight}% step on",
         outcome=(
-            f"rolled back at {max_w}% ({'TTFT/TPOT regression vs stable' if rollback else 'not rolled back'}); "
-            "config blocked, never promoted"
+            f"rolled back at {max_w}% ({reason.split(': ', 1)[-1]}); config blocked, never promoted"
+            if rollback is not None
+            else "NOT rolled back"
         ),
         exposure=f"max {max_w}% weight; {cand_bad} of {total_bad} requests ({share:.0%}) served by the bad config",
         recovery=f"rollback {cycles} cycle(s) after the analysis had {min_fail} failure samples",
@@ -617,7 +625,7 @@ class PhaseScript:
                     w.fleet.faults.metrics = None
         if self.kind == "rollback":
             if rollout is not None and rollout.weight >= 25:
-                w.fleet.faults.latency_multiplier["candidate"] = 2.0
+                w.fleet.faults.latency_multiplier["candidate"] = CLEARLY_BAD
             return
         if st.phase is Phase.AWAITING_APPROVAL and "approve" not in self.done:
             if "seen-gate" in self.done:
@@ -722,7 +730,7 @@ def scenario_lost_status_write(action: str) -> Outcome:
 
     for _ in range(40):
         if rollback and world.status.rollout is not None and world.status.rollout.weight >= 25:
-            world.fleet.faults.latency_multiplier["candidate"] = 2.0
+            world.fleet.faults.latency_multiplier["candidate"] = CLEARLY_BAD
         previous = world.status
         try:
             record = world.cycle()
@@ -1044,7 +1052,10 @@ def scenario_spike(factor: float = 3.0) -> Outcome:
         "world": world,
     }
     if gate is not None:
-        outcome = "Inconclusive (stable breaches the SLO too): waits for a human at 25%, no rollback"
+        outcome = (
+            f"Inconclusive (stable breaches the SLO too): waits for a human at {world.fleet.candidate_weight}%, "
+            "no rollback"
+        )
     elif rollback is not None:
         outcome = f"rolled back: {rollback.reasons[0]}"
     elif world.promoted():
@@ -1055,9 +1066,12 @@ def scenario_spike(factor: float = 3.0) -> Outcome:
         scenario="traffic spike mid-rollout",
         fault=f"traffic x{factor:g} from the 25% step on",
         outcome=outcome,
-        exposure="25% (no step while the verdict is open)"
-        if gate is not None
-        else f"weights {world.applied_weights()}",
+        exposure=(
+            f"route weights {'/'.join(str(w) for w in world.applied_weights())}; "
+            f"held at {world.fleet.candidate_weight}% while the verdict is open"
+            if gate is not None
+            else f"route weights {'/'.join(str(w) for w in world.applied_weights())}"
+        ),
         recovery="a human approves or rejects (shiftctl)" if gate is not None else "n/a",
         lost="nothing" if rollback is None else "a good config (false rollback; it is now blocked)",
         data=data,
@@ -1090,7 +1104,7 @@ def scenario_conflicts(arm: str = "step", writes: int = 6) -> Outcome:
         if step_reached or chosen:
             state["armed"] = True
         elif rollback and rollout is not None and rollout.weight == 25:
-            w.fleet.faults.latency_multiplier["candidate"] = 2.0
+            w.fleet.faults.latency_multiplier["candidate"] = CLEARLY_BAD
             state["armed"] = True
         if state["armed"]:
             budget.remaining = writes
@@ -1319,6 +1333,7 @@ def scenario_bad_inputs() -> Outcome:
 # ----- all of it -----------------------------------------------------------------------------------------------------
 SCENARIOS: dict[str, Callable[[], Outcome]] = {
     "bad-config": scenario_bad_config,
+    "bad-config-x3": partial(scenario_bad_config, CLEARLY_BAD),
     **{f"restart-{p.value}": partial(scenario_restart, p) for p in PHASE_SCRIPTS},
     **{f"lost-write-{a.split()[0]}": partial(scenario_lost_status_write, a) for a in LOST_WRITE_ACTIONS},
     "metrics-outage": lambda: scenario_metrics_missing("outage"),
