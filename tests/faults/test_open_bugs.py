@@ -1,0 +1,149 @@
+"""Open defects ``bench/week.py`` found in the planner's capacity scaling (``controller/decide/planner.py``).
+
+These tests state the intended behaviour and fail until the defects are fixed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.decide import planner
+from controller.decide.capacity import ScalingRules
+from controller.domain.actions import Scale
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import Observation, VariantStats
+from controller.domain.phases import Phase
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.simulator.traffic import DiurnalTraffic
+
+pytestmark = pytest.mark.faults
+
+SLO_5S = SLO(ttft_seconds=5.0, tpot_seconds=0.1)
+WINDOWS = DiurnalTraffic(7).windows
+CONFIG = EngineConfig(speculative_method="mtp", num_speculative_tokens=2, max_num_seqs=512)
+AGENTS = TrafficShape(
+    arrival_rate_rps=33.2,
+    concurrency=800.0,
+    prompt_tokens=LengthDistribution(mean=512, cv=0.25),
+    output_tokens=LengthDistribution(mean=512, cv=0.25),
+    repetitiveness=0.1,
+)
+DOCUMENTS = AGENTS.model_copy(
+    update={
+        "arrival_rate_rps": 0.29,
+        "concurrency": 26.0,
+        "prompt_tokens": LengthDistribution(mean=24000, cv=0.4),
+        "output_tokens": LengthDistribution(mean=1024, cv=0.5),
+        "repetitiveness": 0.85,
+    }
+)
+
+
+def _measured(config: EngineConfig, shape: TrafficShape, goodput_rps: float) -> TrialResult:
+    p = Percentiles(p50=0.05, p95=0.08, p99=0.1)
+    return TrialResult(
+        config=config,
+        shape=shape,
+        slo=SLO_5S,
+        status=TrialStatus.MEASURED,
+        completed=1000,
+        output_tokens_per_s=goodput_rps * 512,
+        goodput_rps=goodput_rps,
+        goodput_tokens_per_s=goodput_rps * 512,
+        request_throughput=goodput_rps,
+        ttft_s=p,
+        tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
+    )
+
+
+def test_fleet_rate_of_a_tuned_window_uses_the_replicas_the_round_was_measured_with() -> None:
+    """``_Planner._select`` records ``fleet_rate_rps=round_.shape.arrival_rate_rps * max(1, self.status.replicas)``:
+    the round's per-replica rate (cut for the replicas the fleet had when the round *started*) times the replicas at
+    *selection*. Since scaling runs in every phase (84ba84c), replicas change during a round: in ``bench/week.py`` a
+    round started at 4 replicas (8.3 req/s each, 33 req/s in all) ends at 16 and the day window records a fleet rate
+    of 132.7 req/s, three times the week's busiest hour; ``_scale`` then uses it as the forecast (the day runs on 6
+    replicas where 3 carry the load, and a later round scales 3 -> 12). Expected: the fleet rate the round saw."""
+    now = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
+    window = next(w for w in WINDOWS if w.name == "day")
+    shape = planner.per_replica(AGENTS, 4).model_copy(update={"window": window})
+    round_ = TuningRound(
+        id="day-1",
+        window="day",
+        shape=shape,
+        started_at=now - timedelta(minutes=20),
+        reason="SLO breach",
+        trial_keys=(STOCK.key(), CONFIG.key()),
+        trial_proposers=("baseline", "optimizer"),
+        trial_reasons=("baseline", "trial 2"),
+    )
+    status = TargetStatus(
+        phase=Phase.TRIALLING,
+        replicas=16,  # scaled up while the round ran
+        window="day",
+        tuning=round_,
+        trials=(_measured(STOCK, shape, 6.0), _measured(CONFIG, shape, 14.0)),
+    )
+    observation = Observation(
+        target="prod/workhorse",
+        start=now - timedelta(minutes=5),
+        end=now,
+        shape=AGENTS,
+        variants={"stable": VariantStats(variant="stable", requests=9000, ttft_p95_s=0.08, tpot_p95_s=0.02)},
+    )
+    rules = planner.Rules(slo=SLO_5S, windows=WINDOWS, tuning=planner.TuningRules(max_trials=2, measure_stock=False))
+    decision = planner.plan(
+        status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
+    )
+    entry = decision.status.schedule_for("day")
+    assert entry is not None and entry.fleet_rate_rps is not None
+    assert entry.fleet_rate_rps == pytest.approx(AGENTS.arrival_rate_rps, rel=0.05)
+
+
+def test_prewarm_sizes_the_next_window_with_its_own_capacity() -> None:
+    """``_Planner._scale``: ahead of a window (``prewarm_lead_s``) the forecast becomes the upcoming window's
+    ``fleet_rate_rps``, but it is divided by the *current* window's capacity. At 06:50 (night: 24k-token documents,
+    2.05 req/s per replica) ahead of the morning ramp (agents, 20 req/s per replica, 25 req/s in all), the fleet
+    scales from 1 to 16 replicas (25 x 1.25 / 2.05) instead of 2 (25 x 1.25 / 20); in ``bench/week.py`` every
+    weekday morning starts at the replica maximum."""
+    now = datetime(2026, 12, 1, 6, 50, tzinfo=UTC)
+
+    def entry(window: str, shape: TrafficShape, capacity: float, fleet_rate: float) -> ScheduledConfig:
+        return ScheduledConfig(
+            window=window,
+            config=CONFIG,
+            shape=shape,
+            goodput_tokens_per_s=7000,
+            stock_goodput_tokens_per_s=3000,
+            tuned_at=now - timedelta(hours=20),
+            capacity_rps=capacity,
+            fleet_rate_rps=fleet_rate,
+        )
+
+    status = TargetStatus(
+        phase=Phase.OBSERVING,
+        active_config=CONFIG,
+        replicas=1,
+        window="night",
+        schedule=(
+            entry("night", DOCUMENTS, 2.05, 0.29),
+            entry("morning-ramp", planner.per_replica(AGENTS, 2), 20.0, 25.0),
+        ),
+    )
+    observation = Observation(
+        target="prod/workhorse",
+        start=now - timedelta(minutes=5),
+        end=now,
+        shape=DOCUMENTS,
+        variants={"stable": VariantStats(variant="stable", requests=90, ttft_p95_s=0.4, tpot_p95_s=0.008)},
+    )
+    rules = planner.Rules(slo=SLO_5S, windows=WINDOWS, scaling=ScalingRules(headroom=0.25, max_replicas=16))
+    decision = planner.plan(
+        status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
+    )
+    scales = [a for a in decision.actions if isinstance(a, Scale)]
+    assert all(a.replicas <= 2 for a in scales), [a.reason for a in scales]
