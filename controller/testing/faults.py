@@ -1272,7 +1272,12 @@ CR_CASES: tuple[tuple[str, str, Any, str], ...] = (
     ("replica bounds inverted", "spec.replicas.minReplicas", 9, "spec.replicas"),
     ("weight above 100", "status.rollout.weight", 150, "status.rollout.weight"),
     ("unknown phase", "status.phase", "Exploding", "status.phase"),
-    ("approval without approver", "status.rollout.approvals.0.by", "", "status.rollout.approvals[0].by"),
+    (
+        "approval without approver",
+        "status.rollout.approvals",
+        [{"by": "", "at": "2026-11-30T11:00:00Z", "step": 1, "decision": "approved"}],
+        "status.rollout.approvals[0].by",
+    ),
     ("empty rollout steps", "status.rollout.steps", [], "status.rollout.steps"),
 )
 
@@ -1287,46 +1292,70 @@ POLICY_CASES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def run_bad_input_cases() -> list[BadInputCase]:
-    """Feed every bad CR and policy to the parsers; each must fail with an :class:`InvalidInput` naming the field."""
+def operator_cycle(world: SimWorld, body: dict[str, Any], policy_text: str) -> None:
+    """One operator cycle from the raw inputs, the way the reactor runs it: the CR (spec and status) and the policy
+    are validated first; only when both are valid does a Reconciler act on the world. Raises InvalidInput."""
     from controller.crd.models import parse_tuned_service
-    from controller.errors import InvalidInput
     from controller.policy import parse_policy
 
+    _, status = parse_tuned_service(body)
+    parse_policy(policy_text, source="policies/small.yaml")
+    result = world.reconciler.reconcile(world.target, status)
+    world.status = result.status
+
+
+def run_bad_input_cases(world: SimWorld | None = None) -> list[BadInputCase]:
+    """Feed every bad CR and policy to an operator cycle; each must fail with an :class:`InvalidInput` naming the
+    field. With ``world``, the CR's status is the world's live status (a rollout in progress), corrupted per case."""
+    from controller.errors import InvalidInput
+
+    live = world.status.model_dump(mode="json") if world is not None else _rollout_status()
     out: list[BadInputCase] = []
+    cases: list[tuple[str, str, str, dict[str, Any], str]] = []
     for name, path, value, expected in CR_CASES:
         body = _example_cr()
-        if path.startswith("status."):
-            body["status"] = _rollout_status()
+        body["status"] = json.loads(json.dumps(live))
         _set_path(body, path, value)
-        try:
-            parse_tuned_service(body)
-        except InvalidInput as exc:
-            out.append(BadInputCase(name, "cr", expected, str(exc), exc.field, exc.source))
-        else:
-            out.append(BadInputCase(name, "cr", expected, "accepted", "", ""))
+        cases.append((name, "cr", expected, body, _GOOD_POLICY))
     for name, text, expected in POLICY_CASES:
+        body = _example_cr()
+        body["status"] = json.loads(json.dumps(live))
+        cases.append((name, "policy", expected, body, text))
+    for name, kind, expected, body, text in cases:
         try:
-            parse_policy(text, source="policies/small.yaml")
+            if world is not None:
+                operator_cycle(world, body, text)
+            else:
+                from controller.crd.models import parse_tuned_service
+                from controller.policy import parse_policy
+
+                parse_tuned_service(body)
+                parse_policy(text, source="policies/small.yaml")
         except InvalidInput as exc:
-            out.append(BadInputCase(name, "policy", expected, str(exc), exc.field, exc.source))
+            out.append(BadInputCase(name, kind, expected, str(exc), exc.field, exc.source))
         else:
-            out.append(BadInputCase(name, "policy", expected, "accepted", "", ""))
+            out.append(BadInputCase(name, kind, expected, "accepted", "", ""))
     return out
 
 
 def scenario_bad_inputs() -> Outcome:
-    """Bad CRs and policies: one clear error naming the field; the operator starts nothing."""
-    cases = run_bad_input_cases()
+    """Bad CRs and policies arrive while a rollout is at 25 %: one clear error naming the field, and the world (route,
+    Deployments, status) is exactly as it was."""
+    world = SimWorld()
+    world.run(30, until=lambda w: w.status.rollout is not None and w.status.rollout.weight == 25)
+    before = (world.fleet.candidate_weight, len(world.sim_cluster.calls), len(world.sim_router.history), world.status)
+    cases = run_bad_input_cases(world)
+    after = (world.fleet.candidate_weight, len(world.sim_cluster.calls), len(world.sim_router.history), world.status)
     named = sum(1 for c in cases if c.named_field)
+    untouched = before == after
     return Outcome(
         scenario="bad CRs and policies",
-        fault=f"{len(cases)} malformed TunedService bodies, statuses and policy files",
+        fault=f"{len(cases)} malformed TunedService specs, statuses and policy files during a rollout at 25%",
         outcome=f"{named}/{len(cases)} rejected with an error naming the source and field",
-        exposure="none: nothing reaches a port",
+        exposure="none: " + ("route, Deployments and status untouched" if untouched else "THE WORLD CHANGED"),
         recovery="fix the input",
         lost="nothing (no half-applied status or route)",
-        data={"cases": cases},
+        data={"cases": cases, "untouched": untouched, "world": world},
     )
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from controller.domain.phases import Phase
-from controller.testing.faults import CR_CASES, POLICY_CASES, run_scenario
+from controller.testing.faults import (
+    _GOOD_POLICY,
+    CR_CASES,
+    POLICY_CASES,
+    SimWorld,
+    _example_cr,
+    operator_cycle,
+    run_scenario,
+)
 
 pytestmark = pytest.mark.faults
 
@@ -54,6 +62,7 @@ def test_drift_starts_a_retune_on_the_new_shape() -> None:
 
 def test_bad_crs_and_policies_name_the_field_and_nothing_is_applied() -> None:
     o = run_scenario("bad-inputs")
+    assert o.data["untouched"], o.exposure  # route weight, cluster calls, router writes and status as before
     cases = o.data["cases"]
     assert len(cases) == len(CR_CASES) + len(POLICY_CASES)
     for case in cases:
@@ -62,3 +71,10 @@ def test_bad_crs_and_policies_name_the_field_and_nothing_is_applied() -> None:
         assert case.source in ("ml/llama-8b", "policies/small.yaml") or case.source.startswith("policies/small.yaml:")
     policy_steps = [c for c in cases if "steps" in c.name]
     assert all("steps" in c.error for c in policy_steps)
+    # the same path with valid inputs does run a cycle on the world (so "untouched" above means something)
+    world: SimWorld = o.data["world"]
+    body = _example_cr()
+    body["status"] = world.status.model_dump(mode="json")
+    world.fleet.advance(world.settings.cycle_s)
+    operator_cycle(world, body, _GOOD_POLICY)
+    assert world.status.updated_at == world.clock.now()
