@@ -323,13 +323,14 @@ class _Reader:
         assert value is not None
         return value
 
-    def buckets(self, name: str, group: str | None = None, *, required: bool = False) -> dict[str, Buckets]:
+    def buckets(self, name: str, *, per_variant: bool = False, required: bool = False) -> dict[str, Buckets]:
+        """Histogram buckets by variant (``per_variant``) or target-wide (key ``""``)."""
         rows = self.by_name.get(name, [])
         if not rows and required:
             raise self.fail(name, "no histogram buckets")
         grouped: dict[str, dict[float, float]] = defaultdict(dict)
         for labels, value in rows:
-            key = self.variant_of(name, labels) if group else ""
+            key = self.variant_of(name, labels) if per_variant else ""
             try:
                 grouped[key][float(labels["le"])] = value
             except (KeyError, ValueError) as exc:
@@ -460,8 +461,8 @@ class _Reader:
         tokens = self.by_variant("v_output_tokens_per_s")
         acceptance = self.by_variant("v_spec_acceptance_rate")
         quantiles = {f"{m}_{p}": self.by_variant(f"v_{m}_{p}") for m in ("ttft", "tpot") for p in ("p50", "p95", "p99")}
-        ttft_b = self.buckets("v_ttft_buckets", "variant") if self.owner.slo else {}
-        tpot_b = self.buckets("v_tpot_buckets", "variant") if self.owner.slo else {}
+        ttft_b = self.buckets("v_ttft_buckets", per_variant=True) if self.owner.slo else {}
+        tpot_b = self.buckets("v_tpot_buckets", per_variant=True) if self.owner.slo else {}
         out: dict[str, VariantReport] = {}
         for variant, count in sorted(requests_.items()):
             if not math.isfinite(count):
