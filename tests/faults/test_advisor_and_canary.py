@@ -49,11 +49,9 @@ def test_canary_crash_oom_and_startup_timeout_are_recorded_and_tuning_continues(
 
 
 def test_canary_pool_gone_fails_trials_with_the_reason_and_deploys_nothing() -> None:
-    """The canary pool disappears (expressed through the LoadTester as TrialStatus.FAILED). What the system does
-    today: every trial is recorded FAILED with the reason and nothing is deployed, but tuning is NOT paused: each
-    round ends with 'no trial met the SLO' and the next cycle starts a new round."""
+    """The canary pool disappears (expressed through the LoadTester as TrialStatus.FAILED): every trial is recorded
+    FAILED with the reason and nothing is deployed. (Pausing the trials is in test_open_bugs.py.)"""
     o = run_scenario("canary-gone")
     d = o.data
     assert d["failed"] and all("canary pool unavailable" in t.reason for t in d["failed"])
     assert d["deployed"] == [] and not d["promoted"]
-    assert d["rounds"] >= 2  # re-tried round after round

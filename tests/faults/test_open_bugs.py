@@ -1,4 +1,5 @@
-"""Open defects ``bench/week.py`` found in the planner's capacity scaling (``controller/decide/planner.py``).
+"""Open defects in the planner (``controller/decide/planner.py``): two in capacity scaling that ``bench/week.py``
+found, and the canary-pool pause issue 7 asks for.
 
 These tests state the intended behaviour and fail until the defects are fixed.
 """
@@ -147,3 +148,17 @@ def test_prewarm_sizes_the_next_window_with_its_own_capacity() -> None:
     )
     scales = [a for a in decision.actions if isinstance(a, Scale)]
     assert all(a.replicas <= 2 for a in scales), [a.reason for a in scales]
+
+
+def test_trials_pause_with_a_reason_while_the_canary_pool_is_gone() -> None:
+    """Issue 7: "canary node gone -> trials paused with a reason". The pool's absence reaches the planner as FAILED
+    trials whose reason says so ("canary pool unavailable ..."). Today the round runs to its end on FAILED results,
+    ends with "no trial met the SLO", and the next cycle starts a new round: 10 attempts in 4 rounds over 12 cycles.
+    Expected: after a trial fails because the pool is unavailable, the loop stops starting trials for a while (one
+    round at most in 12 minutes) and says why in status."""
+    from controller.testing.faults import run_scenario
+
+    d = run_scenario("canary-gone").data
+    assert d["rounds"] <= 1, f"{d['rounds']} rounds, {d['trial_calls']} trial attempts in {d['cycles']} cycles"
+    world = d["world"]
+    assert any("canary pool unavailable" in r for r in world.status.last_reasons)
