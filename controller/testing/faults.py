@@ -62,6 +62,9 @@ from controller.simulator.profiles import load_gpu, load_model
 from controller.simulator.traffic import DiurnalTraffic
 
 __all__ = [
+    "CLEARLY_BAD",
+    "IN_POLICY",
+    "SCENARIOS",
     "CanaryFailure",
     "ConflictBudget",
     "ConflictingCluster",
@@ -74,10 +77,17 @@ __all__ = [
     "UnavailableAdvisor",
     "WorldSettings",
     "canary_failure_result",
+    "fail_always",
+    "fail_calls",
+    "garbage_configs",
+    "operator_cycle",
     "render_table",
     "restart_operator",
     "run_all",
+    "run_bad_input_cases",
+    "run_scenario",
     "wire_roundtrip",
+    "world_policy",
 ]
 
 
