@@ -126,7 +126,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32, help="closed-loop streams for the comparison")
     parser.add_argument("--rate", type=float, default=0.0, help="open-loop req/s for the comparison (0: closed)")
     parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; medians are reported")
     parser.add_argument("--streams", type=int, default=1200)
     parser.add_argument("--stream-requests", type=int, default=2400)
     args = parser.parse_args()
@@ -147,7 +147,7 @@ def main() -> int:
                 full, requests=tuple(r for r in full.requests if sharegpt_valid(r.prompt_tokens, r.max_tokens))
             )
             print(f"simulator {args.model} on {args.gpu} at {endpoint}; shape: {shape.describe()}, {plan.mode} loop")
-            run_plan(endpoint, MODEL_NAME, plan_requests(shape, num_requests=32, seed=99))  # warm-up
+            run_plan(endpoint, MODEL_NAME, plan)  # warm-up: one full unmeasured pass (first passes run slow)
             ratios: list[float] = []
             ttft_diffs: list[float] = []
             for i in range(args.rounds):
