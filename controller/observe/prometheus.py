@@ -263,6 +263,37 @@ class PrometheusMetrics:
                 out[target] = exc
         return out
 
+    def slo_counts(
+        self, target: TargetRef, slo: SLO, *, end: datetime, windows_s: Sequence[float] = (300, 3600)
+    ) -> dict[str, dict[float, tuple[float, float]]]:
+        """``variant -> window_s -> (good, total)`` requests over each look-back window ending at ``end``, in ONE
+        query: the inputs of :func:`controller.decide.slo_signal.assess`. ``good`` is estimated as in
+        :class:`VariantStats` (shares of the TTFT/TPOT histograms within the SLO bounds, bucket-conservative)."""
+        windows = {q.duration(w): float(w) for w in windows_s}
+        named = q.slo_count_queries(self.settings.selector(target), windows, self.settings.variant_label)
+        samples = self.query(q.batch(named), end, what=f"slo counts {target}")
+        reader = _Reader(self, target, end, end, named, _tagged(samples), 1)
+        out: dict[str, dict[float, tuple[float, float]]] = defaultdict(dict)
+        for window, seconds in windows.items():
+            totals = reader.by_variant(f"v_requests@{window}")
+            ttft = reader.buckets(f"v_ttft_buckets@{window}", per_variant=True)
+            tpot = reader.buckets(f"v_tpot_buckets@{window}", per_variant=True)
+            for variant, total in totals.items():
+                if not math.isfinite(total):
+                    raise reader.fail(f"v_requests@{window}", f"variant {variant}: value is {total}")
+                total = max(total, 0.0)
+                share = _good_share(ttft.get(variant), tpot.get(variant), slo)
+                out[variant][seconds] = (total * share if share is not None else 0.0, total)
+        return dict(out)
+
+
+def _good_share(ttft: Buckets | None, tpot: Buckets | None, slo: SLO) -> float | None:
+    """Upper bound on the share of requests meeting both bounds: min of the two histograms' shares at or below their
+    bound (conservative inside a bucket). None without observations."""
+    if ttft is None or tpot is None or ttft.total <= 0 or tpot.total <= 0:
+        return None
+    return min(ttft.count_at_most(slo.ttft_seconds) / ttft.total, tpot.count_at_most(slo.tpot_seconds) / tpot.total)
+
 
 def _tagged(samples: list[Sample]) -> dict[str, list[Sample]]:
     """Group a batched answer by the ``shiftlight_query`` tag, removing the tag."""
@@ -474,14 +505,11 @@ class _Reader:
             total = max(round(count), 0)
             good: int | None = None
             slo = self.owner.slo
-            if slo is not None and variant in ttft_b and variant in tpot_b:
+            if slo is not None:
                 # shares within each histogram, applied to the finished count: the histograms are observed at
                 # first token / at finish, so their totals differ from request_success by in-flight requests
-                tb, pb = ttft_b[variant], tpot_b[variant]
-                if tb.total > 0 and pb.total > 0:
-                    share = min(
-                        tb.count_at_most(slo.ttft_seconds) / tb.total, pb.count_at_most(slo.tpot_seconds) / pb.total
-                    )
+                share = _good_share(ttft_b.get(variant), tpot_b.get(variant), slo)
+                if share is not None:
                     good = round(total * share)
             acc = _finite(acceptance.get(variant))
             ttft, tpot = qs("ttft"), qs("tpot")

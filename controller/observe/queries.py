@@ -413,6 +413,29 @@ def variant_queries(selector: Selector, rng: str, variant_label: str = DEFAULT_V
     return tuple(out)
 
 
+def slo_count_queries(
+    selector: Selector, windows: Iterable[str], variant_label: str = DEFAULT_VARIANT_LABEL
+) -> tuple[Query, ...]:
+    """Per window and variant: finished requests and the TTFT/TPOT histograms the good-request share is read from
+    (inputs of the burn-rate SLO signal). Names carry the window: ``v_requests@300s``."""
+    out: list[Query] = []
+    for window in windows:
+        for query in variant_queries(selector, window, variant_label):
+            if query.name in ("v_requests", "v_ttft_buckets", "v_tpot_buckets"):
+                out.append(
+                    Query(
+                        f"{query.name}@{window}",
+                        query.expr,
+                        query.kind,
+                        f"{query.description} over {window}",
+                        query.required,
+                        query.unit,
+                        query.labels,
+                    )
+                )
+    return tuple(out)
+
+
 def observe_queries(selector: Selector, rng: str, variant_label: str = DEFAULT_VARIANT_LABEL) -> tuple[Query, ...]:
     return shape_queries(selector, rng) + variant_queries(selector, rng, variant_label)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.decide.slo_signal import BurnRule, SloSignalState, WindowCounts, assess
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
 from controller.errors import MetricsUnavailable
@@ -246,3 +247,26 @@ def test_fleet_query_failure_reaches_every_target(world: World) -> None:
         source = PrometheusMetrics(PrometheusSettings(url=proxy.url, timeout_s=0.3))
         reports = source.report_many([CHAT, TargetRef("prod", "idle", "sim-idle")], start=world.start, end=world.end)
     assert all(isinstance(r, MetricsUnavailable) and "timed out" in str(r) for r in reports.values())
+
+
+def test_slo_counts_feed_the_burn_rate_signal(world: World) -> None:
+    source = world.source()
+    end = world.end
+    lenient = source.slo_counts(CHAT, SLO(ttft_seconds=60, tpot_seconds=5), end=end, windows_s=(10, 20))
+    strict = source.slo_counts(CHAT, SLO(ttft_seconds=0.001, tpot_seconds=0.01), end=end, windows_s=(10, 20))
+    assert source.queries_total == 2
+    assert set(lenient) == {"stable", "candidate"}
+    for variant, windows in lenient.items():
+        assert set(windows) == {10.0, 20.0}
+        for good, total in windows.values():
+            assert total > 0 and good == pytest.approx(total)
+        assert windows[20.0][1] > windows[10.0][1]
+        assert all(good == 0 for good, _ in strict[variant].values())
+    rules = (BurnRule(long_s=20, short_s=10, burn=10, min_requests=5),)
+
+    def counts(data: dict[float, tuple[float, float]]) -> list[WindowCounts]:
+        return [WindowCounts(window_s=w, good=g, total=t) for w, (g, t) in data.items()]
+
+    ok, _ = assess(counts(lenient["stable"]), SloSignalState(), now=end, objective=0.99, rules=rules)
+    burning, _ = assess(counts(strict["stable"]), SloSignalState(), now=end, objective=0.99, rules=rules)
+    assert not ok.breaching and burning.breaching
