@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -122,6 +123,7 @@ class _LogPump:
 class _Proc:
     popen: subprocess.Popen[bytes]
     pump: _LogPump
+    tmpdir: str
 
 
 class LocalProcessLauncher:
@@ -186,6 +188,10 @@ class LocalProcessLauncher:
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log_path = self.log_dir / f"vllm-{config.key()}-{port}.log"
+        # a private temp folder: vLLM leaves files there at each start; it goes away with the engine
+        tmp = tempfile.mkdtemp(prefix="shiftlight-engine-")
+        env = self.process_env(config)
+        env["TMPDIR"] = tmp
         t0 = time.monotonic()
         try:
             popen = subprocess.Popen(
@@ -193,13 +199,14 @@ class LocalProcessLauncher:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=self.process_env(config),
-                cwd=tempfile.gettempdir(),
+                env=env,
+                cwd=tmp,
                 start_new_session=True,  # own process group: teardown reaches the engine-core children
             )
         except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
             return Launch(endpoint, self.served_model_name, False, 0.0, error=f"cannot start engine: {exc}")
-        proc = _Proc(popen, _LogPump(popen.stdout, LOG_TAIL_LINES * 5, log_path))
+        proc = _Proc(popen, _LogPump(popen.stdout, LOG_TAIL_LINES * 5, log_path), tmp)
         launch = Launch(endpoint, self.served_model_name, False, 0.0, pid=popen.pid, _handle=proc)
         deadline = t0 + (timeout_s if timeout_s is not None else self.startup_timeout_s)
         with httpx.Client() as client:
@@ -239,6 +246,7 @@ class LocalProcessLauncher:
         stop_process_group(proc.popen, grace_s=max(10.0, self.shutdown_timeout_s + 5))
         proc.pump.join(5)
         launch.log_tail = self.logs(launch)
+        shutil.rmtree(proc.tmpdir, ignore_errors=True)
 
 
 def stop_process_group(popen: subprocess.Popen[bytes], *, grace_s: float = 10.0) -> None:

@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -136,7 +136,7 @@ def to_trial_result(
 class BenchRun:
     result: BenchResult
     command: list[str]
-    result_path: Path
+    raw: dict[str, Any]  # the whole result JSON (per-request arrays included with --save-detailed)
     output_tail: str
 
 
@@ -281,6 +281,5 @@ def run_bench(
         if proc.returncode != 0 or not path.exists():
             raise BenchFailed(f"vllm bench serve failed ({proc.returncode}): {tail}")
         result = load_result(path)
-        kept = Path(tempfile.gettempdir()) / f"vllm-bench-{os.getpid()}-{seed}.json"
-        kept.write_bytes(path.read_bytes())
-    return BenchRun(result=result, command=cmd, result_path=kept, output_tail=tail)
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    return BenchRun(result=result, command=cmd, raw=raw, output_tail=tail)
