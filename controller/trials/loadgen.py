@@ -373,7 +373,8 @@ class LoadGenerator:
                         return await self._one(session, req, t0, n)
 
                 for req in plan.requests:
-                    delay = t0 + req.send_at_s - time.perf_counter()
+                    now = time.perf_counter()
+                    delay = min(t0 + req.send_at_s - now, deadline - now)
                     if delay > 0:
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(cancel.wait(), timeout=delay)
