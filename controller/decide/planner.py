@@ -7,7 +7,7 @@ Events, ``shiftctl explain`` and Slack show.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -326,13 +326,8 @@ class _Planner:
             (s.capacity_rps for s in self.status.schedule if s.config.key() == active_key and s.capacity_rps),
             None,
         )
-        forecast = self.observation.shape.arrival_rate_rps
-        lead = self.rules.schedule.prewarm_lead_s
-        upcoming = self.status.schedule_for(window_at(self.rules.windows, self.now + timedelta(seconds=lead)).name)
-        if upcoming is not None and upcoming.fleet_rate_rps is not None:
-            forecast = max(forecast, upcoming.fleet_rate_rps)
         decision = desired_replicas(
-            forecast_rps=forecast,
+            forecast_rps=self.observation.shape.arrival_rate_rps,
             capacity_rps_per_replica=capacity or 0.0,
             current=self.status.replicas,
             rules=rules,
@@ -340,6 +335,27 @@ class _Planner:
             below_since=self.status.scale_below_since,
             external_autoscaler=self.external_autoscaler,
         )
+        lead = self.rules.schedule.prewarm_lead_s
+        upcoming_window = window_at(self.rules.windows, self.now + timedelta(seconds=lead))
+        upcoming = self.status.schedule_for(upcoming_window.name)
+        if (
+            upcoming_window.name != self.window.name
+            and upcoming is not None
+            and upcoming.fleet_rate_rps is not None
+            and upcoming.capacity_rps
+        ):
+            # the next window's load at the capacity of the config scheduled for it
+            ahead = desired_replicas(
+                forecast_rps=upcoming.fleet_rate_rps,
+                capacity_rps_per_replica=upcoming.capacity_rps,
+                current=self.status.replicas,
+                rules=rules,
+                now=self.now,
+                below_since=self.status.scale_below_since,
+                external_autoscaler=self.external_autoscaler,
+            )
+            if ahead.replicas > decision.replicas:
+                decision = replace(ahead, reason=f"ahead of window '{upcoming_window.name}': {ahead.reason}")
         self.status = self.status.model_copy(update={"scale_below_since": decision.below_since})
         if decision.changes(self.status.replicas):
             if entry is not None:
@@ -352,6 +368,11 @@ class _Planner:
         """A tuning round for ``window``: on its forecast busy-hour shape when there is one (and the round is not a
         reaction to what is observed right now), else on the observed shape; per replica in both cases."""
         assert self.observation is not None
+        paused = self.status.tuning_paused_until
+        if paused is not None and self.now < paused:
+            note = f"not tuning ({reason}): {self.status.tuning_paused_reason}"
+            scale_actions, scale_notes = self._scale()
+            return self._done(self.status, scale_actions, (*scale_notes, note))
         fleet_shape = self.observation.shape
         source = "observed"
         if not observed and window.name in self.forecast:
@@ -363,6 +384,7 @@ class _Planner:
             shape=shape,
             started_at=self.now,
             reason=reason,
+            fleet_rate_rps=fleet_shape.arrival_rate_rps,
         )
         status = self.status.model_copy(
             update={"phase": _move(self.status.phase, Phase.TRIALLING), "tuning": round_, "drift": DriftState()}
@@ -421,6 +443,12 @@ class _Planner:
         status = self.status.model_copy(update={"tuning": round_.model_copy(update={"probe_key": best.config.key()})})
         return self._done(status, (RunTrial(best.config, shape, why, "capacity-probe"),))
 
+    def _fleet_rate(self, round_: TuningRound) -> float | None:
+        """The fleet-level rate the round was tuned for (what is observed now, for rounds that did not record it)."""
+        if round_.fleet_rate_rps is not None:
+            return round_.fleet_rate_rps
+        return self.observation.shape.arrival_rate_rps if self.observation is not None else None
+
     def _capacity(self, round_: TuningRound, chosen: TrialResult) -> float:
         """Requests/s one replica of the chosen config sustains within the SLO: the probe when it held the SLO,
         else what the round measured at the observed load."""
@@ -450,9 +478,21 @@ class _Planner:
         stock_goodput = stock.objective() if stock else 0.0
         base_goodput = baseline.objective() if baseline else 0.0
         if best is None:
-            why = f"round {round_.id}: no trial met the SLO; keeping {active.label()}"
-            status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
-            return self._done(status, (Notify(Severity.WARNING, "No config meets the SLO", why),), (why,))
+            failed = [t for t in trials if t.status.value == "failed"]
+            if trials and len(failed) == len(trials):
+                cause = f"the canary could not measure anything ({failed[-1].reason})"
+            else:
+                cause = "no trial met the SLO"
+            pause = self.rules.schedule.retune_min_interval_s
+            why = f"round {round_.id}: {cause}; keeping {active.label()} and pausing trials for {pause / 60:.0f} min"
+            status = status.model_copy(
+                update={
+                    "phase": _move(status.phase, Phase.OBSERVING),
+                    "tuning_paused_until": self.now + timedelta(seconds=pause),
+                    "tuning_paused_reason": why,
+                }
+            )
+            return self._done(status, (Notify(Severity.WARNING, "Trials paused", why),), (why,))
         gain = best.objective() / base_goodput if base_goodput else float("inf")
         evidence = _evidence(best, stock)
         if best.config.key() == active.key() or gain < self.rules.tuning.min_gain:
@@ -469,7 +509,7 @@ class _Planner:
                 reason=why,
                 tuned_at=self.now,
                 capacity_rps=self._capacity(round_, baseline) if baseline else None,
-                fleet_rate_rps=round_.shape.arrival_rate_rps * max(1, self.status.replicas),
+                fleet_rate_rps=self._fleet_rate(round_),
                 replicas=max(1, self.status.replicas),
             )
             status = _with_schedule(status, entry).model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
@@ -488,7 +528,7 @@ class _Planner:
             reason=why,
             tuned_at=self.now,
             capacity_rps=self._capacity(round_, best),
-            fleet_rate_rps=round_.shape.arrival_rate_rps * max(1, self.status.replicas),
+            fleet_rate_rps=self._fleet_rate(round_),
             replicas=max(1, self.status.replicas),
         )
         status = _with_schedule(status, entry)

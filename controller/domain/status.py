@@ -121,6 +121,9 @@ class TuningRound(BaseModel):
     trial_proposers: tuple[str, ...] = Field(default=(), description="who proposed each trial (agent, optimizer, ...)")
     trial_reasons: tuple[str, ...] = Field(default=(), description="why each trial was run")
     probe_key: str | None = Field(default=None, description="config key of the capacity probe, once requested")
+    fleet_rate_rps: float | None = Field(
+        default=None, ge=0, description="the whole fleet's arrival rate the round was tuned for"
+    )
 
     def proposer_of(self, config_key: str) -> str:
         for key, who in zip(self.trial_keys, self.trial_proposers, strict=False):
@@ -150,6 +153,8 @@ class TargetStatus(BaseModel):
     scale_below_since: datetime | None = None
     last_switch_at: datetime | None = None
     last_digest_on: date | None = None
+    tuning_paused_until: datetime | None = None
+    tuning_paused_reason: str | None = None
     blocked_configs: tuple[str, ...] = Field(
         default=(), description="keys of configs rolled back in production: never chosen again automatically"
     )

@@ -1026,12 +1026,12 @@ def scenario_canary_gone() -> Outcome:
         scenario="canary node gone",
         fault="every trial: canary pool unavailable (TrialStatus.FAILED)",
         outcome=(
-            f"failed trials recorded with the reason; nothing deployed; NOT paused: {len(rounds)} rounds "
-            f"({len(failed)} trial attempts) in {len(world.records)} cycles"
+            f"failed trials recorded with the reason; nothing deployed; trials paused with the reason: "
+            f"{len(rounds)} round(s) ({len(failed)} trial attempts) in {len(world.records)} cycles"
         ),
         exposure="none",
-        recovery="tuning re-starts every round until a trial runs again",
-        lost="canary attempts (each round ends 'no trial met the SLO')",
+        recovery="tuning resumes when the pause (the re-tune interval) ends",
+        lost="the attempts of one round",
         data=data,
     )
 

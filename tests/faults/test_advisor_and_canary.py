@@ -50,7 +50,7 @@ def test_canary_crash_oom_and_startup_timeout_are_recorded_and_tuning_continues(
 
 def test_canary_pool_gone_fails_trials_with_the_reason_and_deploys_nothing() -> None:
     """The canary pool disappears (expressed through the LoadTester as TrialStatus.FAILED): every trial is recorded
-    FAILED with the reason and nothing is deployed. (Pausing the trials is in test_open_bugs.py.)"""
+    FAILED with the reason and nothing is deployed. (Pausing the trials: test_regressions_scaling.py.)"""
     o = run_scenario("canary-gone")
     d = o.data
     assert d["failed"] and all("canary pool unavailable" in t.reason for t in d["failed"])

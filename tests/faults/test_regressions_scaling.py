@@ -1,7 +1,5 @@
-"""Open defects in the planner (``controller/decide/planner.py``): two in capacity scaling that ``bench/week.py``
-found, and the canary-pool pause issue 7 asks for.
-
-These tests state the intended behaviour and fail until the defects are fixed.
+"""Planner defects found by the fault suite and ``bench/week.py`` (two in capacity scaling, and the canary-pool
+pause issue 7 asks for), now fixed; these tests keep them fixed.
 """
 
 from __future__ import annotations
