@@ -37,16 +37,25 @@ class Run:
     end: float
     raw_ttft_mean: float
     """mean TTFT over the whole load, read straight from vLLM's /metrics (_sum/_count deltas), not via Prometheus"""
+    raw_e2e_mean: float
+    """mean end-to-end latency as vLLM measures it (from arrival_time), straight from /metrics"""
 
 
-def raw_ttft(endpoint: str) -> tuple[float, float]:
+def raw_means(endpoint: str) -> dict[str, float]:
+    """Cumulative _sum and _count of vLLM's TTFT and e2e histograms, read from /metrics directly."""
     text = httpx.get(f"{endpoint}/metrics", timeout=10).text
-    values = {"sum": 0.0, "count": 0.0}
-    for line in text.splitlines():
-        for key in values:
-            if line.startswith(f"vllm:time_to_first_token_seconds_{key}{{"):
-                values[key] += float(line.rsplit(" ", 1)[1])
-    return values["sum"], values["count"]
+    values: dict[str, float] = {}
+    for metric in ("time_to_first_token_seconds", "e2e_request_latency_seconds"):
+        for key in ("sum", "count"):
+            prefix = f"vllm:{metric}_{key}{{"
+            values[f"{metric}_{key}"] = sum(
+                float(x.rsplit(" ", 1)[1]) for x in text.splitlines() if x.startswith(prefix)
+            )
+    return values
+
+
+def delta_mean(before: dict[str, float], after: dict[str, float], metric: str) -> float:
+    return (after[f"{metric}_sum"] - before[f"{metric}_sum"]) / (after[f"{metric}_count"] - before[f"{metric}_count"])
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +67,12 @@ def run(tiny_vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
         # warm-up: first requests pay one-off costs that are not part of the traffic being measured
         poisson_load(tiny_vllm.endpoint, tiny_vllm.model, rate=4, duration_s=2, prompt_tokens=PROMPT,
                      output_tokens=OUTPUT, seed=1, repetitive=True, temperature=0.0)  # fmt: skip
-        sum0, count0 = raw_ttft(tiny_vllm.endpoint)
+        raw0 = raw_means(tiny_vllm.endpoint)
         load = poisson_load(
             tiny_vllm.endpoint, tiny_vllm.model, rate=RATE, duration_s=LOAD_S, prompt_tokens=PROMPT,
             output_tokens=OUTPUT, seed=2, repetitive=True, temperature=0.0, stream_every=3,
         )  # fmt: skip
-        sum1, count1 = raw_ttft(tiny_vllm.endpoint)
+        raw1 = raw_means(tiny_vllm.endpoint)
         start = round(load.started) + 5.0
         end = start + round(LOAD_S) - 9.0
         time.sleep(max(0.0, end + 2.5 - time.time()))
@@ -86,7 +95,9 @@ def run(tiny_vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
             f" length {report.signals.spec_mean_acceptance_length}"
             f" per-position {report.signals.spec_acceptance_per_position}"
         )
-        yield Run(load, report, start, end, (sum1 - sum0) / (count1 - count0))
+        raw_e2e = delta_mean(raw0, raw1, "e2e_request_latency_seconds")
+        print(f"vLLM-visible concurrency (sent rate x raw e2e mean): {sent_rate * raw_e2e:.3f}")
+        yield Run(load, report, start, end, delta_mean(raw0, raw1, "time_to_first_token_seconds"), raw_e2e)
 
 
 def test_every_request_succeeded(run: Run) -> None:
@@ -105,8 +116,14 @@ def test_arrival_rate_and_lengths_within_10_percent(run: Run) -> None:
 
 
 def test_concurrency_within_15_percent(run: Run) -> None:
+    """Ground truth is what vLLM can see: the rate the client sent times vLLM's own mean e2e latency (from
+    ``arrival_time``, read straight from its /metrics, not through Prometheus). The client additionally sees the
+    frontend's HTTP handling and response delivery, which on a CPU-starved machine serving a 3 M-parameter model is
+    tens of ms per ~0.2 s request: client-side concurrency may only be higher, never lower."""
+    sent_rate = run.load.arrivals_in(run.start, run.end) / (run.end - run.start)
+    assert run.report.shape.concurrency == pytest.approx(sent_rate * run.raw_e2e_mean, rel=0.15)
     client = run.load.concurrency_in(run.start, run.end)
-    assert run.report.shape.concurrency == pytest.approx(client, rel=0.15)
+    assert client >= run.report.shape.concurrency * 0.9
     gauges = run.report.signals.running_mean + run.report.signals.waiting_mean
     assert gauges <= run.report.shape.concurrency * 2 + 1  # sampled gauges agree in order of magnitude
 
