@@ -199,7 +199,7 @@ class Reconciler:
     def reconcile(self, target: TargetRef, status: TargetStatus) -> CycleResult:
         observation, error = self._observe(target, status)
         proposals, screen_notes = self._proposals(target, status)
-        candidate_ready = status.rollout is None or self.ports.cluster.ready_replicas(target, "candidate") > 0
+        candidate_ready = self.ports.cluster.ready_replicas(target, "candidate") if status.rollout is not None else None
         decision = planner.plan(
             status=status,
             observation=observation,
@@ -208,7 +208,7 @@ class Reconciler:
             rules=self.rules,
             now=self.ports.clock.now(),
             is_lossy=self.policy.is_lossy,
-            candidate_ready=candidate_ready,
+            candidate_ready_replicas=candidate_ready,
             external_autoscaler=self._external_autoscaler(target),
             forecast=self._forecast(target),
         )

@@ -135,7 +135,7 @@ def plan(
     now: datetime,
     is_lossy: Callable[[EngineConfig], bool] = lambda _c: False,
     drifted: bool = False,
-    candidate_ready: bool = True,
+    candidate_ready_replicas: int | None = None,
     external_autoscaler: str | None = None,
     forecast: Mapping[str, TrafficShape] | None = None,
 ) -> Decision:
@@ -149,7 +149,7 @@ def plan(
     planner = _Planner(status, observation, observe_error, proposals, rules, now, is_lossy, window)
     planner.external_autoscaler = external_autoscaler
     planner.forecast = dict(forecast or {})
-    decision = planner.run(drifted=drifted, candidate_ready=candidate_ready)
+    decision = planner.run(drifted=drifted, candidate_ready_replicas=candidate_ready_replicas)
     if status.phase not in (Phase.OBSERVING, Phase.FROZEN) and observation is not None:
         # replicas follow the load whatever the tuning or rollout is doing
         planner.status = decision.status
@@ -191,10 +191,10 @@ class _Planner:
         self.forecast: dict[str, TrafficShape] = {}
 
     # ----- entry -------------------------------------------------------------------------------
-    def run(self, *, drifted: bool, candidate_ready: bool) -> Decision:
+    def run(self, *, drifted: bool, candidate_ready_replicas: int | None) -> Decision:
         phase = self.status.phase
         if phase in (Phase.ROLLING_OUT, Phase.AWAITING_APPROVAL, Phase.PAUSED):
-            return self._rollout(candidate_ready)
+            return self._rollout(candidate_ready_replicas)
         if phase is Phase.ROLLED_BACK:
             return self._done(self.status.model_copy(update={"phase": _move(phase, Phase.OBSERVING), "rollout": None}))
         if self.observation is None:
@@ -322,6 +322,21 @@ class _Planner:
         active_key = self.status.active_config.key()
         entry = self.status.schedule_for(self.window.name)
         here = entry.capacity_rps if entry is not None and entry.config.key() == active_key else None
+        if here is None:
+            # the active config's own measurement on this window's traffic (e.g. the baseline of a round whose
+            # winner is still rolling out); another window's shape says little about this one's capacity
+            measured = next(
+                (
+                    t
+                    for t in reversed(self.status.trials)
+                    if t.config.key() == active_key
+                    and t.ok
+                    and t.shape.window is not None
+                    and t.shape.window.name == self.window.name
+                ),
+                None,
+            )
+            here = measured.goodput_rps if measured is not None else None
         capacity = here or next(
             (s.capacity_rps for s in self.status.schedule if s.config.key() == active_key and s.capacity_rps),
             None,
@@ -571,7 +586,7 @@ class _Planner:
         )
         return self._done(status, step.actions, step.notes)
 
-    def _rollout(self, candidate_ready: bool) -> Decision:
+    def _rollout(self, candidate_ready_replicas: int | None) -> Decision:
         state = self.status.rollout
         if state is None:
             note = f"phase {self.status.phase.value} without a rollout record; observing"
@@ -583,7 +598,8 @@ class _Planner:
             slo=self.rules.slo,
             rules=self.rules.rollout,
             now=self.now,
-            candidate_ready=candidate_ready,
+            candidate_ready_replicas=candidate_ready_replicas,
+            fleet_replicas=self.status.replicas,
         )
         update: dict[str, object] = {"phase": _move(self.status.phase, step.phase), "rollout": step.rollout}
         if self.observation is None:

@@ -5,6 +5,7 @@ Pure: takes the rollout state, the latest observation and ``now``; returns the n
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -16,6 +17,7 @@ from controller.domain.actions import (
     Promote,
     RequestApproval,
     Rollback,
+    Scale,
     SetWeights,
     Severity,
 )
@@ -195,7 +197,8 @@ def start(
     expected_ttft_ratio: float | None = None,
     expected_tpot_ratio: float | None = None,
 ) -> RolloutStep:
-    """Begin a rollout: either wait for approval of step 0, or apply its weight."""
+    """Begin a rollout: deploy the candidate with its first step's share of the ``candidate_replicas`` (the stable
+    fleet's size), then wait for approval of step 0 or for the candidate to be ready."""
     state = RolloutState(
         id=rollout_id,
         from_config=from_config,
@@ -208,8 +211,9 @@ def start(
         expected_ttft_ratio=expected_ttft_ratio,
         expected_tpot_ratio=expected_tpot_ratio,
     )
+    first = candidate_replicas_for(candidate_replicas, rules.steps[0])
     deploy = DeployCandidate(
-        to_config, candidate_replicas, f"warm up {to_config.label()} as the candidate before it takes traffic"
+        to_config, first, f"warm up {first} replica(s) of {to_config.label()} as the candidate before it takes traffic"
     )
     if needs_approval or 0 in rules.manual_gates:
         why = f"approval needed before shifting traffic to {to_config.label()}: {reason}"
@@ -223,6 +227,11 @@ def start(
         Phase.ROLLING_OUT,
         (deploy, Notify(Severity.INFO, "Rollout started", f"rollout {rollout_id} started: {reason}")),
     )
+
+
+def candidate_replicas_for(fleet_replicas: int, weight: int) -> int:
+    """Candidate replicas that carry ``weight`` percent of a fleet of ``fleet_replicas`` at the same load each."""
+    return max(1, math.ceil(max(1, fleet_replicas) * weight / 100 - 1e-9))
 
 
 def _apply_step(state: RolloutState, index: int, now: datetime, reason: str) -> RolloutStep:
@@ -251,12 +260,27 @@ def advance(
     slo: SLO,
     rules: RolloutRules,
     now: datetime,
-    candidate_ready: bool = True,
+    candidate_ready_replicas: int | None = None,
+    fleet_replicas: int = 1,
 ) -> RolloutStep:
     """One cycle of a rollout in ``phase`` (RollingOut, AwaitingApproval or Paused).
 
     ``observation`` is None when metrics are unavailable: the rollout is then frozen where it is (never promoted).
+    The candidate runs ``ceil(fleet_replicas x weight)`` replicas at each step (the route and the replicas move
+    together, so both variants carry the same load per replica); a step's weight is applied only once that many
+    candidate replicas are ready (``candidate_ready_replicas``; None: readiness is not reported, assume ready).
     """
+
+    def apply(index: int, base: RolloutState, reason: str) -> RolloutStep:
+        need = candidate_replicas_for(fleet_replicas, base.steps[index])
+        if candidate_ready_replicas is not None and candidate_ready_replicas < need:
+            why = (
+                f"step {index + 1} ({base.steps[index]}%) needs {need} ready candidate replicas, "
+                f"{candidate_ready_replicas} are ready"
+            )
+            return RolloutStep(base, Phase.ROLLING_OUT, (Scale("candidate", need, why),), notes=(why,))
+        return _apply_step(base, index, now, reason)
+
     if state.abort_requested:
         return _rollback(state, now, f"aborted by a user{': ' + state.abort_reason if state.abort_reason else ''}")
 
@@ -272,9 +296,7 @@ def advance(
         next_index = state.step_index if state.weight == 0 else state.step_index + 1
         if state.approved_step(next_index):
             approver = next(a.by for a in state.approvals if a.step == next_index and a.decision == "approved")
-            if state.weight == 0 and not candidate_ready:
-                return RolloutStep(state, Phase.ROLLING_OUT, notes=(f"approved by {approver}; candidate warming up",))
-            return _apply_step(state, next_index, now, f"approved by {approver}")
+            return apply(next_index, state, f"approved by {approver}")
         return RolloutStep(state, phase, notes=(f"waiting for approval of step {next_index + 1}",))
 
     if phase is Phase.PAUSED or state.paused:
@@ -285,11 +307,7 @@ def advance(
         return RolloutStep(resumed, Phase.ROLLING_OUT, notes=("resumed",))
 
     if state.weight == 0:
-        if not candidate_ready:
-            return RolloutStep(
-                state, Phase.ROLLING_OUT, notes=(f"waiting for {state.to_config.label()} to become ready",)
-            )
-        return _apply_step(state, 0, now, f"candidate {state.to_config.label()} is ready")
+        return apply(0, state, f"candidate {state.to_config.label()} is ready")
 
     if observation is None:
         return RolloutStep(state, phase, notes=(f"frozen at {state.weight}%: metrics unavailable, not promoting",))
@@ -349,7 +367,7 @@ def advance(
             Phase.AWAITING_APPROVAL,
             (RequestApproval(state.id, next_index, why), Notify(Severity.WARNING, "Approval needed", why)),
         )
-    return _apply_step(with_record, next_index, now, f"step {state.step_index + 1} passed: {analysis.reason}")
+    return apply(next_index, with_record, f"step {state.step_index + 1} passed: {analysis.reason}")
 
 
 def _finished(state: RolloutState) -> RolloutState:

@@ -20,6 +20,7 @@ from controller.domain import (
     Promote,
     RequestApproval,
     Rollback,
+    Scale,
     SetWeights,
     TrafficShape,
     VariantStats,
@@ -117,10 +118,11 @@ def test_candidate_not_ready_holds_weight_at_zero() -> None:
         slo=SLO_,
         rules=RULES,
         now=T0,
-        candidate_ready=False,
+        candidate_ready_replicas=0,
     )
-    assert held.actions == () and held.rollout is not None and held.rollout.weight == 0
-    assert "waiting for" in held.notes[0]
+    assert held.rollout is not None and held.rollout.weight == 0
+    assert [a.replicas for a in held.actions if isinstance(a, Scale)] == [1]
+    assert "needs 1 ready candidate replicas, 0 are ready" in held.notes[0]
 
 
 def test_regression_rolls_back_at_first_step() -> None:
@@ -241,3 +243,58 @@ def test_manual_gate_waits_before_its_step() -> None:
 def test_bad_step_schedules_are_rejected(steps: tuple[int, ...]) -> None:
     with pytest.raises(ValueError, match="steps"):
         RolloutRules(steps=steps)
+
+
+def test_candidate_replicas_follow_the_weight_and_gate_each_step() -> None:
+    rules = RolloutRules(steps=(25, 50, 100), bake_s=60, min_samples=10)
+    step = rollout.start(
+        rollout_id="r",
+        from_config=STOCK,
+        to_config=CANDIDATE,
+        rules=rules,
+        now=T0,
+        reason="x",
+        proposed_by="optimizer",
+        expected_gain=None,
+        needs_approval=False,
+        candidate_replicas=8,
+    )
+    deploy = step.actions[0]
+    assert isinstance(deploy, DeployCandidate) and deploy.replicas == 2  # 25% of 8
+    assert step.rollout is not None
+    go = rollout.advance(
+        state=step.rollout,
+        phase=step.phase,
+        observation=None,
+        slo=SLO_,
+        rules=rules,
+        now=T0,
+        candidate_ready_replicas=2,
+        fleet_replicas=8,
+    )
+    assert go.rollout is not None and go.rollout.weight == 25
+    later = T0 + timedelta(seconds=120)
+    wait = rollout.advance(
+        state=go.rollout,
+        phase=go.phase,
+        observation=obs(stats("candidate", 50)),
+        slo=SLO_,
+        rules=rules,
+        now=later,
+        candidate_ready_replicas=2,
+        fleet_replicas=8,
+    )
+    assert wait.rollout is not None and wait.rollout.weight == 25
+    assert [a.replicas for a in wait.actions if isinstance(a, Scale)] == [4]
+    ready = rollout.advance(
+        state=go.rollout,
+        phase=go.phase,
+        observation=obs(stats("candidate", 50)),
+        slo=SLO_,
+        rules=rules,
+        now=later,
+        candidate_ready_replicas=4,
+        fleet_replicas=8,
+    )
+    assert ready.rollout is not None and ready.rollout.weight == 50
+    assert rollout.candidate_replicas_for(3, 5) == 1 and rollout.candidate_replicas_for(16, 100) == 16
