@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
+from controller.domain.profile import TrafficProfile
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
 
@@ -153,6 +154,9 @@ class TargetStatus(BaseModel):
     scale_below_since: datetime | None = None
     last_switch_at: datetime | None = None
     last_digest_on: date | None = None
+    profile: TrafficProfile | None = Field(
+        default=None, description="hour-of-week traffic profile, kept so a restart does not re-query weeks of data"
+    )
     tuning_paused_until: datetime | None = None
     tuning_paused_reason: str | None = None
     blocked_configs: tuple[str, ...] = Field(

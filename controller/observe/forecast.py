@@ -22,8 +22,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.domain.profile import HOURS_PER_WEEK, TrafficProfile, hour_of_week
 from controller.domain.traffic import TrafficShape
-from controller.observe.profile import HOURS_PER_WEEK, TrafficProfile, hour_of_week
 
 Method = Literal["holt-winters-weekly", "holt-winters-daily", "seasonal-baseline", "none"]
 
