@@ -88,16 +88,23 @@ def _latency_breach(name: str, cand: float | None, stable: float | None, bound: 
     return ""
 
 
-def _expected_at(ratio: float | None, weight: int) -> float:
+def _expected_at(ratio: float | None, weight: int, fleet_replicas: int = 1) -> float:
     """The latency trade-off (candidate/stable) to expect in production at ``weight`` percent.
 
-    The canary measured ``ratio`` at equal per-replica load. With as many candidate replicas as stable ones, at
-    weight w the candidate carries w/(1-w) of stable's load, so below 50% only that share of the trade-off is
-    expected; a candidate that is slower than that on a lighter load is regressing.
+    The canary measured ``ratio`` at equal per-replica load. The candidate runs ``ceil(R x w)`` of the fleet's R
+    replicas for a share w of the traffic, so its load per replica relative to stable's is
+    ``(w / ceil(R w)) / ((1 - w) / R)``; on a lighter load only that share of the trade-off is expected, and a
+    candidate slower than that is regressing.
     """
     if ratio is None or ratio <= 1.0:
         return 1.0
-    share = 1.0 if weight >= 50 else weight / (100 - weight)
+    w = weight / 100
+    if w >= 1.0:
+        return ratio
+    replicas = max(1, fleet_replicas)
+    candidate_load = w / max(1, math.ceil(replicas * w - 1e-9))
+    stable_load = (1 - w) / replicas
+    share = min(1.0, candidate_load / stable_load)
     return 1.0 + (ratio - 1.0) * share
 
 
@@ -121,6 +128,7 @@ def analyse(
     expected_tpot_ratio: float | None = None,
     step_age_s: float = 0.0,
     weight: int = 50,
+    fleet_replicas: int = 1,
 ) -> Analysis:
     """Compare the candidate with stable over the current step.
 
@@ -142,14 +150,14 @@ def analyse(
             candidate.ttft_p95_s,
             stable.ttft_p95_s if stable else None,
             slo.ttft_seconds,
-            (1 + rules.max_ttft_regression) * _expected_at(expected_ttft_ratio, weight) - 1,
+            (1 + rules.max_ttft_regression) * _expected_at(expected_ttft_ratio, weight, fleet_replicas) - 1,
         ),
         (
             "TPOT",
             candidate.tpot_p95_s,
             stable.tpot_p95_s if stable else None,
             slo.tpot_seconds,
-            (1 + rules.max_tpot_regression) * _expected_at(expected_tpot_ratio, weight) - 1,
+            (1 + rules.max_tpot_regression) * _expected_at(expected_tpot_ratio, weight, fleet_replicas) - 1,
         ),
     )
     for name, cand, stab, bound, allowed in checks:

@@ -298,3 +298,29 @@ def test_candidate_replicas_follow_the_weight_and_gate_each_step() -> None:
     )
     assert ready.rollout is not None and ready.rollout.weight == 50
     assert rollout.candidate_replicas_for(3, 5) == 1 and rollout.candidate_replicas_for(16, 100) == 16
+
+
+@pytest.mark.parametrize(
+    ("weight", "replicas", "ratio", "verdict"),
+    [
+        (25, 1, 1.20, "Successful"),  # one candidate replica at a third of stable's load: full trade-off not expected
+        (25, 1, 1.45, "Failed"),
+        (25, 16, 1.30, "Successful"),  # 4 of 16 replicas for 25%: equal load, the canary's 1.4x applies in full
+        (25, 16, 1.45, "Successful"),
+        (25, 16, 1.70, "Failed"),
+    ],
+)
+def test_expected_trade_off_follows_the_candidates_share_of_the_load(
+    weight: int, replicas: int, ratio: float, verdict: str
+) -> None:
+    candidate = stats("candidate", 200, ttft=0.1 * ratio)
+    result = rollout.analyse(
+        candidate=candidate,
+        stable=stats("stable", 600, ttft=0.1),
+        slo=SLO_,
+        rules=RolloutRules(min_samples=100, max_ttft_regression=0.1),
+        expected_ttft_ratio=1.4,
+        weight=weight,
+        fleet_replicas=replicas,
+    )
+    assert result.verdict == verdict, result.reason
