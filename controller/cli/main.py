@@ -44,6 +44,48 @@ def operator(
 
 
 @app.command()
+def trial(
+    config: str = typer.Option("{}", help="EngineConfig as JSON (default: stock vLLM)"),
+    vllm_model_dir: Path | None = typer.Option(
+        None, help="run a real vLLM server on this model folder (engine from SHIFTLIGHT_ENGINE_PYTHON)"
+    ),
+    simulate_model: str | None = typer.Option(None, "--simulate-model", help="simulate this model profile instead"),
+    simulate_gpu: str = typer.Option("gb300-dgx-station", help="GPU profile for --simulate-model"),
+    speedup: float = typer.Option(
+        1.0, min=0.1, help="simulated seconds per second (simulator only; above ~5 the client's own overhead shows)"
+    ),
+    concurrency: float = typer.Option(8.0, min=1, help="streams in flight (closed loop)"),
+    prompt_tokens: float = typer.Option(256.0, min=1),
+    output_tokens: float = typer.Option(128.0, min=1),
+    requests: int = typer.Option(64, min=1, help="measured requests"),
+    duration: float = typer.Option(60.0, min=1, help="longest measured time, seconds"),
+    ttft_slo: float = typer.Option(2.0, min=0.001, help="TTFT SLO, seconds"),
+    tpot_slo: float = typer.Option(0.1, min=0.0001, help="TPOT SLO, seconds"),
+    output: str = typer.Option("table", "-o", help="table | json"),
+) -> None:
+    """Run one canary trial of a config on a replayed traffic shape, with progress, and print the result."""
+    from controller.cli.trial import run_trial_command
+
+    raise typer.Exit(
+        run_trial_command(
+            config_json=config,
+            vllm_model_dir=vllm_model_dir,
+            simulate_model=simulate_model,
+            simulate_gpu=simulate_gpu,
+            speedup=speedup,
+            concurrency=concurrency,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            requests=requests,
+            duration=duration,
+            ttft_slo=ttft_slo,
+            tpot_slo=tpot_slo,
+            output=output,
+        )
+    )
+
+
+@app.command()
 def simulate(
     model: str = typer.Option(..., help="model profile name"),
     gpu: str = typer.Option(..., help="GPU profile name"),

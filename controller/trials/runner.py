@@ -13,7 +13,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import httpx
@@ -59,6 +59,41 @@ class RunnerSettings:
     request_timeout_s: float = 600.0
     temperature: float = 0.0
     sample_interval_s: float = 1.0
+
+
+def compressed(request: TrialRequest, scale: float) -> TrialRequest:
+    """The request as an engine running ``scale`` times faster than real time sees it (SLO and budget in wall time)."""
+    slo = request.slo.model_copy(
+        update={"ttft_seconds": request.slo.ttft_seconds / scale, "tpot_seconds": request.slo.tpot_seconds / scale}
+    )
+    budget = replace(
+        request.budget, duration_s=request.budget.duration_s / scale, warmup_s=request.budget.warmup_s / scale
+    )
+    return replace(request, slo=slo, budget=budget)
+
+
+def in_engine_time(result: TrialResult, scale: float, request: TrialRequest) -> TrialResult:
+    """A result measured in wall time against an engine ``scale`` times faster than real time, in engine time."""
+
+    def slower(p: Percentiles | None) -> Percentiles | None:
+        return None if p is None else Percentiles(p50=p.p50 * scale, p95=p.p95 * scale, p99=p.p99 * scale)
+
+    return result.model_copy(
+        update={
+            "slo": request.slo,
+            "shape": request.shape,
+            "duration_s": result.duration_s * scale,
+            "output_tokens_per_s": result.output_tokens_per_s / scale,
+            "total_tokens_per_s": result.total_tokens_per_s / scale,
+            "request_throughput": result.request_throughput / scale,
+            "goodput_rps": result.goodput_rps / scale,
+            "goodput_tokens_per_s": result.goodput_tokens_per_s / scale,
+            "ttft_s": slower(result.ttft_s),
+            "tpot_s": slower(result.tpot_s),
+            "itl_s": slower(result.itl_s),
+            "e2e_s": slower(result.e2e_s),
+        }
+    )
 
 
 class TrialRunner:
@@ -131,7 +166,11 @@ class TrialRunner:
                 self._report("done", 1, 1)
                 return cached
         self._cancel.clear()
-        result = self._run_uncached(request)
+        scale = float(getattr(self.launcher, "time_scale", 1.0))
+        if scale != 1.0:
+            result = in_engine_time(self._run_uncached(compressed(request, scale)), scale, request)
+        else:
+            result = self._run_uncached(request)
         self.runs += 1
         if self.cache is not None and result.status is not TrialStatus.FAILED:
             self.cache.put(key, result)
