@@ -79,7 +79,15 @@ def test_apply_trial_approve_step_restart_promote(
         to_config = waiting.rollout.to_config
         trial_crs = co.list_namespaced_custom_object(G, V, "prod", "trials")["items"]
         assert len(trial_crs) == len(waiting.trials)
-        rollout_cr = co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"]
+        # the ConfigRollout mirror gets its status in a write of its own, right after the TunedService's
+        rollout_cr = wait_for(
+            "the ConfigRollout mirror's status",
+            lambda: [
+                r
+                for r in co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"]
+                if r.get("status")
+            ],
+        )
         assert [r["status"]["phase"] for r in rollout_cr] == ["AwaitingApproval"]
         assert events(api, "RunTrial") and events(api, "RequestApproval")
         assert events(api, "RequestApproval")[0].message.startswith("approval needed before shifting traffic")
