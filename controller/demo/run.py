@@ -46,9 +46,6 @@ class DemoSettings:
     cold_start_s: float = 180.0
     bake_s: float = 600.0
     min_samples: int = 100
-    max_ttft_regression: float = 0.5
-    max_tpot_regression: float = 0.25
-    """Production may show this much more latency than stable, beyond the trade-off the canary measured."""
     api_input_usd_per_million: float = 0.30
     api_output_usd_per_million: float = 1.20
     """An illustrative API price for the same class of model, to compare self-hosting against."""
@@ -69,15 +66,7 @@ class DemoRun:
 def demo_policy(settings: DemoSettings) -> Policy:
     """The policy file, pointed at the simulated model and GPU, with automatic approval so the demo runs alone."""
     policy = load_policy(settings.policy_path).for_target(model=settings.model, gpu=settings.gpu)
-    thresholds = policy.rollout.thresholds.model_copy(
-        update={
-            "max_ttft_regression": settings.max_ttft_regression,
-            "max_tpot_regression": settings.max_tpot_regression,
-        }
-    )
-    policy = policy.model_copy(
-        update={"approval": "auto", "rollout": policy.rollout.model_copy(update={"thresholds": thresholds})}
-    )
+    policy = policy.model_copy(update={"approval": "auto"})
     return policy.with_feasibility(policy.profile_feasibility())
 
 
