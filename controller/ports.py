@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 from controller.domain.actions import Notify
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, TargetRef
+from controller.domain.profile import TrafficProfile
 from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult
@@ -51,6 +52,14 @@ class Forecaster(Protocol):
     ) -> Mapping[str, TrafficShape]:
         """The fleet-level traffic shape expected in each window's busy hour over the next day, from history
         (the hour-of-week profile). Windows without enough history are left out."""
+        ...
+
+    def profile_state(self) -> TrafficProfile | None:
+        """The profile the forecasts come from, for the target's status (None: nothing worth keeping)."""
+        ...
+
+    def restore(self, profile: TrafficProfile) -> None:
+        """Resume from a profile kept in status (after a restart) instead of re-querying weeks of history."""
         ...
 
 

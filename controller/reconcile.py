@@ -198,6 +198,7 @@ class Reconciler:
     # ----- cycle -------------------------------------------------------------------------------
     def reconcile(self, target: TargetRef, status: TargetStatus) -> CycleResult:
         observation, error = self._observe(target, status)
+        forecast, status = self._forecast(target, status)
         proposals, screen_notes = self._proposals(target, status)
         candidate_ready = self.ports.cluster.ready_replicas(target, "candidate") if status.rollout is not None else None
         decision = planner.plan(
@@ -210,7 +211,7 @@ class Reconciler:
             is_lossy=self.policy.is_lossy,
             candidate_ready_replicas=candidate_ready,
             external_autoscaler=self._external_autoscaler(target),
-            forecast=self._forecast(target),
+            forecast=forecast,
         )
         try:
             new_status, trials = self._act(target, decision.status, decision.actions)
@@ -226,16 +227,22 @@ class Reconciler:
         plan = Plan(actions=decision.actions, requeue_after_s=requeue, notes=decision.notes + tuple(screen_notes))
         return CycleResult(new_status, plan, requeue, tuple(trials), tuple(screen_notes))
 
-    def _forecast(self, target: TargetRef) -> dict[str, TrafficShape]:
-        if self.ports.forecaster is None:
-            return {}
+    def _forecast(self, target: TargetRef, status: TargetStatus) -> tuple[dict[str, TrafficShape], TargetStatus]:
+        """Busy-hour shapes per window; the forecaster's profile is restored from and kept in status."""
+        forecaster = self.ports.forecaster
+        if forecaster is None:
+            return {}, status
+        if status.profile is not None:
+            forecaster.restore(status.profile)
         try:
-            return dict(
-                self.ports.forecaster.window_shapes(target, windows=self.rules.windows, now=self.ports.clock.now())
-            )
+            shapes = dict(forecaster.window_shapes(target, windows=self.rules.windows, now=self.ports.clock.now()))
         except ShiftlightError as exc:
             log.warning("%s: no forecast this cycle (%s)", target, exc)
-            return {}
+            return {}, status
+        profile = forecaster.profile_state()
+        if profile is not None and profile != status.profile:
+            status = status.model_copy(update={"profile": profile})
+        return shapes, status
 
     def _external_autoscaler(self, target: TargetRef) -> str | None:
         if self.rules.scaling is None:

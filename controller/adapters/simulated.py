@@ -16,6 +16,7 @@ from datetime import datetime
 from controller.adapters.memory import ClusterCall, RecordedEvent, check_variant, check_weight
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, TargetRef, VariantStats
+from controller.domain.profile import TrafficProfile
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.errors import MetricsUnavailable
 from controller.simulator.fleet import VARIANTS, FleetTick, SimulatedFleet, mixture_quantile
@@ -184,6 +185,12 @@ class SimulatedForecaster:
 
     def __init__(self, traffic: DiurnalTraffic) -> None:
         self.traffic = traffic
+
+    def profile_state(self) -> TrafficProfile | None:
+        return None  # the generator is the history; nothing to keep
+
+    def restore(self, profile: TrafficProfile) -> None:
+        pass
 
     def window_shapes(
         self, target: TargetRef, *, windows: Sequence[TimeWindow], now: datetime

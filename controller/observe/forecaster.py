@@ -39,6 +39,13 @@ class ProfileForecaster:
 
         return cls(build, **kwargs)  # type: ignore[arg-type]
 
+    def profile_state(self) -> TrafficProfile | None:
+        return self.profile
+
+    def restore(self, profile: TrafficProfile) -> None:
+        if self.profile is None or profile.built_at > self.profile.built_at:
+            self.profile = profile
+
     def window_shapes(
         self, target: TargetRef, *, windows: Sequence[TimeWindow], now: datetime
     ) -> dict[str, TrafficShape]:

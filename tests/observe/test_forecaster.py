@@ -51,3 +51,52 @@ def test_profile_is_reused_until_stale() -> None:
     assert builds == []  # the profile kept in status was fresh: no re-query after a restart
     f.window_shapes(TARGET, windows=WINDOWS, now=MONDAY + timedelta(days=2))
     assert builds == [MONDAY + timedelta(days=2)]
+
+
+def test_reconciler_keeps_the_profile_in_status_across_a_restart() -> None:
+    from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+    from controller.clock import FakeClock
+    from controller.domain.observation import Observation
+    from controller.domain.status import TargetStatus
+    from controller.errors import MetricsUnavailable
+    from controller.policy import Policy
+    from controller.ports import AdvisorContext, Proposal, TrialRequest
+    from controller.reconcile import Ports, Reconciler
+
+    class DownMetrics:
+        def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
+            raise MetricsUnavailable("prometheus down")
+
+    class NoTrials:
+        def run(self, request: TrialRequest) -> object:
+            raise AssertionError("no trial expected")
+
+    class NoAdvice:
+        def propose(self, context: AdvisorContext) -> list[Proposal]:
+            return []
+
+    builds: list[datetime] = []
+
+    def build(target: TargetRef, now: datetime) -> TrafficProfile:
+        builds.append(now)
+        return profile(now)
+
+    def reconciler(forecaster: ProfileForecaster) -> Reconciler:
+        ports = Ports(
+            metrics=DownMetrics(),
+            load_tester=NoTrials(),
+            router=InMemoryRouter(),  # type: ignore[arg-type]
+            advisor=NoAdvice(),
+            notifier=RecordingNotifier(),
+            cluster=InMemoryCluster(),
+            clock=FakeClock(MONDAY),
+            forecaster=forecaster,
+        )
+        return Reconciler(ports, Policy(), windows=WINDOWS)
+
+    first = reconciler(ProfileForecaster(build)).reconcile(TARGET, TargetStatus())
+    assert first.status.profile is not None and builds == [MONDAY]
+    wire = TargetStatus.model_validate_json(first.status.model_dump_json())  # the operator restarts
+    again = reconciler(ProfileForecaster(build)).reconcile(TARGET, wire)
+    assert builds == [MONDAY]  # restored from status, not re-queried
+    assert again.status.profile == first.status.profile
