@@ -253,8 +253,9 @@ class KubernetesBackend:
 
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
         from controller.adapters.simulated_loadtester import SimulatedLoadTester
+        from controller.advisor.factory import advisors_for
         from controller.clock import SystemClock
-        from controller.decide.optimizer import OptimizerAdvisor
+        from controller.observe.forecaster import ProfileForecaster
         from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 
         meta = body["metadata"]
@@ -283,11 +284,15 @@ class KubernetesBackend:
             prom = PrometheusSettings.model_validate({"url": self.settings.prometheus_url})
         except ValueError as exc:
             raise InvalidInput(str(exc), source="environment", field="SHIFTLIGHT_PROMETHEUS_URL") from None
+        advisors = advisors_for(policy)
+        metrics = PrometheusMetrics(prom, slo=policy.slo)
         ports = Ports(
-            metrics=PrometheusMetrics(prom, slo=policy.slo),
+            metrics=metrics,
+            forecaster=ProfileForecaster.from_prometheus(metrics),
             load_tester=SimulatedLoadTester(policy.target.model or target.model, policy.target.gpu or spec.gpu_type),
             router=router,
-            advisor=OptimizerAdvisor(policy, seed=0),
+            advisor=advisors.advisor,
+            fallback_advisor=advisors.fallback,
             notifier=self.notifier or NopNotifier(),
             cluster=cluster,
             clock=SystemClock(),
