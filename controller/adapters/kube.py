@@ -7,14 +7,17 @@
 * :class:`KubeCluster` (Cluster): one Deployment per variant (``<target>-stable`` / ``<target>-candidate``) whose
   ``vllm serve`` args are rendered by ``EngineConfig.vllm_args()``, one Service per variant, replica counts,
   promotion, readiness from Deployment status, and Kubernetes Events carrying each action's reason.
-* :func:`trial_pod_manifest`: a canary trial Pod on the canary pool (node selector, tolerations, GPU request).
+* :class:`KubernetesLauncher`: canary trial Pods on the canary pool (manifest from
+  :class:`controller.trials.launchers.KubernetesTrialManifest`), as a trial Launcher.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +30,7 @@ from controller.adapters.memory import check_replicas, check_variant
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, NotFound, PermanentError, ShiftlightError, TemporaryError
+from controller.trials.launchers import KubernetesTrialManifest, Launch
 
 log = logging.getLogger(__name__)
 
@@ -200,34 +204,6 @@ def service_manifest(target: TargetRef, variant: str, *, name: str, port: int = 
         "spec": {
             "selector": {LABEL_TARGET: target.name, LABEL_VARIANT: variant},
             "ports": [{"name": "http", "port": port, "targetPort": port}],
-        },
-    }
-
-
-def trial_pod_manifest(
-    target: TargetRef,
-    config_: EngineConfig,
-    *,
-    trial_name: str,
-    image: str,
-    node_selector: Mapping[str, str] | None = None,
-    tolerations: Sequence[Mapping[str, Any]] = (),
-    gpu_resource: str = "nvidia.com/gpu",
-    gpu_count: int = 1,
-    port: int = 8000,
-) -> JSON:
-    """A canary trial Pod: the candidate engine on the canary pool, never behind production traffic."""
-    resources = {"limits": {gpu_resource: str(gpu_count)}} if gpu_count else None
-    labels = {**variant_labels(target, "trial"), LABEL_CONFIG: config_.key(), "shiftlight.dev/trial": trial_name}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": trial_name, "namespace": target.namespace, "labels": labels},
-        "spec": {
-            "restartPolicy": "Never",
-            "nodeSelector": dict(node_selector or {}),
-            "tolerations": [dict(t) for t in tolerations],
-            "containers": [engine_container(config_, model=target.model, image=image, port=port, resources=resources)],
         },
     }
 
@@ -470,9 +446,119 @@ class KubeCluster:
     def delete_trial_pod(self, target: TargetRef, name: str) -> None:
         try:
             with kube_errors(f"trial pod {target.namespace}/{name}"):
-                self.core.delete_namespaced_pod(name, target.namespace)
+                self.core.delete_namespaced_pod(name, target.namespace, _preload_content=False)
         except NotFound:
             pass
+
+
+class KubernetesLauncher:
+    """Trial launcher on the canary pool: creates the trial Pod (:class:`KubernetesTrialManifest`), waits for it to
+    be Ready with an IP, and deletes it at teardown. A Pod that fails, is evicted or never becomes ready is a
+    launch error with the reason (from its status and container state), which the runner turns into an
+    ``infeasible`` result. Use it as ``TrialRunner(KubernetesLauncher(api, manifest), ...)`` (the LoadTester port).
+    The Pod is owned by the TunedService, so Kubernetes collects anything left behind."""
+
+    source = "kubernetes"
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        manifest: KubernetesTrialManifest,
+        *,
+        poll_s: float = 1.0,
+        endpoint_host: Callable[[JSON], str] | None = None,
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.manifest = manifest
+        self.poll_s = poll_s
+        self.endpoint_host = endpoint_host or (lambda pod: str(pod["status"]["podIP"]))
+
+    def _read(self, name: str) -> JSON | None:
+        try:
+            with kube_errors(f"trial pod {self.manifest.namespace}/{name}"):
+                pod = self.core.read_namespaced_pod(name, self.manifest.namespace)
+        except NotFound:
+            return None
+        result: JSON = self.core.api_client.sanitize_for_serialization(pod)
+        return result
+
+    def start(self, config: EngineConfig, *, timeout_s: float | None = None) -> Launch:
+        trial_id = f"{config.key()[:8]}-{uuid.uuid4().hex[:6]}"
+        body = self.manifest.pod(config, trial_id)
+        name = body["metadata"]["name"]
+        port = self.manifest.port
+        t0 = time.monotonic()
+        launch = Launch(endpoint="", model=self.manifest.served_model_name, ready=False, startup_s=0.0, _handle=name)
+        try:
+            with kube_errors(f"create trial pod {self.manifest.namespace}/{name}"):
+                self.core.create_namespaced_pod(self.manifest.namespace, body)  # type: ignore[arg-type]
+        except ShiftlightError as exc:
+            launch.error = f"cannot create the trial pod: {exc}"
+            return launch
+        deadline = t0 + (timeout_s if timeout_s is not None else float(self.manifest.startup_timeout_s))
+        while True:
+            try:
+                pod = self._read(name)
+            except TemporaryError:
+                pod = {}
+            status = (pod or {}).get("status") or {}
+            phase = status.get("phase")
+            if pod is None or phase in ("Failed", "Succeeded"):
+                launch.startup_s = time.monotonic() - t0
+                launch.error = _pod_failure(pod, name)
+                launch.log_tail = self.logs(launch)
+                return launch
+            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+            if ready and status.get("podIP"):
+                launch.ready = True
+                launch.startup_s = time.monotonic() - t0
+                launch.endpoint = f"http://{self.endpoint_host(pod)}:{port}"
+                return launch
+            if time.monotonic() >= deadline:
+                launch.startup_s = time.monotonic() - t0
+                launch.error = f"trial pod {name} not ready within {deadline - t0:.0f} s ({phase or 'Pending'})"
+                launch.log_tail = self.logs(launch)
+                self.stop(launch)
+                return launch
+            time.sleep(self.poll_s)
+
+    def logs(self, launch: Launch) -> tuple[str, ...]:
+        name = launch._handle
+        if not isinstance(name, str):
+            return launch.log_tail
+        try:
+            text = self.core.read_namespaced_pod_log(name, self.manifest.namespace, tail_lines=50)
+        except Exception:  # no logs yet, or the API cannot serve them: the status says why
+            return launch.log_tail
+        text = str(text)
+        if text.lstrip().startswith("{") and "apiVersion" in text:
+            return launch.log_tail  # an API object, not container output: no logs to show
+        return tuple(text.splitlines()[-50:])
+
+    def stop(self, launch: Launch) -> None:
+        name = launch._handle
+        if not isinstance(name, str):
+            return
+        try:
+            with kube_errors(f"delete trial pod {self.manifest.namespace}/{name}"):
+                self.core.delete_namespaced_pod(name, self.manifest.namespace, _preload_content=False)
+        except NotFound:
+            pass
+
+
+def _pod_failure(pod: JSON | None, name: str) -> str:
+    if pod is None:
+        return f"trial pod {name} disappeared (deleted or evicted; is the canary node gone?)"
+    status = pod.get("status") or {}
+    for cs in status.get("containerStatuses") or []:
+        terminated = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+        if terminated:
+            why = terminated.get("reason") or "Error"
+            code, message = terminated.get("exitCode"), terminated.get("message", "")
+            return f"engine container {why} (exit code {code}): {message}".strip()
+    return (
+        f"trial pod {name} {status.get('phase')}: {status.get('reason') or status.get('message') or 'no reason given'}"
+    )
 
 
 __all__ = [
@@ -481,6 +567,7 @@ __all__ = [
     "KubeForbidden",
     "KubeUnauthorized",
     "KubeUnavailable",
+    "KubernetesLauncher",
     "api_message",
     "deployment_manifest",
     "engine_container",
@@ -489,5 +576,4 @@ __all__ = [
     "load_api_client",
     "service_manifest",
     "translate",
-    "trial_pod_manifest",
 ]

@@ -24,9 +24,10 @@ from typing import Any, Protocol
 from kubernetes import client
 
 from controller.adapters.gateway import GatewayRouter, gateway_installed
-from controller.adapters.kube import KubeCluster, KubeEvents, kube_errors
+from controller.adapters.kube import KubeCluster, KubeEvents, KubernetesLauncher, kube_errors
 from controller.adapters.memory import NopNotifier, RecordingNotifier
-from controller.crd.models import TunedServiceSpec
+from controller.crd.models import API_VERSION, TunedServiceSpec
+from controller.decide.capacity import ScalingRules
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound
@@ -34,6 +35,9 @@ from controller.policy import Policy, load_policy, parse_policy
 from controller.ports import Cluster, Notifier, TrafficRouter
 from controller.reactor.settings import OperatorSettings
 from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.trials.launchers import KubernetesTrialManifest, OwnerRef
+from controller.trials.launchers import Toleration as PodToleration
+from controller.trials.runner import TrialRunner
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +256,6 @@ class KubernetesBackend:
         self._runtimes: dict[tuple[str, str, str, int | None], TargetRuntime] = {}
 
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
-        from controller.adapters.simulated_loadtester import SimulatedLoadTester
         from controller.advisor.factory import advisors_for
         from controller.clock import SystemClock
         from controller.observe.forecaster import ProfileForecaster
@@ -289,7 +292,7 @@ class KubernetesBackend:
         ports = Ports(
             metrics=metrics,
             forecaster=ProfileForecaster.from_prometheus(metrics),
-            load_tester=SimulatedLoadTester(policy.target.model or target.model, policy.target.gpu or spec.gpu_type),
+            load_tester=canary_trials(self.api, target, spec, meta, cluster.image),
             router=router,
             advisor=advisors.advisor,
             fallback_advisor=advisors.fallback,
@@ -297,11 +300,49 @@ class KubernetesBackend:
             cluster=cluster,
             clock=SystemClock(),
         )
+        scaling = ScalingRules(min_replicas=spec.replicas.min_replicas, max_replicas=spec.replicas.max_replicas)
+        rules = rules_from_policy(policy, spec.schedule, scaling=scaling)
         runtime = TargetRuntime(
-            reconciler=Reconciler(ports, policy, windows=spec.schedule), ports=ports, notifier=ports.notifier
+            reconciler=Reconciler(ports, policy, windows=spec.schedule, rules=rules),
+            ports=ports,
+            notifier=ports.notifier,
         )
         self._runtimes[key] = runtime
         return runtime
+
+
+def canary_trials(
+    api: client.ApiClient, target: TargetRef, spec: TunedServiceSpec, meta: Mapping[str, Any], default_image: str
+) -> TrialRunner:
+    """Trials as Pods on the TunedService's canary pool, owned by it (garbage-collected with it)."""
+    pool = spec.canary_pool
+    manifest = KubernetesTrialManifest(
+        namespace=target.namespace,
+        target_name=target.name,
+        model=spec.model.name,
+        served_model_name=spec.model.served_model_name or spec.model.name,
+        image=pool.image or default_image,
+        gpu_count=pool.gpu_count,
+        gpu_resource=pool.gpu_resource,
+        node_selector=dict(pool.node_selector),
+        tolerations=tuple(
+            PodToleration(key=t.key or "", operator=t.operator, value=t.value, effect=t.effect)
+            for t in pool.tolerations
+        ),
+        owner=OwnerRef(
+            api_version=API_VERSION,
+            kind="TunedService",
+            name=target.name,
+            uid=str(meta.get("uid", "")),
+        ),
+        port=spec.workload.port,
+    )
+    return TrialRunner(
+        KubernetesLauncher(api, manifest),
+        model=spec.model.name,
+        gpu_type=spec.gpu_type,
+        engine_version=manifest.image,
+    )
 
 
 def make_backend(settings: OperatorSettings, api: client.ApiClient, *, notifier: Notifier | None = None) -> Backend:

@@ -327,9 +327,9 @@ class KubernetesTrialManifest(BaseModel):
             "app.kubernetes.io/name": "vllm",
             "app.kubernetes.io/component": "canary-trial",
             "app.kubernetes.io/managed-by": "shiftlight",
-            "shiftlight.io/target": self.target_name,
-            "shiftlight.io/config-key": config.key(),
-            "shiftlight.io/trial": trial_id,
+            "shiftlight.dev/target": self.target_name,
+            "shiftlight.dev/config-key": config.key(),
+            "shiftlight.dev/trial": trial_id,
         }
 
     def args(self, config: EngineConfig) -> list[str]:
@@ -398,7 +398,10 @@ class KubernetesTrialManifest(BaseModel):
                 "name": name,
                 "namespace": self.namespace,
                 "labels": self.labels(config, trial_id),
-                "annotations": {"shiftlight.io/config": config.label()},
+                "annotations": {
+                    "shiftlight.dev/config": config.label(),
+                    "shiftlight.dev/config-json": config.model_dump_json(),
+                },
                 "ownerReferences": [
                     {
                         "apiVersion": self.owner.api_version,

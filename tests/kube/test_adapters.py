@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client, config
 
 from controller.adapters.gateway import GatewayRouter, replica_split, route_weight, set_route_weights
-from controller.adapters.kube import KubeCluster, translate, trial_pod_manifest
+from controller.adapters.kube import KubeCluster, translate
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, NotFound
@@ -154,13 +154,6 @@ def test_pure_helpers() -> None:
     weighted = set_route_weights(route, stable="workhorse", candidate="workhorse-candidate", candidate_weight=50)
     assert route_weight(weighted, stable="workhorse", candidate="workhorse-candidate") == 50
     assert route["spec"]["rules"][0]["backendRefs"] == [{"name": "workhorse", "port": 8000, "weight": 100}]  # copy
-    pod = trial_pod_manifest(
-        T, CFG, trial_name="workhorse-trial-1", image="vllm:x", node_selector={"pool": "canary"},
-        tolerations=[{"key": "canary", "operator": "Exists", "effect": "NoSchedule"}],
-    )  # fmt: skip
-    assert pod["spec"]["nodeSelector"] == {"pool": "canary"}
-    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
-    assert pod["spec"]["restartPolicy"] == "Never"
 
 
 def test_translate_api_errors() -> None:

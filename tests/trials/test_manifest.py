@@ -23,8 +23,8 @@ def manifest() -> KubernetesTrialManifest:
         served_model_name="chat",
         image="vllm/vllm-openai:v0.32.0",
         gpu_count=1,
-        node_selector={"shiftlight.io/pool": "canary", "nvidia.com/gpu.product": "H100"},
-        tolerations=(Toleration(key="shiftlight.io/canary", value="true"),),
+        node_selector={"shiftlight.dev/pool": "canary", "nvidia.com/gpu.product": "H100"},
+        tolerations=(Toleration(key="shiftlight.dev/canary", value="true"),),
         owner=OwnerRef(api_version="shiftlight.dev/v1alpha1", kind="TunedService", name="chat", uid="1234-abcd"),
         shutdown_timeout_s=30,
     )
@@ -35,9 +35,9 @@ def test_pod_is_valid_and_carries_the_trial_contract() -> None:
     kubernetes_validate.validate(pod, "1.30", strict=True)
     spec = pod["spec"]
     c = spec["containers"][0]
-    assert spec["nodeSelector"] == {"shiftlight.io/pool": "canary", "nvidia.com/gpu.product": "H100"}
+    assert spec["nodeSelector"] == {"shiftlight.dev/pool": "canary", "nvidia.com/gpu.product": "H100"}
     assert spec["tolerations"] == [
-        {"key": "shiftlight.io/canary", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+        {"key": "shiftlight.dev/canary", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
     ]
     assert c["resources"]["requests"]["nvidia.com/gpu"] == "1" == c["resources"]["limits"]["nvidia.com/gpu"]
     assert c["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
@@ -60,8 +60,8 @@ def test_pod_is_valid_and_carries_the_trial_contract() -> None:
         "blockOwnerDeletion": True,
     }
     labels = pod["metadata"]["labels"]
-    assert labels["shiftlight.io/target"] == "chat"
-    assert labels["shiftlight.io/config-key"] == CONFIG.key()
+    assert labels["shiftlight.dev/target"] == "chat"
+    assert labels["shiftlight.dev/config-key"] == CONFIG.key()
     assert labels["app.kubernetes.io/managed-by"] == "shiftlight"
     assert spec["restartPolicy"] == "Never"
 
