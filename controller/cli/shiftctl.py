@@ -25,6 +25,7 @@ from controller.adapters.kube import KubeForbidden, KubeUnauthorized, KubeUnavai
 from controller.cli import shiftctl_patches as patches
 from controller.cli import shiftctl_render as render
 from controller.crd import models as crd
+from controller.decide.economics import ApiPrice
 from controller.domain.status import TargetStatus
 from controller.errors import ClusterConflict, InvalidInput, NotFound, ShiftlightError
 
@@ -302,11 +303,19 @@ def cost(
     gpu_hour_price: Annotated[
         float | None, typer.Option("--gpu-hour-price", min=0, help="price of one GPU-hour, to show cost per 1M tokens")
     ] = None,
+    api_input_price: Annotated[
+        float | None, typer.Option("--api-input-price", min=0, help="API price per 1M input tokens (USD)")
+    ] = None,
+    api_output_price: Annotated[
+        float | None, typer.Option("--api-output-price", min=0, help="API price per 1M output tokens (USD)")
+    ] = None,
 ) -> None:
-    """Per schedule window: goodput vs stock and GPU-hours (or cost) per million output tokens."""
+    """Per schedule window: goodput vs stock and GPU-hours (or cost) per million output tokens; with a GPU-hour
+    price and API prices, the cost at the measured load against the API, flagging windows where the API is cheaper."""
     with cli_errors():
         conn = connect(kubeconfig, context, namespace)
-        status = _status_of(get_body(conn, name))
+        body = get_body(conn, name)
+        status = _status_of(body)
         if output in (Output.json, Output.yaml):
             dump([s.model_dump(mode="json") | {"gain": s.gain} for s in status.schedule], output)
             return
@@ -314,6 +323,11 @@ def cost(
             typer.echo(f"No schedule yet for {name}: nothing has been tuned for any window.", err=True)
             return
         console().print(render.cost_table(status, gpu_hour_price=gpu_hour_price))
+        if gpu_hour_price is not None and api_input_price is not None and api_output_price is not None:
+            spec, _ = crd.parse_tuned_service(body)
+            api = ApiPrice(input_per_million=api_input_price, output_per_million=api_output_price)
+            console().print()
+            console().print(render.economics_table(status, spec.schedule, gpu_hour_price=gpu_hour_price, api=api))
 
 
 # ----- commands: write ------------------------------------------------------------------------------

@@ -10,8 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from controller.crd.models import TunedServiceSpec, parse_tuned_service, summarize
+from controller.decide.economics import ApiPrice, schedule_economics
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import TargetStatus
+from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
 from controller.errors import InvalidInput
 
@@ -280,10 +282,32 @@ def cost_table(status: TargetStatus, *, gpu_hour_price: float | None = None) -> 
     return table
 
 
+def economics_table(
+    status: TargetStatus, windows: Sequence[TimeWindow], *, gpu_hour_price: float, api: ApiPrice
+) -> Table:
+    """Per window at the load measured when it was tuned: cost per million output tokens against the API price,
+    with the windows where the API would be cheaper (idle GPUs) flagged."""
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    for c in ("WINDOW", "GPU-H", "UTILISATION", "SELF-HOSTED", "$/1M OUT", "API", "CHEAPER"):
+        table.add_column(c, no_wrap=True)
+    for e in schedule_economics(status.schedule, windows=windows, gpu_usd_per_hour=gpu_hour_price, api=api):
+        table.add_row(
+            e.window,
+            f"{e.gpu_hours:,.1f}",
+            f"{e.utilisation:.0%}",
+            f"${e.self_hosted_usd:,.2f}",
+            f"${e.usd_per_million_output:,.2f}",
+            f"${e.api_usd:,.2f}",
+            "API (idle GPUs)" if e.api_is_cheaper else f"self-hosted ({e.saving:.0%} less)",
+        )
+    return table
+
+
 __all__ = [
     "age",
     "cost_table",
     "describe_text",
+    "economics_table",
     "explain_text",
     "history_lines",
     "knobs",

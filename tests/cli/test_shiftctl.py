@@ -219,3 +219,31 @@ def test_kubectl_plugin_is_the_same_app() -> None:
         e.name: e.value for e in entry_points(group="console_scripts") if e.name in ("kubectl-shift", "shiftctl")
     }
     assert scripts == {"kubectl-shift": "controller.cli.shiftctl:app", "shiftctl": "controller.cli.shiftctl:app"}
+
+
+def test_cost_against_an_api_price_flags_idle_windows(kubeconfig: Path) -> None:
+    from kubernetes import client, config
+
+    from controller.crd.models import status_to_wire
+
+    from .conftest import G, P, V, awaiting_status, tuned_service
+
+    body = tuned_service("econ")
+    body["spec"]["schedule"] = [
+        {"name": "night", "start_hour": 0, "end_hour": 8},
+        {"name": "day", "start_hour": 8, "end_hour": 24},
+    ]
+    status = awaiting_status()
+    day = status.schedule[0].model_copy(update={"fleet_rate_rps": 5.0, "capacity_rps": 8.0})
+    night = day.model_copy(update={"window": "night", "fleet_rate_rps": 0.01, "replicas": 1})
+    status = status.model_copy(update={"schedule": (day, night)})
+    co = client.CustomObjectsApi(config.new_client_from_config(str(kubeconfig)))
+    co.create_namespaced_custom_object(G, V, "prod", P, body)
+    co.patch_namespaced_custom_object_status(G, V, "prod", P, "econ", {"status": status_to_wire(status)})
+    cost = run(kubeconfig, "cost", "econ", "--gpu-hour-price", "4", "--api-input-price", "0.3",
+               "--api-output-price", "1.2")  # fmt: skip
+    assert cost.exit_code == 0, cost.output
+    rows = {r.split()[0]: r for r in cost.stdout.splitlines() if r.split() and r.split()[0] in ("day", "night")}
+    # day: 2 replicas x 16 h x $4 = $128; 5 req/s x 57,600 s x 512 out tokens; utilisation 5 / (8 x 2)
+    assert "$128.00" in rows["day"] and "31%" in rows["day"] and "self-hosted" in rows["day"]
+    assert "API (idle GPUs)" in rows["night"]
