@@ -581,6 +581,14 @@ class Policy(BaseModel):
                 out.append(f"infeasible: {reason}")
         return out
 
+    def largest_max_num_seqs(self) -> int:
+        """The most sequence slots a config of this policy's space can have (vLLM's default where the space does
+        not set them, 256 when that is unknown too)."""
+        values = [v for v in self.space.allowed("max_num_seqs") if isinstance(v, int)]
+        if values:
+            return max(values)
+        return self.default_max_num_seqs() or 256
+
     def default_max_num_seqs(self) -> int | None:
         """vLLM's API-server default for max_num_seqs on the target GPU (None when the GPU is unknown)."""
         mem = self.target.gpu_memory_gib

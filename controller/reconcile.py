@@ -105,6 +105,7 @@ def rules_from_policy(
         windows=tuple(windows) or planner.DEFAULT_WINDOWS,
         scaling=scaling,
         digest=digest,
+        design_slots=policy.largest_max_num_seqs(),
     )
 
 

@@ -52,8 +52,11 @@ def desired_replicas(
     now: datetime,
     below_since: datetime | None = None,
     external_autoscaler: str | None = None,
+    unit: str = "req/s",
 ) -> ScalingDecision:
-    """How many replicas serve ``forecast_rps`` at the SLO, given one replica sustains ``capacity_rps_per_replica``."""
+    """How many replicas serve ``forecast_rps`` at the SLO, given one replica sustains ``capacity_rps_per_replica``.
+
+    Both are in ``unit``: a request rate, or requests in flight."""
     if external_autoscaler and rules.external_autoscaler_mode == "defer":
         return ScalingDecision(current, f"{external_autoscaler} manages replicas; deferring to it", None)
     if capacity_rps_per_replica <= 0:
@@ -61,8 +64,8 @@ def desired_replicas(
     raw = math.ceil(forecast_rps * (1 + rules.headroom) / capacity_rps_per_replica - 1e-9) if forecast_rps > 0 else 0
     bounded = min(max(raw, rules.min_replicas), rules.max_replicas)
     basis = (
-        f"forecast {forecast_rps:.2f} req/s x {1 + rules.headroom:.2f} headroom / "
-        f"{capacity_rps_per_replica:.2f} req/s per replica at the SLO = {raw}"
+        f"load {forecast_rps:.2f} {unit} x {1 + rules.headroom:.2f} headroom / "
+        f"{capacity_rps_per_replica:.2f} {unit} per replica at the SLO = {raw}"
     )
     if bounded != raw:
         basis += f", bounded to [{rules.min_replicas}, {rules.max_replicas}]"

@@ -6,6 +6,7 @@ Events, ``shiftctl explain`` and Slack show.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -83,7 +84,22 @@ class Rules:
     """Manage the stable variant's replica count from measured capacity (None: leave replicas alone)."""
     digest: DigestRules | None = None
     capacity_probe_factor: float = 2.0
-    """The capacity probe replays the window's per-replica shape at this multiple of its concurrency."""
+    """The capacity probe's first step: the round's per-replica shape at this multiple of its concurrency; it keeps
+    doubling until the SLO breaks, then narrows the bracket geometrically."""
+    capacity_probe_precision: float = 1.1
+    """The probe stops once the highest load that met the SLO and the lowest that did not are this close."""
+    capacity_probe_max_trials: int = 8
+    capacity_probe_max_concurrency: float = 8192.0
+    capacity_transfer_distance: float = 0.7
+    """A capacity probed on one length mix sizes replicas for another only when their mean prompt and output
+    lengths are this close (sum of absolute log ratios; 0.7 is about 2x in one of them)."""
+    quiet_utilisation: float = 0.5
+    """With managed replicas, drift below this share of the probed capacity does not trigger a re-tune."""
+    design_slots: int = 256
+    """Sequence slots of one replica (the largest ``max_num_seqs`` the search space allows): with managed replicas,
+    a round replays the window's load spread over the fewest replicas whose slots hold it with headroom, so
+    configs are compared at the per-replica load the fleet will be sized for, not at whatever the replica count
+    happens to be."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +257,8 @@ class _Planner:
         breach = slo_breach(self.observation, self.rules.slo, self.rules.rollout.min_samples)
         if breach and not self._tuned_recently(entry, self.rules.schedule.retune_min_interval_s / 2):
             return self._start_tuning(f"window '{self.window.name}': {breach}", self.window, observed=True)
-        if drifted or verdict.drifted:
+        quiet = self._quiet(entry)
+        if drifted or (verdict.drifted and not quiet):
             tuned_at = entry.tuned_at
             age = (self.now - tuned_at).total_seconds() if tuned_at else float("inf")
             if drifted or age >= self.rules.schedule.retune_min_interval_s:
@@ -253,8 +270,28 @@ class _Planner:
         ahead = self._tune_ahead()
         if ahead is not None:
             return ahead
-        scale_notes.append(f"observing: {self.observation.shape.describe()}; drift {verdict.reason}")
+        drift_note = f"drift {verdict.reason}"
+        if verdict.drifted and quiet:
+            drift_note += f"; not re-tuning: {quiet}"
+        scale_notes.append(f"observing: {self.observation.shape.describe()}; {drift_note}")
         return self._done(self.status, scale_actions, scale_notes)
+
+    def _quiet(self, entry: ScheduledConfig) -> str:
+        """Why the traffic is too light for drift to matter (empty when it is not): the replicas run at less than
+        ``quiet_utilisation`` of the capacity probed for the window's config, with the SLO met. A window tuned for
+        its busy hour serves its quiet stretches; re-tuning for them would pick a config that is fast at a light
+        load and short of capacity when the busy hour returns."""
+        assert self.observation is not None
+        if self.rules.scaling is None or not entry.capacity_rps:
+            return ""
+        per_replica_load = self.observation.shape.arrival_rate_rps / max(1, self.status.replicas)
+        utilisation = per_replica_load / entry.capacity_rps
+        if utilisation >= self.rules.quiet_utilisation:
+            return ""
+        return (
+            f"{per_replica_load:.2f} req/s per replica is {utilisation:.0%} of the "
+            f"{entry.capacity_rps:.2f} req/s the window's config serves"
+        )
 
     def _tuned_recently(self, entry: ScheduledConfig, within_s: float) -> bool:
         return entry.tuned_at is not None and (self.now - entry.tuned_at).total_seconds() < within_s
@@ -283,7 +320,7 @@ class _Planner:
             )
             base_goodput = base.objective() if base is not None else entry.stock_goodput_tokens_per_s
             gain = entry.goodput_tokens_per_s / base_goodput if base_goodput else float("inf")
-            benefit_s = (gain - 1) * window.hours * 3600
+            benefit_s = (gain - 1) * (window.hours * 3600 if ahead else self._remaining_s(window))
             if gain < self.rules.tuning.min_gain or benefit_s < self.rules.schedule.switch_cost_s:
                 return None
             when = (
@@ -297,6 +334,11 @@ class _Planner:
                 why = f"pre-warming {lead / 60:.0f} min ahead: " + why
             return self._begin_rollout(entry.config, why, proposed_by="schedule", gain=gain)
         return None
+
+    def _remaining_s(self, window: TimeWindow) -> float:
+        """Seconds from now to the end of ``window`` (which contains now)."""
+        hour = self.now.hour + self.now.minute / 60 + self.now.second / 3600
+        return ((window.end_hour - hour) % 24 or 24) * 3600
 
     def _tune_ahead(self) -> Decision | None:
         """Tune the next window that has no config yet, on its forecast shape, before it starts."""
@@ -314,33 +356,15 @@ class _Planner:
         return None
 
     def _scale(self) -> tuple[list[Action], list[str]]:
-        """Replicas of the stable variant for the forecast load at the capacity measured for the active config on
-        this window's traffic (another window's measurement of the same config only when this one has none)."""
+        """Replicas of the stable variant for the load in flight now, at the capacity probed for the active config:
+        on this window's traffic, or (when the active config was probed only elsewhere) on the window whose tuned
+        traffic is closest to what is observed. Concurrency (in flight: running + waiting) carries across length
+        mixes better than a request rate does, and it rises by itself when replicas fall behind."""
         rules = self.rules.scaling
         if rules is None or self.observation is None:
             return [], []
-        active_key = self.status.active_config.key()
         entry = self.status.schedule_for(self.window.name)
-        here = entry.capacity_rps if entry is not None and entry.config.key() == active_key else None
-        if here is None:
-            # the active config's own measurement on this window's traffic (e.g. the baseline of a round whose
-            # winner is still rolling out); another window's shape says little about this one's capacity
-            measured = next(
-                (
-                    t
-                    for t in reversed(self.status.trials)
-                    if t.config.key() == active_key
-                    and t.ok
-                    and t.shape.window is not None
-                    and t.shape.window.name == self.window.name
-                ),
-                None,
-            )
-            here = measured.goodput_rps if measured is not None else None
-        capacity = here or next(
-            (s.capacity_rps for s in self.status.schedule if s.config.key() == active_key and s.capacity_rps),
-            None,
-        )
+        capacity, basis = self._active_capacity()
         decision = desired_replicas(
             forecast_rps=self.observation.shape.arrival_rate_rps,
             capacity_rps_per_replica=capacity or 0.0,
@@ -350,18 +374,22 @@ class _Planner:
             below_since=self.status.scale_below_since,
             external_autoscaler=self.external_autoscaler,
         )
+        if basis:
+            decision = replace(decision, reason=f"{decision.reason} (capacity probed on {basis})")
         lead = self.rules.schedule.prewarm_lead_s
         upcoming_window = window_at(self.rules.windows, self.now + timedelta(seconds=lead))
         upcoming = self.status.schedule_for(upcoming_window.name)
         if (
             upcoming_window.name != self.window.name
             and upcoming is not None
-            and upcoming.fleet_rate_rps is not None
+            and upcoming.config.key() != self.status.active_config.key()
             and upcoming.capacity_rps
+            and _length_distance(upcoming.shape, self.observation.shape) <= self.rules.capacity_transfer_distance
         ):
-            # the next window's load at the capacity of the config scheduled for it
+            # today's load at the capacity of the config the next window switches to, so a smaller config does not
+            # arrive short of replicas
             ahead = desired_replicas(
-                forecast_rps=upcoming.fleet_rate_rps,
+                forecast_rps=self.observation.shape.arrival_rate_rps,
                 capacity_rps_per_replica=upcoming.capacity_rps,
                 current=self.status.replicas,
                 rules=rules,
@@ -378,6 +406,22 @@ class _Planner:
             return [Scale("stable", decision.replicas, decision.reason)], []
         return [], [decision.reason]
 
+    def _active_capacity(self) -> tuple[float | None, str]:
+        """Requests/s one replica of the active config serves within the SLO, and where it was probed."""
+        assert self.observation is not None
+        key = self.status.active_config.key()
+        entry = self.status.schedule_for(self.window.name)
+        if entry is not None and entry.config.key() == key and entry.capacity_rps:
+            return entry.capacity_rps, ""
+        probed = [s for s in self.status.schedule if s.config.key() == key and s.capacity_rps]
+        if not probed:
+            return None, ""
+        observed = self.observation.shape
+        nearest = min(probed, key=lambda s: _length_distance(s.shape, observed))
+        if _length_distance(nearest.shape, observed) > self.rules.capacity_transfer_distance:
+            return None, ""  # probed on another length mix: says little about this one
+        return nearest.capacity_rps, f"window '{nearest.window}'"
+
     # ----- trialling ---------------------------------------------------------------------------
     def _start_tuning(self, reason: str, window: TimeWindow, *, observed: bool = False) -> Decision:
         """A tuning round for ``window``: on its forecast busy-hour shape when there is one (and the round is not a
@@ -392,7 +436,9 @@ class _Planner:
         source = "observed"
         if not observed and window.name in self.forecast:
             fleet_shape, source = self.forecast[window.name], "forecast busy-hour"
-        shape = per_replica(fleet_shape, self.status.replicas).model_copy(update={"window": window})
+        shape = per_replica(fleet_shape, self._design_replicas(window, fleet_shape)).model_copy(
+            update={"window": window}
+        )
         round_ = TuningRound(
             id=f"{window.name}-{self.now:%Y%m%d%H%M}",
             window=window.name,
@@ -400,6 +446,7 @@ class _Planner:
             started_at=self.now,
             reason=reason,
             fleet_rate_rps=fleet_shape.arrival_rate_rps,
+            fleet_concurrency=fleet_shape.concurrency,
         )
         status = self.status.model_copy(
             update={"phase": _move(self.status.phase, Phase.TRIALLING), "tuning": round_, "drift": DriftState()}
@@ -413,6 +460,19 @@ class _Planner:
         return self._done(
             status, actions, (f"started tuning round {round_.id} on the {source} shape: {shape.describe()}",)
         )
+
+    def _design_replicas(self, window: TimeWindow, fleet_shape: TrafficShape) -> int:
+        """The replica count a round's per-replica shape assumes.
+
+        Without managed replicas, the replicas there are. With them, the fewest replicas whose sequence slots hold
+        the load: a load near what one replica can carry, where configs differ in capacity and not only in speed.
+        Tuning at the current count instead would favour configs that are fast at a light per-replica load and
+        then need more replicas (a loop that only ever adds GPUs)."""
+        rules = self.rules.scaling
+        if rules is None:
+            return max(1, self.status.replicas)
+        n = math.ceil(fleet_shape.concurrency / max(self.rules.design_slots, 1) - 1e-9)
+        return min(max(n, rules.min_replicas, 1), max(rules.max_replicas, 1))
 
     def _trial(self) -> Decision:
         round_ = self.status.tuning
@@ -437,26 +497,99 @@ class _Planner:
                 for i, p in enumerate(batch)
             ]
             return self._done(self.status, actions)
-        if self.rules.scaling is not None and round_.probe_key is None:
+        if self.rules.scaling is not None:
             probe = self._capacity_probe(round_)
             if probe is not None:
                 return probe
         return self._select(round_)
 
+    def _choice(self, round_: TuningRound) -> TrialResult | None:
+        """The trial the round will settle on: the best one when it gains enough over the active config, else the
+        active config's own (None when nothing met the SLO)."""
+        trials = round_trials(self.status)
+        best = self._best(trials)
+        baseline = find(trials, self.status.active_config)
+        if best is None or baseline is None or not baseline.objective():
+            return best
+        if best.objective() / baseline.objective() < self.rules.tuning.min_gain:
+            return baseline
+        return best
+
+    def _best(self, trials: Sequence[TrialResult]) -> TrialResult | None:
+        """The round's best trial. With managed replicas the round runs near one replica's capacity, where every
+        config may miss the SLO: then the highest goodput wins, and the capacity probe searches downwards."""
+        allowed = [t for t in trials if t.config.key() not in set(self.status.blocked_configs)]
+        best = best_trial(allowed, is_lossy=self.is_lossy)
+        if best is None and self.rules.scaling is not None:
+            partial = [t for t in allowed if t.ok and t.objective() > 0]
+            best = max(partial, key=lambda t: t.objective(), default=None)
+        return best
+
+    def _probe_results(self, round_: TuningRound, key: str) -> list[tuple[float, TrialResult]]:
+        out = []
+        for factor in round_.probe_factors:
+            shape = scaled(round_.shape, factor)
+            found = next((t for t in reversed(self.status.trials) if t.config.key() == key and t.shape == shape), None)
+            if found is not None:
+                out.append((factor, found))
+        return out
+
+    def _probe_bracket(self, round_: TuningRound, key: str) -> tuple[float, float | None]:
+        """(highest load multiple that met the SLO, lowest that did not) from the probes of ``key`` so far."""
+        results = self._probe_results(round_, key)
+        base = next((t for t in reversed(round_trials(self.status)) if t.config.key() == key), None)
+        at_1 = [(1.0, base)] if base is not None else []
+        passed = [f for f, t in (*at_1, *results) if t.ok and t.meets_slo()]
+        failed = [f for f, t in (*at_1, *results) if not (t.ok and t.meets_slo())]
+        return max(passed, default=0.0), min(failed, default=None)
+
     def _capacity_probe(self, round_: TuningRound) -> Decision | None:
-        """One more trial of the likely winner at a multiple of the per-replica load: how far one replica stretches
-        within the SLO, for replica counts."""
-        blocked = set(self.status.blocked_configs)
-        best = best_trial(
-            [t for t in round_trials(self.status) if t.config.key() not in blocked], is_lossy=self.is_lossy
-        )
-        if best is None:
+        """The next step of the capacity search for the config the round will choose: replay its shape at growing
+        multiples of the per-replica load until the SLO breaks, then narrow the bracket. Its result (how far one
+        replica stretches within the SLO) sizes the fleet."""
+        chosen = self._choice(round_)
+        if chosen is None:
             return None
-        factor = self.rules.capacity_probe_factor
+        step = self._next_probe(round_, chosen)
+        if step is None and chosen.config.key() != self.status.active_config.key():
+            # the active config's capacity too: a switch must save replicas to be worth its rollout
+            baseline = find(round_trials(self.status), self.status.active_config)
+            if baseline is not None and baseline.ok and baseline.objective() > 0:
+                step = self._next_probe(round_, baseline)
+        return step
+
+    def _next_probe(self, round_: TuningRound, chosen: TrialResult) -> Decision | None:
+        key = chosen.config.key()
+        if len(self._probe_results(round_, key)) >= self.rules.capacity_probe_max_trials:
+            return None
+        low, high = self._probe_bracket(round_, key)
+        if high is None:
+            factor = low * self.rules.capacity_probe_factor
+            if round_.shape.concurrency * factor > self.rules.capacity_probe_max_concurrency:
+                return None
+        elif low == 0.0:
+            factor = high / self.rules.capacity_probe_factor  # missed the SLO at the round's load: search downwards
+            if round_.shape.concurrency * factor < 1:
+                return None
+        elif high / low <= self.rules.capacity_probe_precision:
+            return None
+        else:
+            factor = math.sqrt(low * high)
+        factor = round(factor, 4)
+        if any(f == factor for f, _t in self._probe_results(round_, key)):
+            return None
         shape = scaled(round_.shape, factor)
-        why = f"capacity probe: {best.config.label()} at {factor:g}x the per-replica load ({shape.describe()})"
-        status = self.status.model_copy(update={"tuning": round_.model_copy(update={"probe_key": best.config.key()})})
-        return self._done(status, (RunTrial(best.config, shape, why, "capacity-probe"),))
+        bracket = (f"met the SLO at {low:g}x" if low else "missed the SLO") + (
+            f", not at {high:g}x" if high is not None else ""
+        )
+        why = (
+            f"capacity probe: {chosen.config.label()} at {factor:g}x the per-replica load ({shape.describe()}); "
+            f"{bracket}"
+        )
+        factors = round_.probe_factors if factor in round_.probe_factors else (*round_.probe_factors, factor)
+        round_ = round_.model_copy(update={"probe_key": round_.probe_key or key, "probe_factors": factors})
+        status = self.status.model_copy(update={"tuning": round_})
+        return self._done(status, (RunTrial(chosen.config, shape, why, "capacity-probe"),))
 
     def _fleet_rate(self, round_: TuningRound) -> float | None:
         """The fleet-level rate the round was tuned for (what is observed now, for rounds that did not record it)."""
@@ -464,31 +597,49 @@ class _Planner:
             return round_.fleet_rate_rps
         return self.observation.shape.arrival_rate_rps if self.observation is not None else None
 
-    def _capacity(self, round_: TuningRound, chosen: TrialResult) -> float:
-        """Requests/s one replica of the chosen config sustains within the SLO: the probe when it held the SLO,
-        else what the round measured at the observed load."""
-        probe = next(
-            (
-                t
-                for t in reversed(self.status.trials)
-                if round_.probe_key == chosen.config.key()
-                and t.config.key() == chosen.config.key()
-                and t.shape != round_.shape
-                and t.shape.window == round_.shape.window
-            ),
-            None,
+    def _capacity(self, round_: TuningRound, chosen: TrialResult) -> tuple[float | None, float | None]:
+        """(requests/s, concurrent requests) one replica of the chosen config carries within the SLO: the highest
+        probed load that met it. Without a probe nothing is known about the capacity (a trial that met the SLO
+        at a light load only bounds it from below)."""
+        key = chosen.config.key()
+        if not self._probe_results(round_, key):
+            return None, None
+        low, _high = self._probe_bracket(round_, key)
+        if low == 0.0:
+            return None, None
+        best = next((t for f, t in self._probe_results(round_, key) if f == low), chosen)
+        return best.goodput_rps, round_.shape.concurrency * low
+
+    def _replicas_saved(self, round_: TuningRound, best: TrialResult, baseline: TrialResult | None) -> str:
+        """With managed replicas, why switching to ``best`` would not save replicas at the round's fleet load
+        (empty when it would, or when the capacities to tell are unknown). A faster config on replicas that are
+        needed anyway only trades latency, and pays for its rollout with nothing."""
+        rules = self.rules.scaling
+        fleet_rate = self._fleet_rate(round_)
+        if rules is None or baseline is None or fleet_rate is None:
+            return ""
+        cap_best, cap_base = self._capacity(round_, best)[0], self._capacity(round_, baseline)[0]
+        if not cap_best or not cap_base or not baseline.meets_slo():
+            return ""
+        load = fleet_rate * (1 + rules.headroom)
+
+        def need(cap: float) -> int:
+            return min(max(math.ceil(load / cap - 1e-9), rules.min_replicas, 1), max(rules.max_replicas, 1))
+
+        if need(cap_best) < need(cap_base):
+            return ""
+        return (
+            f"one replica of {best.config.label()} serves {cap_best:.2f} req/s within the SLO and of "
+            f"{baseline.config.label()} {cap_base:.2f} req/s; {need(cap_best)} vs {need(cap_base)} replica(s) for "
+            f"{fleet_rate:.2f} req/s with headroom, so a switch would save no GPUs"
         )
-        if probe is not None and probe.meets_slo():
-            return max(probe.goodput_rps, chosen.goodput_rps)
-        return chosen.goodput_rps
 
     def _select(self, round_: TuningRound) -> Decision:
         trials = round_trials(self.status)
         active = self.status.active_config
         baseline = find(trials, active)
         stock = find(trials, STOCK) or baseline
-        blocked = set(self.status.blocked_configs)
-        best = best_trial([t for t in trials if t.config.key() not in blocked], is_lossy=self.is_lossy)
+        best = self._best(trials)
         status = self.status.model_copy(update={"tuning": None, "tuned_shape": round_.shape})
         stock_goodput = stock.objective() if stock else 0.0
         base_goodput = baseline.objective() if baseline else 0.0
@@ -510,11 +661,15 @@ class _Planner:
             return self._done(status, (Notify(Severity.WARNING, "Trials paused", why),), (why,))
         gain = best.objective() / base_goodput if base_goodput else float("inf")
         evidence = _evidence(best, stock)
-        if best.config.key() == active.key() or gain < self.rules.tuning.min_gain:
+        no_saving = self._replicas_saved(round_, best, baseline)
+        if best.config.key() == active.key() or gain < self.rules.tuning.min_gain or no_saving:
             why = (
                 f"round {round_.id}: keeping {active.label()} (best candidate {best.config.label()} gains "
                 f"{gain:.2f}x < {self.rules.tuning.min_gain:.2f}x)"
             )
+            if no_saving and gain >= self.rules.tuning.min_gain:
+                why = f"round {round_.id}: keeping {active.label()}: {no_saving}"
+            capacity = self._capacity(round_, baseline) if baseline else (None, None)
             entry = ScheduledConfig(
                 window=round_.window,
                 config=active,
@@ -523,13 +678,15 @@ class _Planner:
                 stock_goodput_tokens_per_s=stock_goodput,
                 reason=why,
                 tuned_at=self.now,
-                capacity_rps=self._capacity(round_, baseline) if baseline else None,
+                capacity_rps=capacity[0],
+                capacity_concurrency=capacity[1],
                 fleet_rate_rps=self._fleet_rate(round_),
                 replicas=max(1, self.status.replicas),
             )
             status = _with_schedule(status, entry).model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
             return self._done(status, notes=(why,))
         proposer = round_.proposer_of(best.config.key())
+        capacity = self._capacity(round_, best)
         why = (
             f"{best.config.label()} delivers {best.objective():,.0f} goodput tok/s vs {base_goodput:,.0f} for "
             f"{active.label()} ({gain:.2f}x) on {round_.shape.describe()}; proposed by {proposer}"
@@ -542,7 +699,8 @@ class _Planner:
             stock_goodput_tokens_per_s=stock_goodput,
             reason=why,
             tuned_at=self.now,
-            capacity_rps=self._capacity(round_, best),
+            capacity_rps=capacity[0],
+            capacity_concurrency=capacity[1],
             fleet_rate_rps=self._fleet_rate(round_),
             replicas=max(1, self.status.replicas),
         )
@@ -553,6 +711,15 @@ class _Planner:
             return self._done(
                 status, (Notify(Severity.INFO, f"Config scheduled for '{round_.window}'", note, evidence),), (note,)
             )
+        benefit_s = (gain - 1) * self._remaining_s(self.window)
+        if benefit_s < self.rules.schedule.switch_cost_s:
+            note = (
+                f"scheduled {best.config.label()} for window '{round_.window}' but not switching now: "
+                f"{gain:.2f}x over the {self._remaining_s(self.window) / 3600:.1f} h left in the window is worth "
+                f"{benefit_s:.0f} s of traffic, less than a switch costs ({self.rules.schedule.switch_cost_s:.0f} s)"
+            )
+            status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
+            return self._done(status, notes=(note,))
         if self.rules.tuning.dry_run:
             note = f"dry-run: would roll out {best.config.label()}: {why}"
             status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
@@ -685,6 +852,13 @@ def expected_ratios(
     if base is None or base.ttft_s is None or base.tpot_s is None or not base.ttft_s.p95 or not base.tpot_s.p95:
         return None, None
     return cand.ttft_s.p95 / base.ttft_s.p95, cand.tpot_s.p95 / base.tpot_s.p95
+
+
+def _length_distance(a: TrafficShape, b: TrafficShape) -> float:
+    """How far apart two length mixes are (log ratio of mean prompt and output lengths)."""
+    return abs(math.log(a.prompt_tokens.mean / b.prompt_tokens.mean)) + abs(
+        math.log(a.output_tokens.mean / b.output_tokens.mean)
+    )
 
 
 def _with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:

@@ -99,6 +99,11 @@ class ScheduledConfig(BaseModel):
     capacity_rps: float | None = Field(
         default=None, ge=0, description="requests/s one replica of this config sustains within the SLO (probed)"
     )
+    capacity_concurrency: float | None = Field(
+        default=None,
+        ge=0,
+        description="concurrent requests one replica of this config carries within the SLO (probed)",
+    )
     fleet_rate_rps: float | None = Field(
         default=None, ge=0, description="the whole fleet's arrival rate when the window was tuned"
     )
@@ -122,6 +127,12 @@ class TuningRound(BaseModel):
     trial_proposers: tuple[str, ...] = Field(default=(), description="who proposed each trial (agent, optimizer, ...)")
     trial_reasons: tuple[str, ...] = Field(default=(), description="why each trial was run")
     probe_key: str | None = Field(default=None, description="config key of the capacity probe, once requested")
+    fleet_concurrency: float | None = Field(
+        default=None, ge=0, description="the whole fleet's requests in flight the round was tuned for"
+    )
+    probe_factors: tuple[float, ...] = Field(
+        default=(), description="multiples of the round's load the capacity probe has replayed, in order"
+    )
     fleet_rate_rps: float | None = Field(
         default=None, ge=0, description="the whole fleet's arrival rate the round was tuned for"
     )

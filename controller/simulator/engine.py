@@ -426,6 +426,14 @@ class ReplicaEngine:
             "preemptions": t.preempt[done],
         }
 
+    def waiting_since(self, now: float) -> npt.NDArray[np.float64]:
+        """Arrival times of the requests still without a first token at ``now`` (queued or in prefill)."""
+        t = self._t
+        n = t.size
+        open_ = (t.state[:n] != _FINISHED) & (np.isnan(t.first_tok[:n]) | (t.first_tok[:n] > now))
+        arrivals: npt.NDArray[np.float64] = t.arrival[:n][open_ & (t.arrival[:n] <= now)]
+        return arrivals
+
     # ----- time --------------------------------------------------------------------------------------------------
     def run_until(self, until: float) -> int:
         """Run every step that starts before ``until``; returns the number of steps.

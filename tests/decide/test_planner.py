@@ -311,29 +311,134 @@ SCALING = Rules(
 )
 
 
-def test_capacity_probe_then_replicas_from_measured_capacity() -> None:
-    results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE), measured(MTP3, 1500, SHAPE)]
-    status = tuning_status(results, ["baseline", "optimizer", "optimizer"])
-    d = plan(status, rules=SCALING)
-    probe = [a for a in d.actions if isinstance(a, RunTrial)]
-    assert len(probe) == 1 and probe[0].config == MTP1 and probe[0].proposed_by == "capacity-probe"
-    assert probe[0].shape.concurrency == pytest.approx(2 * status.tuning.shape.concurrency)  # type: ignore[union-attr]
-    assert d.status.tuning is not None and d.status.tuning.probe_key == MTP1.key()
-    probe_result = measured(MTP1, 3600, probe[0].shape).model_copy(update={"goodput_rps": 30.0})
-    after = d.status.model_copy(update={"trials": (*d.status.trials, probe_result)})
-    chosen = plan(after, rules=SCALING)
-    entry = chosen.status.schedule_for("day")
-    assert entry is not None and entry.config == MTP1 and entry.capacity_rps == pytest.approx(30.0)
-    assert entry.fleet_rate_rps == pytest.approx(SHAPE.arrival_rate_rps)
-    # once MTP1 is active, 20 req/s x 1.25 / 30 req/s per replica = 1 replica; 60 req/s needs 3
-    active = chosen.status.model_copy(update={"phase": Phase.OBSERVING, "rollout": None, "active_config": MTP1})
+def run_capacity_search(
+    status: TargetStatus, capacity: dict[str, float], rules: Rules = SCALING
+) -> tuple[planner.Decision, list[RunTrial]]:
+    """Drive a round's capacity probes to the end against a replica that holds the SLO up to ``capacity[key]``
+    times the round's per-replica load (and serves 20 req/s x that multiple); returns the final decision."""
+    probes: list[RunTrial] = []
+    for _ in range(40):
+        d = plan(status, rules=rules)
+        runs = [a for a in d.actions if isinstance(a, RunTrial)]
+        if not runs:
+            return d, probes
+        assert d.status.tuning is not None
+        for run in runs:
+            assert run.proposed_by == "capacity-probe"
+            factor = run.shape.concurrency / d.status.tuning.shape.concurrency
+            ok = factor <= capacity[run.config.key()]
+            result = measured(run.config, 1000 * factor, run.shape, ttft=0.5 if ok else 5.0)
+            result = result.model_copy(update={"goodput_rps": 20.0 * factor if ok else 1.0})
+            probes.append(run)
+            status = d.status.model_copy(update={"trials": (*d.status.trials, result)})
+    raise AssertionError("the capacity search did not end")
+
+
+@pytest.mark.parametrize(
+    ("mtp1_capacity", "expect_low", "expect_high"),
+    [
+        (3.0, 2.7, 3.0),  # doubles to 4x (misses), then narrows to within 10%
+        (1.5, 1.41, 1.5),
+        (0.6, 0.5, 0.6),  # missed at the round's own load: searches downwards
+    ],
+)
+def test_capacity_search_brackets_what_one_replica_carries(
+    mtp1_capacity: float, expect_low: float, expect_high: float
+) -> None:
+    results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE, ttft=0.5 if mtp1_capacity >= 1 else 5.0)]
+    results[1] = results[1].model_copy(update={"goodput_rps": 20.0})
+    status = tuning_status(results, ["baseline", "optimizer"])
+    if mtp1_capacity < 1:  # nothing met the SLO at the round's load; MTP1 had the most goodput
+        missed = status.trials[0].model_copy(update={"ttft_s": Percentiles(p50=2.5, p95=5.0, p99=6.0)})
+        status = status.model_copy(update={"trials": (missed, *status.trials[1:])})
+    d, probes = run_capacity_search(status, {MTP1.key(): mtp1_capacity, STOCK.key(): 0.9})
+    mtp1_probes = [p for p in probes if p.config == MTP1]
+    assert 2 <= len(mtp1_probes) <= SCALING.capacity_probe_max_trials
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.capacity_concurrency is not None
+    assert entry.config == MTP1
+    low = entry.capacity_concurrency / SHAPE.concurrency
+    assert expect_low <= low <= expect_high
+    assert entry.capacity_rps == pytest.approx(20.0 * low)
+    assert "capacity probe" in mtp1_probes[0].reason
+
+
+@pytest.mark.parametrize(
+    ("stock_capacity", "switches"),
+    [
+        (1.1, True),  # 25 req/s with headroom: stock needs 2 replicas (22 req/s each), MTP1 one
+        (1.5, False),  # both carry the load on one replica: a switch would save no GPUs
+    ],
+)
+def test_a_switch_must_save_replicas_when_replicas_are_managed(stock_capacity: float, switches: bool) -> None:
+    results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE)]
+    status = tuning_status(results, ["baseline", "optimizer"])
+    d, probes = run_capacity_search(status, {MTP1.key(): 3.0, STOCK.key(): stock_capacity})
+    assert {p.config.key() for p in probes} == {MTP1.key(), STOCK.key()}  # the active config is probed too
+    entry = d.status.schedule_for("day")
+    assert entry is not None
+    if switches:
+        assert entry.config == MTP1 and d.status.phase is Phase.ROLLING_OUT
+    else:
+        assert entry.config == STOCK and d.status.phase is Phase.OBSERVING
+        assert any("save no GPUs" in r for r in d.status.last_reasons)
+
+
+def test_replicas_follow_the_request_rate_at_the_probed_capacity() -> None:
+    entry = ScheduledConfig(
+        window="day",
+        config=MTP1,
+        shape=SHAPE,
+        goodput_tokens_per_s=2000,
+        stock_goodput_tokens_per_s=1000,
+        capacity_rps=30.0,
+        capacity_concurrency=400,
+        tuned_at=NOON,
+    )
+    active = TargetStatus(window="day", active_config=MTP1, schedule=(entry,))
+    # 60 req/s x 1.25 headroom / 30 req/s per replica = 3 replicas
     busy = observation(SHAPE.model_copy(update={"arrival_rate_rps": 60, "concurrency": 768}))
-    scaled_up = plan(active, observation=busy, rules=SCALING, drifted=False)
+    scaled_up = plan(active, observation=busy, rules=SCALING)
     scale = [a for a in scaled_up.actions if isinstance(a, planner.Scale)]
     assert [s.replicas for s in scale] == [3] and "60.00 req/s" in scale[0].reason
     hpa = plan(active, observation=busy, rules=SCALING, external_autoscaler="HorizontalPodAutoscaler/vllm")
     assert not [a for a in hpa.actions if isinstance(a, planner.Scale)]
     assert any("deferring" in r for r in hpa.status.last_reasons)
+    # a capacity probed on a very different length mix (24k-token prompts) does not size this traffic
+    docs = entry.model_copy(
+        update={"window": "night", "shape": SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=24000)})}
+    )
+    elsewhere = active.model_copy(update={"schedule": (docs,)})
+    assert not [a for a in plan(elsewhere, observation=busy, rules=SCALING).actions if isinstance(a, planner.Scale)]
+
+
+@pytest.mark.parametrize(("rate", "retunes"), [(3.0, False), (20.0, True)])
+def test_drift_in_a_quiet_stretch_does_not_retune(rate: float, retunes: bool) -> None:
+    """A window tuned for its busy hour keeps its config through quiet minutes of another length mix."""
+    entry = ScheduledConfig(
+        window="day",
+        config=MTP1,
+        shape=SHAPE,
+        goodput_tokens_per_s=2000,
+        stock_goodput_tokens_per_s=1000,
+        capacity_rps=30.0,
+        tuned_at=NOON - timedelta(hours=2),
+    )
+    status = TargetStatus(window="day", active_config=MTP1, schedule=(entry,))
+    longer = SHAPE.model_copy(
+        update={"arrival_rate_rps": rate, "prompt_tokens": LengthDistribution(mean=8000), "concurrency": 64}
+    )
+    rules = Rules(
+        slo=RULES.slo,
+        tuning=RULES.tuning,
+        windows=RULES.windows,
+        scaling=SCALING.scaling,
+        drift=planner.drifts.DriftParams(dwell_s=0),
+    )
+    d = plan(status, observation=observation(longer), rules=rules)
+    assert (d.status.phase is Phase.TRIALLING) is retunes
+    if not retunes:
+        assert any("not re-tuning" in r for r in d.status.last_reasons)
 
 
 def test_daily_digest_once_a_day_with_economics() -> None:
