@@ -129,3 +129,19 @@ def test_length_sampling_follows_the_distribution() -> None:
     assert lengths.std() / lengths.mean() == pytest.approx(0.8, rel=0.08)
     fixed = sample_lengths(LengthDistribution(mean=128), 10, rng)
     assert set(fixed.tolist()) == {128}
+
+
+def test_an_overloaded_replica_misses_the_slo_instead_of_reporting_its_lucky_requests(
+    tester: SimulatedLoadTester,
+) -> None:
+    """Far more streams than sequence slots: requests that arrived after warm-up queue behind the others and many
+    never see a first token inside the window. They are misses (and their wait so far counts in TTFT); measuring
+    only the requests that finished would show the early ones, which started at once, as within the SLO."""
+    starved = EngineConfig(max_num_seqs=16)
+    light = _run(tester, starved, shape=SHAPE.model_copy(update={"concurrency": 8}))
+    flooded = _run(tester, starved, shape=SHAPE.model_copy(update={"concurrency": 2000}))
+    assert light.meets_slo()
+    assert flooded.status is TrialStatus.MEASURED and not flooded.meets_slo()
+    assert flooded.ttft_s is not None and flooded.ttft_s.p95 > SLO_.ttft_seconds
+    assert flooded.goodput_rps < 0.2 * flooded.request_throughput
+    assert any("still waiting past the TTFT bound" in line for line in flooded.log_tail)
