@@ -19,7 +19,9 @@ Strategies:
     load (``load_scale`` 1, the profile's single-GPU sizing); replicas by the same HPA emulation;
 (c) ``shiftlight``: the Reconciler (``controller/reconcile.py``) with per-window configs found by canary trials,
     progressive rollouts and capacity-based scaling (the planner's ``Scale`` actions from the capacity its trials
-    measured, ``controller/decide/capacity.py`` rules); the final line reports this one;
+    measured, ``controller/decide/capacity.py`` rules) and a load forecast of each window's busy hour
+    (``SimulatedForecaster``: what the hour-of-week profile of earlier weeks shows, so windows are tuned ahead of
+    their start); the final line reports this one;
 (c') ``shiftlight+hpa``: the same loop without its own scaling, replicas by the HPA emulation with the target of
     whichever config is active (``--shiftlight-scaling capacity|hpa|both``, default both).
 
@@ -51,7 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.adapters.memory import RecordingNotifier
-from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+from controller.adapters.simulated import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated_loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
 from controller.decide.capacity import ScalingRules
@@ -328,6 +330,7 @@ def run_shiftlight(
         notifier=RecordingNotifier(),
         cluster=cluster,
         clock=clock,
+        forecaster=SimulatedForecaster(fleet.traffic),
     )
     capacity = scaling_mode == "capacity"
     scaling = (
