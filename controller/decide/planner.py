@@ -14,7 +14,7 @@ from typing import Literal
 
 from controller.decide import drift as drifts
 from controller.decide import rollout as rollouts
-from controller.decide.capacity import ScalingRules, desired_replicas
+from controller.decide.capacity import ScalingDecision, ScalingRules, desired_replicas
 from controller.decide.economics import ApiPrice, schedule_economics
 from controller.decide.selection import best_trial, find
 from controller.domain.actions import Action, Notify, Promote, Rollback, RunTrial, Scale, Severity
@@ -90,6 +90,9 @@ class Rules:
     """The probe stops once the highest load that met the SLO and the lowest that did not are this close."""
     capacity_probe_max_trials: int = 8
     capacity_probe_max_concurrency: float = 8192.0
+    breach_capacity_factor: float = 0.9
+    """When production breaches the SLO below the probed capacity, the capacity becomes this share of the
+    per-replica rate that breached."""
     capacity_transfer_distance: float = 0.7
     """A capacity probed on one length mix sizes replicas for another only when their mean prompt and output
     lengths are this close (sum of absolute log ratios; 0.7 is about 2x in one of them)."""
@@ -170,6 +173,13 @@ def plan(
         # replicas follow the load whatever the tuning or rollout is doing
         planner.status = decision.status
         scale_actions, scale_notes = planner._scale()
+        rollout = planner.status.rollout
+        if rollout is not None and rollout.weight > 0:
+            for a in list(scale_actions):
+                if isinstance(a, Scale) and a.variant == "stable":
+                    need = rollouts.candidate_replicas_for(a.replicas, rollout.weight)
+                    why = f"the fleet scales to {a.replicas}: the candidate keeps {rollout.weight}% of it"
+                    scale_actions.append(Scale("candidate", need, why))
         decision = Decision(planner.status, (*decision.actions, *scale_actions), (*decision.notes, *scale_notes))
     decision = _with_digest(decision, rules, now)
     reasons = tuple(a.reason for a in decision.actions) + decision.notes
@@ -255,6 +265,10 @@ class _Planner:
             # more load than the replicas carry: add replicas first; a re-tune would not add capacity soon enough
             return self._done(self.status, scale_actions, scale_notes)
         breach = slo_breach(self.observation, self.rules.slo, self.rules.rollout.min_samples)
+        if breach:
+            corrected = self._correct_capacity(breach)
+            if corrected is not None:
+                return corrected
         if breach and not self._tuned_recently(entry, self.rules.schedule.retune_min_interval_s / 2):
             return self._start_tuning(f"window '{self.window.name}': {breach}", self.window, observed=True)
         quiet = self._quiet(entry)
@@ -376,6 +390,15 @@ class _Planner:
         )
         if basis:
             decision = replace(decision, reason=f"{decision.reason} (capacity probed on {basis})")
+        if capacity is None and not self.external_autoscaler:
+            breach = slo_breach(self.observation, self.rules.slo, self.rules.rollout.min_samples)
+            if breach and self.status.replicas < rules.max_replicas:
+                more = min(rules.max_replicas, self.status.replicas + max(1, math.ceil(self.status.replicas / 2)))
+                decision = ScalingDecision(
+                    more,
+                    f"scale up {self.status.replicas} -> {more}: no probed capacity for this traffic and {breach}",
+                    None,
+                )
         lead = self.rules.schedule.prewarm_lead_s
         upcoming_window = window_at(self.rules.windows, self.now + timedelta(seconds=lead))
         upcoming = self.status.schedule_for(upcoming_window.name)
@@ -406,21 +429,59 @@ class _Planner:
             return [Scale("stable", decision.replicas, decision.reason)], []
         return [], [decision.reason]
 
-    def _active_capacity(self) -> tuple[float | None, str]:
-        """Requests/s one replica of the active config serves within the SLO, and where it was probed."""
+    def _capacity_entry(self, config: EngineConfig | None = None) -> ScheduledConfig | None:
+        """The schedule entry whose probed capacity applies to the active config on the traffic observed now: the
+        active config's entries with a capacity, nearest in length mix (this window's first on a tie), and only
+        when that mix is close; a capacity probed on another length mix says little about this one."""
         assert self.observation is not None
-        key = self.status.active_config.key()
-        entry = self.status.schedule_for(self.window.name)
-        if entry is not None and entry.config.key() == key and entry.capacity_rps:
-            return entry.capacity_rps, ""
+        key = (config or self.status.active_config).key()
         probed = [s for s in self.status.schedule if s.config.key() == key and s.capacity_rps]
         if not probed:
-            return None, ""
+            return None
         observed = self.observation.shape
-        nearest = min(probed, key=lambda s: _length_distance(s.shape, observed))
+        nearest = min(probed, key=lambda s: (_length_distance(s.shape, observed), s.window != self.window.name))
         if _length_distance(nearest.shape, observed) > self.rules.capacity_transfer_distance:
-            return None, ""  # probed on another length mix: says little about this one
-        return nearest.capacity_rps, f"window '{nearest.window}'"
+            return None
+        return nearest
+
+    def _active_capacity(self) -> tuple[float | None, str]:
+        """Requests/s one replica of the active config serves within the SLO, and where it was probed. During a
+        rollout, the lower of the stable and the candidate config's (the candidate may end up carrying it all)."""
+        entry = self._capacity_entry()
+        rollout = self.status.rollout
+        if rollout is not None and rollout.weight > 0:
+            candidate = self._capacity_entry(rollout.to_config)
+            if candidate is not None and candidate.capacity_rps and (
+                entry is None or entry.capacity_rps is None or candidate.capacity_rps < entry.capacity_rps
+            ):
+                entry = candidate
+        if entry is None:
+            return None, ""
+        return entry.capacity_rps, "" if entry.window == self.window.name else f"window '{entry.window}'"
+
+    def _correct_capacity(self, breach: str) -> Decision | None:
+        """Production evidence beats the canary's: when the stable variant breaches the SLO at a per-replica rate
+        below the capacity its probe measured, that capacity was too optimistic. Lower it to what production
+        just failed to carry (x ``breach_capacity_factor``) and size the replicas again, before any re-tune."""
+        assert self.observation is not None
+        if self.rules.scaling is None or self.external_autoscaler:
+            return None
+        entry = self._capacity_entry()
+        if entry is None or entry.capacity_rps is None:
+            return None
+        per_replica_rate = self.observation.shape.arrival_rate_rps / max(1, self.status.replicas)
+        if per_replica_rate >= entry.capacity_rps or per_replica_rate <= 0:
+            return None
+        lowered = per_replica_rate * self.rules.breach_capacity_factor
+        note = (
+            f"{breach}: one replica failed to carry {per_replica_rate:.2f} req/s, below the "
+            f"{entry.capacity_rps:.2f} req/s the canary measured; sizing with {lowered:.2f} req/s from now on"
+        )
+        self.status = _with_schedule(self.status, entry.model_copy(update={"capacity_rps": lowered}))
+        scale_actions, scale_notes = self._scale()
+        if not any(isinstance(a, Scale) and a.replicas > self.status.replicas for a in scale_actions):
+            return None
+        return self._done(self.status, scale_actions, (note, *scale_notes))
 
     # ----- trialling ---------------------------------------------------------------------------
     def _start_tuning(self, reason: str, window: TimeWindow, *, observed: bool = False) -> Decision:
@@ -785,7 +846,13 @@ class _Planner:
                 entry = self.status.schedule_for(self.window.name)
                 if entry is not None and entry.config.key() == state.to_config.key():
                     restored = entry.model_copy(
-                        update={"config": state.from_config, "reason": f"restored after rollback: {action.reason}"}
+                        update={
+                            "config": state.from_config,
+                            "reason": f"restored after rollback: {action.reason}",
+                            # the probed capacity was the rolled-back config's
+                            "capacity_rps": None,
+                            "capacity_concurrency": None,
+                        }
                     )
                     update["schedule"] = _with_schedule(self.status, restored).schedule
         if step.rollout is None and step.phase is Phase.OBSERVING:

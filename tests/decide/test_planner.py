@@ -18,6 +18,7 @@ from controller.domain import (
     Observation,
     Percentiles,
     Phase,
+    RolloutState,
     RunTrial,
     ScheduledConfig,
     TargetStatus,
@@ -25,6 +26,7 @@ from controller.domain import (
     TrafficShape,
     TrialResult,
     TrialStatus,
+    VariantStats,
 )
 from controller.ports import Proposal
 
@@ -469,3 +471,110 @@ def test_daily_digest_once_a_day_with_economics() -> None:
     assert d.status.last_digest_on == NOON.date()
     again = plan(d.status, rules=rules, now=NOON + timedelta(hours=3))
     assert not [a for a in again.actions if isinstance(a, Notify) and a.title == "Daily digest"]
+
+
+def _probed_day(capacity_rps: float | None, config: EngineConfig = MTP1) -> ScheduledConfig:
+    return ScheduledConfig(
+        window="day",
+        config=config,
+        shape=SHAPE,
+        goodput_tokens_per_s=2000,
+        stock_goodput_tokens_per_s=1000,
+        capacity_rps=capacity_rps,
+        tuned_at=NOON,
+    )
+
+
+def breaching(shape: TrafficShape = SHAPE, requests: int = 500) -> Observation:
+    stable = VariantStats(variant="stable", requests=requests, ttft_p95_s=6.0, tpot_p95_s=0.03)
+    return observation(shape).model_copy(update={"variants": {"stable": stable}})
+
+
+@pytest.mark.parametrize(
+    ("capacity", "replicas", "expect"),
+    [
+        # 20 req/s on 1 replica breaches below the probed 30 req/s: capacity becomes 18, 20 x 1.25 / 18 -> 2
+        (30.0, 1, 2),
+        # 20 req/s on 2 replicas (10 each) breaches: capacity 9, 20 x 1.25 / 9 -> 3
+        (30.0, 2, 3),
+    ],
+)
+def test_a_breach_below_the_probed_capacity_lowers_it_and_adds_replicas(
+    capacity: float, replicas: int, expect: int
+) -> None:
+    status = TargetStatus(window="day", active_config=MTP1, replicas=replicas, schedule=(_probed_day(capacity),))
+    d = plan(status, observation=breaching(), rules=SCALING)
+    scale = [a for a in d.actions if isinstance(a, planner.Scale)]
+    assert [a.replicas for a in scale] == [expect]
+    assert d.status.phase is Phase.OBSERVING  # replicas first, no re-tune
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.capacity_rps == pytest.approx(20.0 / replicas * 0.9)
+    assert any("below the 30.00 req/s the canary measured" in r for r in d.status.last_reasons)
+
+
+def test_a_breach_above_the_probed_capacity_keeps_it_and_scales_by_it() -> None:
+    """Beyond the capacity the probe measured the scaler already adds replicas; a breach at a per-replica rate the
+    canary said is too much is not evidence against the probe."""
+    status = TargetStatus(window="day", active_config=MTP1, replicas=1, schedule=(_probed_day(10.0),))
+    status = status.model_copy(
+        update={"schedule": (_probed_day(10.0).model_copy(update={"tuned_at": NOON - timedelta(hours=3)}),)}
+    )
+    d = plan(status, observation=breaching(), rules=SCALING)
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.capacity_rps == pytest.approx(10.0)
+    assert [a.replicas for a in d.actions if isinstance(a, planner.Scale)] == [3]  # 20 x 1.25 / 10
+
+
+def test_without_a_probed_capacity_a_breach_adds_half_again_the_replicas() -> None:
+    status = TargetStatus(window="day", active_config=MTP1, replicas=4, schedule=(_probed_day(None),))
+    d = plan(status, observation=breaching(), rules=SCALING)
+    scale = [a for a in d.actions if isinstance(a, planner.Scale)]
+    assert [a.replicas for a in scale] == [6] and "no probed capacity" in scale[0].reason
+    calm = plan(status, observation=observation(), rules=SCALING)
+    assert not [a for a in calm.actions if isinstance(a, planner.Scale)]
+
+
+def test_the_candidate_keeps_its_share_when_the_fleet_scales_mid_rollout() -> None:
+    rollout = RolloutState(
+        id="r1",
+        from_config=STOCK,
+        to_config=MTP1,
+        steps=(25, 50, 100),
+        step_index=1,
+        weight=50,
+        started_at=NOON - timedelta(minutes=20),
+        step_started_at=NOON - timedelta(minutes=1),
+    )
+    status = TargetStatus(
+        window="day",
+        phase=Phase.ROLLING_OUT,
+        active_config=STOCK,
+        replicas=2,
+        rollout=rollout,
+        schedule=(_probed_day(10.0, STOCK),),
+    )
+    busy = observation(SHAPE.model_copy(update={"arrival_rate_rps": 40}))
+    d = plan(status, observation=busy, rules=SCALING)
+    scales = {a.variant: a.replicas for a in d.actions if isinstance(a, planner.Scale)}
+    assert scales == {"stable": 5, "candidate": 3}  # 40 x 1.25 / 10 = 5; half of 5 -> 3
+
+
+def test_a_rollback_forgets_the_rolled_back_configs_capacity() -> None:
+    rollout = RolloutState(
+        id="r1",
+        from_config=STOCK,
+        to_config=MTP1,
+        steps=(25, 100),
+        step_index=0,
+        weight=25,
+        started_at=NOON - timedelta(minutes=20),
+        step_started_at=NOON - timedelta(minutes=10),
+        abort_requested=True,
+    )
+    status = TargetStatus(
+        window="day", phase=Phase.ROLLING_OUT, active_config=STOCK, rollout=rollout, schedule=(_probed_day(30.0),)
+    )
+    d = plan(status, rules=SCALING)
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.config == STOCK
+    assert entry.capacity_rps is None and entry.capacity_concurrency is None
