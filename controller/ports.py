@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from controller.domain.actions import Notify
 from controller.domain.config import EngineConfig
@@ -81,6 +81,10 @@ class TrialRequest:
     slo: SLO
     budget: TrialBudget = field(default_factory=TrialBudget)
     seed: int = 0
+    loop: Literal["open", "closed"] | None = None
+    """``open``: Poisson arrivals at the shape's rate (does one replica hold the SLO at that rate?); ``closed``: the
+    shape's concurrency as streams that send again when answered (what does it deliver at that concurrency?);
+    None: the load tester's default."""
 
 
 @runtime_checkable

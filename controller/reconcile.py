@@ -310,6 +310,7 @@ class Reconciler:
                 startup_timeout_s=budget.startup_timeout_s,
             ),
             seed=self.trial_seed,
+            loop=action.loop,
         )
         try:
             return self.ports.load_tester.run(request)

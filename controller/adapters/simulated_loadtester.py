@@ -2,7 +2,10 @@
 
 A trial replays the traffic shape as a closed loop at ``shape.concurrency`` streams (each stream sends its next
 request the moment the previous one finishes, like ``vllm bench serve --max-concurrency`` with an unbounded request
-rate). Prompt and output lengths are drawn from the shape's log-normal distributions with the trial's seed; a
+rate), or, when the request asks for an open loop (``TrialRequest.loop``), as Poisson arrivals at
+``shape.arrival_rate_rps`` whatever the replica keeps up with (``vllm bench serve --request-rate``): how capacity
+probes ask whether one replica holds the SLO at a rate, as production's arrivals would test it.
+Prompt and output lengths are drawn from the shape's log-normal distributions with the trial's seed; a
 ``prefix_share`` of each prompt comes from a handful of shared prefixes so the prefix cache sees realistic hits.
 
 Measurement follows ``vllm bench serve``:
@@ -114,7 +117,7 @@ class _Trial:
         self._groups = self.rng.integers(0, PREFIX_GROUPS, n)
         self._next = 0
 
-    def _submit(self) -> None:
+    def _submit(self, arrival: float | None = None) -> None:
         if self._next >= len(self._prompts):
             self._refill()
         i = self._next
@@ -127,8 +130,8 @@ class _Trial:
             blocks = int(prompt * self.shape.prefix_share) // DEFAULT_BLOCK_SIZE
             group = int(self._groups[i])
             hashes = [hash((group, b)) for b in range(blocks)]
-        self.engine.add_request(prompt, output, prefix_hashes=hashes)
-        self.arrivals.append(self.engine.now)
+        self.engine.add_request(prompt, output, arrival=arrival, prefix_hashes=hashes)
+        self.arrivals.append(self.engine.now if arrival is None else arrival)
 
     def run(self) -> TrialResult:
         req = self.request
@@ -139,8 +142,16 @@ class _Trial:
         streams = max(1, round(self.shape.concurrency))
         k = self.config.num_speculative_tokens
 
-        for _ in range(streams):
-            self._submit()
+        open_loop = req.loop == "open" and self.shape.arrival_rate_rps > 0
+        if open_loop:  # Poisson arrivals at the shape's rate for the whole trial, whatever the replica keeps up with
+            gaps = np.random.default_rng([req.seed, 0xA221])
+            at = float(gaps.exponential(1.0 / self.shape.arrival_rate_rps))
+            while at < end:
+                self._submit(arrival=at)
+                at += float(gaps.exponential(1.0 / self.shape.arrival_rate_rps))
+        else:
+            for _ in range(streams):
+                self._submit()
         generated = 0
         preemptions = 0
         drafts = draft_tokens = accepted = 0
@@ -152,8 +163,12 @@ class _Trial:
         steps = 0
         while engine.now < window_end:
             result = engine.step()
-            if result is None:  # only possible if every stream failed to submit
-                break
+            if result is None:  # idle until the next open-loop arrival (closed loops always have work)
+                nxt = engine.next_arrival()
+                if nxt is None or nxt >= window_end:
+                    break
+                engine.idle_until(nxt)
+                continue
             steps += 1
             if warmup < result.end <= window_end:
                 generated += result.generated_tokens
@@ -170,8 +185,9 @@ class _Trial:
                         measured += 1
                 if measured >= budget.max_requests:
                     window_end = result.end
-            for _ in range(len(result.finished_ids)):
-                self._submit()
+            if not open_loop:
+                for _ in range(len(result.finished_ids)):
+                    self._submit()
 
         duration = max(min(engine.now, window_end) - warmup, 1e-9)
         cols = engine.finished_arrays()
@@ -237,7 +253,12 @@ class _Trial:
             preemptions=preemptions,
             kv_cache_usage=min(kv_peak, 1.0),  # the peak, as trials on real servers report it
             log_tail=(
-                f"simulated {steps} engine steps, {engine.num_requests} requests at {streams} concurrent streams",
+                f"simulated {steps} engine steps, {engine.num_requests} requests "
+                + (
+                    f"arriving at {self.shape.arrival_rate_rps:.2f} req/s (open loop)"
+                    if open_loop
+                    else f"at {streams} concurrent streams"
+                ),
                 f"window {duration:.1f} s after {warmup:g} s warm-up: {completed} finished, "
                 f"{int(np.count_nonzero(good))}/{int(np.count_nonzero(sample)) + len(late)} within the SLO"
                 + (f" ({len(late)} still waiting past the TTFT bound)" if len(late) else ""),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
@@ -28,6 +28,8 @@ class RunTrial:
     shape: TrafficShape
     reason: str
     proposed_by: str = "optimizer"
+    loop: Literal["open", "closed"] | None = None
+    """How the load is replayed (see ``TrialRequest.loop``); capacity probes use open-loop arrivals."""
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,7 @@ class TrialRunner:
     def plan(self, request: TrialRequest) -> LoadPlan:
         s = self.settings
         shape, budget = request.shape, request.budget
-        mode = s.mode or ("open" if shape.arrival_rate_rps > 0 else "closed")
+        mode = request.loop or s.mode or ("open" if shape.arrival_rate_rps > 0 else "closed")
         if mode == "open":
             n = max(1, min(budget.max_requests, math.ceil(shape.arrival_rate_rps * budget.duration_s)))
         else:

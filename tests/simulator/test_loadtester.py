@@ -145,3 +145,20 @@ def test_an_overloaded_replica_misses_the_slo_instead_of_reporting_its_lucky_req
     assert flooded.ttft_s is not None and flooded.ttft_s.p95 > SLO_.ttft_seconds
     assert flooded.goodput_rps < 0.2 * flooded.request_throughput
     assert any("still waiting past the TTFT bound" in line for line in flooded.log_tail)
+
+
+def test_an_open_loop_trial_replays_the_arrival_rate(tester: SimulatedLoadTester) -> None:
+    """Open loop: Poisson arrivals at the shape's rate whatever the replica does; a light rate is served as it
+    comes, a rate far beyond the replica piles up and misses the TTFT bound."""
+    budget = TrialBudget(duration_s=60.0, warmup_s=10.0, max_requests=100_000)
+
+    def run(rate: float) -> TrialResult:
+        shape = SHAPE.model_copy(update={"arrival_rate_rps": rate})
+        request = TrialRequest(target=TARGET, config=EngineConfig(), shape=shape, slo=SLO_, budget=budget, loop="open")
+        return tester.run(request)
+
+    light, flood = run(2.0), run(400.0)
+    assert light.meets_slo()
+    assert light.request_throughput == pytest.approx(2.0, rel=0.35)
+    assert any("open loop" in line for line in light.log_tail)
+    assert not flood.meets_slo() and flood.goodput_rps < 0.5 * 400.0
