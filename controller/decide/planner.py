@@ -86,10 +86,16 @@ class Rules:
     capacity_probe_factor: float = 2.0
     """The capacity probe's first step: the round's per-replica shape at this multiple of its concurrency; it keeps
     doubling until the SLO breaks, then narrows the bracket geometrically."""
+    capacity_probe_loop: Literal["open", "closed"] = "open"
+    """Probes replay Poisson arrivals at the probed rate (as production's arrivals test a replica), or a closed loop
+    at the probed concurrency."""
     capacity_probe_precision: float = 1.1
     """The probe stops once the highest load that met the SLO and the lowest that did not are this close."""
     capacity_probe_max_trials: int = 8
     capacity_probe_max_concurrency: float = 8192.0
+    reactive_scale_interval_s: float = 900.0
+    """Without a probed capacity, replicas are added on an SLO breach at most this often (new replicas need a cold
+    start before they relieve the breach)."""
     breach_capacity_factor: float = 0.9
     """When production breaches the SLO below the probed capacity, the capacity becomes this share of the
     per-replica rate that breached."""
@@ -390,7 +396,9 @@ class _Planner:
         )
         if basis:
             decision = replace(decision, reason=f"{decision.reason} (capacity probed on {basis})")
-        if capacity is None and not self.external_autoscaler:
+        last = self.status.reactive_scale_at
+        settled = last is None or (self.now - last).total_seconds() >= self.rules.reactive_scale_interval_s
+        if capacity is None and not self.external_autoscaler and settled:
             breach = slo_breach(self.observation, self.rules.slo, self.rules.rollout.min_samples)
             if breach and self.status.replicas < rules.max_replicas:
                 more = min(rules.max_replicas, self.status.replicas + max(1, math.ceil(self.status.replicas / 2)))
@@ -399,6 +407,7 @@ class _Planner:
                     f"scale up {self.status.replicas} -> {more}: no probed capacity for this traffic and {breach}",
                     None,
                 )
+                self.status = self.status.model_copy(update={"reactive_scale_at": self.now})
         lead = self.rules.schedule.prewarm_lead_s
         upcoming_window = window_at(self.rules.windows, self.now + timedelta(seconds=lead))
         upcoming = self.status.schedule_for(upcoming_window.name)
@@ -422,6 +431,12 @@ class _Planner:
             )
             if ahead.replicas > decision.replicas:
                 decision = replace(ahead, reason=f"ahead of window '{upcoming_window.name}': {ahead.reason}")
+        if self.status.rollout is not None and decision.replicas < self.status.replicas:
+            decision = ScalingDecision(
+                self.status.replicas,
+                f"keep {self.status.replicas} while rollout {self.status.rollout.id} runs (scale-down waits for it)",
+                self.status.scale_below_since,
+            )
         self.status = self.status.model_copy(update={"scale_below_since": decision.below_since})
         if decision.changes(self.status.replicas):
             if entry is not None:
@@ -451,8 +466,10 @@ class _Planner:
         rollout = self.status.rollout
         if rollout is not None and rollout.weight > 0:
             candidate = self._capacity_entry(rollout.to_config)
-            if candidate is not None and candidate.capacity_rps and (
-                entry is None or entry.capacity_rps is None or candidate.capacity_rps < entry.capacity_rps
+            if (
+                candidate is not None
+                and candidate.capacity_rps
+                and (entry is None or entry.capacity_rps is None or candidate.capacity_rps < entry.capacity_rps)
             ):
                 entry = candidate
         if entry is None:
@@ -600,8 +617,10 @@ class _Planner:
         results = self._probe_results(round_, key)
         base = next((t for t in reversed(round_trials(self.status)) if t.config.key() == key), None)
         at_1 = [(1.0, base)] if base is not None else []
-        passed = [f for f, t in (*at_1, *results) if t.ok and t.meets_slo()]
-        failed = [f for f, t in (*at_1, *results) if not (t.ok and t.meets_slo())]
+        closed = self.rules.capacity_probe_loop == "closed"
+        held = [(f, _holds(t, keeps_up=closed or f == 1.0)) for f, t in (*at_1, *results)]
+        passed = [f for f, ok in held if ok]
+        failed = [f for f, ok in held if not ok]
         return max(passed, default=0.0), min(failed, default=None)
 
     def _capacity_probe(self, round_: TuningRound) -> Decision | None:
@@ -650,7 +669,8 @@ class _Planner:
         factors = round_.probe_factors if factor in round_.probe_factors else (*round_.probe_factors, factor)
         round_ = round_.model_copy(update={"probe_key": round_.probe_key or key, "probe_factors": factors})
         status = self.status.model_copy(update={"tuning": round_})
-        return self._done(status, (RunTrial(chosen.config, shape, why, "capacity-probe"),))
+        loop = self.rules.capacity_probe_loop
+        return self._done(status, (RunTrial(chosen.config, shape, why, "capacity-probe", loop=loop),))
 
     def _fleet_rate(self, round_: TuningRound) -> float | None:
         """The fleet-level rate the round was tuned for (what is observed now, for rounds that did not record it)."""
@@ -669,7 +689,34 @@ class _Planner:
         if low == 0.0:
             return None, None
         best = next((t for f, t in self._probe_results(round_, key) if f == low), chosen)
-        return best.goodput_rps, round_.shape.concurrency * low
+        return min(best.goodput_rps, best.shape.arrival_rate_rps), round_.shape.concurrency * low
+
+    def _retry_lighter(self, round_: TuningRound) -> Decision:
+        """No config met the SLO at the round's per-replica load (one replica's slots hold it, its cache or prefill
+        do not): the same search at half the load per replica, i.e. twice the replicas."""
+        shape = scaled(round_.shape, 0.5)
+        why = (
+            f"round {round_.id}: no config met the SLO at {round_.shape.concurrency:.0f} requests in flight per "
+            f"replica; searching again at {shape.concurrency:.0f}"
+        )
+        lighter = round_.model_copy(
+            update={
+                "id": f"{round_.id}-{shape.concurrency:.0f}",
+                "shape": shape,
+                "reason": f"{round_.reason}; {why}",
+                "trial_keys": (),
+                "trial_proposers": (),
+                "trial_reasons": (),
+                "probe_key": None,
+                "probe_factors": (),
+            }
+        )
+        status = self.status.model_copy(update={"tuning": lighter})
+        active = status.active_config
+        actions: list[Action] = [RunTrial(active, shape, f"{why}: baseline, the active config", "baseline")]
+        if self.rules.tuning.measure_stock and active.key() != STOCK.key():
+            actions.append(RunTrial(STOCK, shape, "tuning: stock vLLM config as the reference", "baseline"))
+        return self._done(status, actions, (why,))
 
     def _replicas_saved(self, round_: TuningRound, best: TrialResult, baseline: TrialResult | None) -> str:
         """With managed replicas, why switching to ``best`` would not save replicas at the round's fleet load
@@ -704,6 +751,10 @@ class _Planner:
         status = self.status.model_copy(update={"tuning": None, "tuned_shape": round_.shape})
         stock_goodput = stock.objective() if stock else 0.0
         base_goodput = baseline.objective() if baseline else 0.0
+        if best is None and self.rules.scaling is not None and trials and round_.shape.concurrency >= 2:
+            measured_any = any(t.status.value != "failed" for t in trials)
+            if measured_any:
+                return self._retry_lighter(round_)
         if best is None:
             failed = [t for t in trials if t.status.value == "failed"]
             if trials and len(failed) == len(trials):
@@ -909,16 +960,26 @@ def slo_breach(observation: Observation, slo: SLO, min_samples: int) -> str:
 def expected_ratios(
     trials: Sequence[TrialResult], *, candidate: EngineConfig, stable: EngineConfig
 ) -> tuple[float | None, float | None]:
-    """Candidate/stable p95 TTFT and TPOT as the latest canary trials of both measured them on the same shape."""
-    cand = find(trials, candidate)
-    if cand is None or cand.ttft_s is None or cand.tpot_s is None:
-        return None, None
-    base = next(
-        (t for t in reversed(trials) if t.config.key() == stable.key() and t.shape == cand.shape and t.ok), None
-    )
-    if base is None or base.ttft_s is None or base.tpot_s is None or not base.ttft_s.p95 or not base.tpot_s.p95:
-        return None, None
-    return cand.ttft_s.p95 / base.ttft_s.p95, cand.tpot_s.p95 / base.tpot_s.p95
+    """Candidate/stable p95 TTFT and TPOT as the latest canary trials of both measured them on the same shape
+    (a capacity probe of one config at a load the other was not probed at says nothing about the trade-off)."""
+    for cand in reversed(trials):
+        if cand.config.key() != candidate.key() or not cand.ok or cand.ttft_s is None or cand.tpot_s is None:
+            continue
+        base = next(
+            (t for t in reversed(trials) if t.config.key() == stable.key() and t.shape == cand.shape and t.ok), None
+        )
+        if base is None or base.ttft_s is None or base.tpot_s is None or not base.ttft_s.p95 or not base.tpot_s.p95:
+            continue
+        return cand.ttft_s.p95 / base.ttft_s.p95, cand.tpot_s.p95 / base.tpot_s.p95
+    return None, None
+
+
+def _holds(trial: TrialResult, *, keeps_up: bool) -> bool:
+    """A probed load one replica holds: within the SLO and, for a closed-loop trial (``keeps_up``), keeping up
+    with the arrival rate that load brings: closed-loop streams wait for each other, so a replica too slow for
+    production's rate can look fine. (An open loop breaks the SLO by itself when the replica falls behind.)"""
+    fast_enough = not keeps_up or trial.request_throughput >= 0.97 * trial.shape.arrival_rate_rps
+    return trial.ok and trial.meets_slo() and fast_enough
 
 
 def _length_distance(a: TrafficShape, b: TrafficShape) -> float:

@@ -163,6 +163,9 @@ class TargetStatus(BaseModel):
     history: tuple[str, ...] = Field(default=(), description="one line per finished rollout or rollback")
     drift: DriftState = Field(default_factory=DriftState)
     scale_below_since: datetime | None = None
+    reactive_scale_at: datetime | None = Field(
+        default=None, description="when replicas were last added on an SLO breach without a probed capacity"
+    )
     last_switch_at: datetime | None = None
     last_digest_on: date | None = None
     profile: TrafficProfile | None = Field(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -60,6 +61,7 @@ def measured(config: EngineConfig, goodput: float, shape: TrafficShape, ttft: fl
         tpot_s=q,
         goodput_tokens_per_s=goodput,
         output_tokens_per_s=goodput,
+        request_throughput=shape.arrival_rate_rps,
         completed=100,
     )
 
@@ -314,7 +316,7 @@ SCALING = Rules(
 
 
 def run_capacity_search(
-    status: TargetStatus, capacity: dict[str, float], rules: Rules = SCALING
+    status: TargetStatus, capacity: dict[str, float], rules: Rules = SCALING, keeps_up_to: float = 1e9
 ) -> tuple[planner.Decision, list[RunTrial]]:
     """Drive a round's capacity probes to the end against a replica that holds the SLO up to ``capacity[key]``
     times the round's per-replica load (and serves 20 req/s x that multiple); returns the final decision."""
@@ -330,7 +332,12 @@ def run_capacity_search(
             factor = run.shape.concurrency / d.status.tuning.shape.concurrency
             ok = factor <= capacity[run.config.key()]
             result = measured(run.config, 1000 * factor, run.shape, ttft=0.5 if ok else 5.0)
-            result = result.model_copy(update={"goodput_rps": 20.0 * factor if ok else 1.0})
+            result = result.model_copy(
+                update={
+                    "goodput_rps": 20.0 * factor if ok else 1.0,
+                    "request_throughput": 20.0 * min(factor, keeps_up_to),
+                }
+            )
             probes.append(run)
             status = d.status.model_copy(update={"trials": (*d.status.trials, result)})
     raise AssertionError("the capacity search did not end")
@@ -578,3 +585,73 @@ def test_a_rollback_forgets_the_rolled_back_configs_capacity() -> None:
     entry = d.status.schedule_for("day")
     assert entry is not None and entry.config == STOCK
     assert entry.capacity_rps is None and entry.capacity_concurrency is None
+
+
+@pytest.mark.parametrize(("loop", "low", "high"), [("closed", 1.41, 1.55), ("open", 2.7, 3.0)])
+def test_a_closed_loop_probe_must_keep_up_with_the_arrival_rate(loop: str, low: float, high: float) -> None:
+    """Within the SLO up to 3x, but only 1.5x the round's rate served: closed-loop streams wait for each other and
+    hide a replica too slow for production's arrivals, so a closed-loop probe also needs the throughput."""
+    rules = replace(SCALING, capacity_probe_loop=loop)
+    results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE)]
+    status = tuning_status(results, ["baseline", "optimizer"])
+    d, probes = run_capacity_search(status, {MTP1.key(): 3.0, STOCK.key(): 0.9}, rules, keeps_up_to=1.5)
+    assert {p.loop for p in probes} == {loop}
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.capacity_concurrency is not None
+    assert low <= entry.capacity_concurrency / SHAPE.concurrency <= high
+
+
+def test_when_no_config_meets_the_slo_at_the_design_load_the_round_retries_at_half() -> None:
+    missed = Percentiles(p50=2.5, p95=5.0, p99=6.0)
+    results = [
+        measured(STOCK, 0, SHAPE).model_copy(update={"ttft_s": missed}),
+        measured(MTP1, 0, SHAPE).model_copy(update={"ttft_s": missed}),
+    ]
+    status = tuning_status(results, ["baseline", "optimizer"])
+    d = plan(status, rules=SCALING)
+    assert d.status.tuning is not None and d.status.phase is Phase.TRIALLING
+    assert d.status.tuning.shape.concurrency == pytest.approx(SHAPE.concurrency / 2)
+    assert d.status.tuning.trial_keys == ()
+    runs = [a for a in d.actions if isinstance(a, RunTrial)]
+    assert [r.config for r in runs] == [STOCK] and runs[0].shape == d.status.tuning.shape
+    assert any("searching again at 128" in r for r in d.status.last_reasons)
+    # without managed replicas the round ends as before: nothing met the SLO, trials pause
+    assert plan(status).status.tuning_paused_until is not None
+
+
+def test_replicas_are_not_removed_while_a_rollout_runs() -> None:
+    rollout = RolloutState(
+        id="r1",
+        from_config=STOCK,
+        to_config=MTP1,
+        steps=(25, 50, 100),
+        step_index=1,
+        weight=50,
+        started_at=NOON - timedelta(minutes=20),
+        step_started_at=NOON - timedelta(minutes=1),
+    )
+    status = TargetStatus(
+        window="day",
+        phase=Phase.ROLLING_OUT,
+        active_config=STOCK,
+        replicas=6,
+        rollout=rollout,
+        schedule=(_probed_day(30.0, STOCK),),
+    )
+    d = plan(status, rules=SCALING)  # 20 req/s x 1.25 / 30 -> 1 replica would do
+    assert not [a for a in d.actions if isinstance(a, planner.Scale)]
+    assert any("scale-down waits for it" in r for r in d.status.last_reasons)
+
+
+def test_the_expected_trade_off_comes_from_trials_of_both_configs_on_one_shape() -> None:
+    """A capacity probe of the candidate alone (at a load stable was not measured at) must not hide the round's
+    side-by-side trials."""
+    round_shape = SHAPE
+    probe_shape = SHAPE.model_copy(update={"concurrency": 512, "arrival_rate_rps": 40})
+    trials = [
+        measured(STOCK, 1000, round_shape, ttft=0.4),
+        measured(MTP1, 2000, round_shape, ttft=0.6),
+        measured(MTP1, 3000, probe_shape, ttft=1.5),
+    ]
+    ttft, tpot = planner.expected_ratios(trials, candidate=MTP1, stable=STOCK)
+    assert ttft == pytest.approx(1.5) and tpot == pytest.approx(1.0)
