@@ -23,8 +23,9 @@ Strategies:
     measured, ``controller/decide/capacity.py`` rules) and a load forecast of each window's busy hour
     (``SimulatedForecaster``: what the hour-of-week profile of earlier weeks shows, so windows are tuned ahead of
     their start); the final line reports this one;
-(c') ``shiftlight+hpa``: the same loop without its own scaling, replicas by the HPA emulation with the target of
-    whichever config is active (``--shiftlight-scaling capacity|hpa|both``, default both).
+(c') ``shiftlight+hpa``: the same loop with an HPA object on the workload, which Shiftlight sees and defers to:
+    replicas by the HPA emulation with the target of whichever config is active
+    (``--shiftlight-scaling capacity|hpa|both``, default both).
 
 Canary trials run on a separate pool and are not counted; rollout candidates are (they hold GPUs in production).
 
@@ -344,16 +345,15 @@ def run_shiftlight(
         forecaster=SimulatedForecaster(fleet.traffic),
     )
     capacity = scaling_mode == "capacity"
-    scaling = (
-        ScalingRules(
-            min_replicas=s.min_replicas,
-            max_replicas=s.max_replicas,
-            headroom=s.headroom,
-            scale_down_stabilisation_s=s.scale_down_stabilisation_s,
-        )
-        if capacity
-        else None
+    scaling = ScalingRules(
+        min_replicas=s.min_replicas,
+        max_replicas=s.max_replicas,
+        headroom=s.headroom,
+        scale_down_stabilisation_s=s.scale_down_stabilisation_s,
     )
+    target = TargetRef("bench", "shiftlight", s.model)
+    if not capacity:  # an HPA owns the replicas: Shiftlight sees it and defers (it still tunes for elastic replicas)
+        cluster.autoscalers[str(target)] = "HorizontalPodAutoscaler/vllm"
     rules = rules_from_policy(policy, fleet.traffic.windows, scaling=scaling)
     rules = replace(
         rules,
@@ -362,7 +362,6 @@ def run_shiftlight(
     )
     reconciler = Reconciler(ports, policy, rules=rules, observe_window_s=s.cycle_s)
     status = TargetStatus(replicas=first_replicas)
-    target = TargetRef("bench", "shiftlight", s.model)
     busiest = peak_shape(fleet.traffic)
     targets: dict[str, float] = {}
     hpa = Hpa(1.0, s.min_replicas, s.max_replicas, s.hpa_tolerance, s.hpa_scale_down_window_s)

@@ -541,7 +541,8 @@ def test_without_a_probed_capacity_a_breach_adds_half_again_the_replicas() -> No
     assert not [a for a in calm.actions if isinstance(a, planner.Scale)]
 
 
-def test_the_candidate_keeps_its_share_when_the_fleet_scales_mid_rollout() -> None:
+def mid_rollout(*, replicas: int, stock_capacity: float) -> TargetStatus:
+    """STOCK -> MTP1 at 50 % in the day window, with STOCK's capacity probed."""
     rollout = RolloutState(
         id="r1",
         from_config=STOCK,
@@ -552,14 +553,18 @@ def test_the_candidate_keeps_its_share_when_the_fleet_scales_mid_rollout() -> No
         started_at=NOON - timedelta(minutes=20),
         step_started_at=NOON - timedelta(minutes=1),
     )
-    status = TargetStatus(
+    return TargetStatus(
         window="day",
         phase=Phase.ROLLING_OUT,
         active_config=STOCK,
-        replicas=2,
+        replicas=replicas,
         rollout=rollout,
-        schedule=(_probed_day(10.0, STOCK),),
+        schedule=(_probed_day(stock_capacity, STOCK),),
     )
+
+
+def test_the_candidate_keeps_its_share_when_the_fleet_scales_mid_rollout() -> None:
+    status = mid_rollout(replicas=2, stock_capacity=10.0)
     busy = observation(SHAPE.model_copy(update={"arrival_rate_rps": 40}))
     d = plan(status, observation=busy, rules=SCALING)
     scales = {a.variant: a.replicas for a in d.actions if isinstance(a, planner.Scale)}
@@ -620,24 +625,7 @@ def test_when_no_config_meets_the_slo_at_the_design_load_the_round_retries_at_ha
 
 
 def test_replicas_are_not_removed_while_a_rollout_runs() -> None:
-    rollout = RolloutState(
-        id="r1",
-        from_config=STOCK,
-        to_config=MTP1,
-        steps=(25, 50, 100),
-        step_index=1,
-        weight=50,
-        started_at=NOON - timedelta(minutes=20),
-        step_started_at=NOON - timedelta(minutes=1),
-    )
-    status = TargetStatus(
-        window="day",
-        phase=Phase.ROLLING_OUT,
-        active_config=STOCK,
-        replicas=6,
-        rollout=rollout,
-        schedule=(_probed_day(30.0, STOCK),),
-    )
+    status = mid_rollout(replicas=6, stock_capacity=30.0)
     d = plan(status, rules=SCALING)  # 20 req/s x 1.25 / 30 -> 1 replica would do
     assert not [a for a in d.actions if isinstance(a, planner.Scale)]
     assert any("scale-down waits for it" in r for r in d.status.last_reasons)
