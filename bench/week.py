@@ -36,7 +36,8 @@ recommendation of the last 5 minutes (the default ``scaleDown.stabilizationWindo
 the way a careful operator would for the config being scaled: 80% of the per-replica concurrency at which that
 config still meets the SLO on the week's busiest shape (perf model, bisection).
 
-Run: ``.venv/bin/python bench/week.py [--seed N] [--load-scale X] [--days D]``. Ends with one line::
+Run: ``.venv/bin/python bench/week.py [--scenario workstation|dense-fleet] [--seed N] [--load-scale X]
+[--days D]``. Ends with one line::
 
     week: goodput/GPU-hour vs stock X.XXx, vs best static Y.YYx, SLO attainment Z.Z%
 """
