@@ -1,0 +1,56 @@
+"""Scenario: one day of ``bench/week.py``'s workstation week with Shiftlight sizing the fleet from probed capacity,
+against stock vLLM under the benchmark's HPA emulation, on the same simulated traffic and hardware."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from controller.domain import STOCK
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "week.py"
+
+
+def _load_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("week_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["week_bench"] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def day() -> tuple[Any, Any]:
+    week = _load_bench()
+    s = replace(week.SCENARIOS["workstation"], days=1.0)
+    policy = week.week_policy(s)
+    perf = week.PerformanceModel(week.load_model(s.model), week.load_gpu(s.gpu))
+    traffic = week.DiurnalTraffic.week(s.seed, load_scale=s.load_scale)
+    busiest, first = week.peak_shape(traffic), traffic.shape_at(week.WEEK_START)
+    streams = s.hpa_utilisation * week.capacity_streams(perf, STOCK, busiest, policy.slo)
+    replicas = max(1, math.ceil(first.concurrency / streams))
+    stock = week.run_static(s, "stock", STOCK, streams, policy, replicas)
+    shiftlight = week.run_shiftlight(s, policy, perf, replicas, "capacity")
+    return stock, shiftlight
+
+
+def test_shiftlight_sized_fleet_beats_stock_per_gpu_hour_within_the_slo(day: tuple[Any, Any]) -> None:
+    stock, shiftlight = day
+    assert shiftlight.attainment >= 0.99, shiftlight.notes
+    ratio = shiftlight.goodput_per_gpu_hour / stock.goodput_per_gpu_hour
+    assert ratio >= 1.2, shiftlight.notes
+    assert shiftlight.gpu_hours < stock.gpu_hours
+
+
+def test_one_day_needs_few_switches_and_little_rollout_gpu_time(day: tuple[Any, Any]) -> None:
+    _stock, shiftlight = day
+    assert 1 <= shiftlight.switches <= 2, shiftlight.notes
+    assert shiftlight.candidate_gpu_seconds / 3600 <= 0.1 * shiftlight.gpu_hours
