@@ -61,6 +61,7 @@ from controller.adapters.simulated_loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
 from controller.decide.capacity import ScalingRules
 from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide.planner import scaled
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
@@ -179,12 +180,6 @@ def meets(perf: PerformanceModel, config: EngineConfig, shape: TrafficShape, slo
         est.ttft_s.p95 <= slo.ttft_seconds
         and est.tpot_s.p95 <= slo.tpot_seconds
         and est.request_throughput >= shape.arrival_rate_rps * 0.999
-    )
-
-
-def scaled(shape: TrafficShape, factor: float) -> TrafficShape:
-    return shape.model_copy(
-        update={"arrival_rate_rps": shape.arrival_rate_rps * factor, "concurrency": shape.concurrency * factor}
     )
 
 

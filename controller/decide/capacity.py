@@ -1,4 +1,5 @@
-"""Capacity-based replica counts: forecast load over measured per-replica capacity at the SLO. Pure.
+"""Capacity-based replica counts: forecast load over measured per-replica capacity at the SLO, and the search
+that measures that capacity on the canary. Pure.
 
 Ray Serve style: a pure policy (``desired = ceil(load * (1 + headroom) / capacity)``) wrapped by guardrails
 (bounds, a scale-down stabilisation window, and deference to an HPA/KEDA object that already owns the workload).
@@ -7,9 +8,13 @@ Ray Serve style: a pure policy (``desired = ceil(load * (1 + headroom) / capacit
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+
+from controller.domain.traffic import TrafficShape
+from controller.domain.trial import TrialResult
 
 ExternalMode = Literal["defer", "takeover"]
 
@@ -83,3 +88,54 @@ def desired_replicas(
             since,
         )
     return ScalingDecision(bounded, f"scale down {current} -> {bounded}: {basis}{takeover}", None)
+
+
+# ----- the capacity search (probes on the canary) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeRules:
+    first_factor: float = 2.0
+    """The first probe replays the round's per-replica load at this multiple; probes keep multiplying by it until
+    the SLO breaks, then narrow the bracket geometrically."""
+    precision: float = 1.1
+    """The search stops once the highest load that held and the lowest that did not are this close."""
+    max_trials: int = 8
+    max_concurrency: float = 8192.0
+
+
+def holds(trial: TrialResult, *, keeps_up: bool) -> bool:
+    """A probed load one replica holds: within the SLO and, for a closed-loop trial (``keeps_up``), keeping up
+    with the arrival rate that load brings: closed-loop streams wait for each other, so a replica too slow for
+    production's rate can look fine. (An open loop breaks the SLO by itself when the replica falls behind.)"""
+    fast_enough = not keeps_up or trial.request_throughput >= 0.97 * trial.shape.arrival_rate_rps
+    return trial.ok and trial.meets_slo() and fast_enough
+
+
+def probe_bracket(held: Sequence[tuple[float, bool]]) -> tuple[float, float | None]:
+    """(highest load multiple that held, 0 if none; lowest that did not, None if none) from ``(multiple, held)``."""
+    return max((f for f, ok in held if ok), default=0.0), min((f for f, ok in held if not ok), default=None)
+
+
+def next_probe_factor(
+    low: float, high: float | None, *, base_concurrency: float, tried: int, rules: ProbeRules
+) -> float | None:
+    """The next load multiple to probe given the bracket ``(low, high)``, or None when the search is done."""
+    if tried >= rules.max_trials:
+        return None
+    if high is None:
+        factor = low * rules.first_factor
+        return None if base_concurrency * factor > rules.max_concurrency else round(factor, 4)
+    if low == 0.0:  # missed the SLO at the round's own load: search downwards
+        factor = high / rules.first_factor
+        return None if base_concurrency * factor < 1 else round(factor, 4)
+    if high / low <= rules.precision:
+        return None
+    return round(math.sqrt(low * high), 4)
+
+
+def length_distance(a: TrafficShape, b: TrafficShape) -> float:
+    """How far apart two length mixes are (sum of absolute log ratios of mean prompt and output lengths)."""
+    return abs(math.log(a.prompt_tokens.mean / b.prompt_tokens.mean)) + abs(
+        math.log(a.output_tokens.mean / b.output_tokens.mean)
+    )

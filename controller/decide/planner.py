@@ -14,7 +14,16 @@ from typing import Literal
 
 from controller.decide import drift as drifts
 from controller.decide import rollout as rollouts
-from controller.decide.capacity import ScalingDecision, ScalingRules, desired_replicas
+from controller.decide.capacity import (
+    ProbeRules,
+    ScalingDecision,
+    ScalingRules,
+    desired_replicas,
+    holds,
+    length_distance,
+    next_probe_factor,
+    probe_bracket,
+)
 from controller.decide.economics import ApiPrice, schedule_economics
 from controller.decide.selection import best_trial, find
 from controller.domain.actions import Action, Notify, Promote, Rollback, RunTrial, Scale, Severity
@@ -83,16 +92,11 @@ class Rules:
     scaling: ScalingRules | None = None
     """Manage the stable variant's replica count from measured capacity (None: leave replicas alone)."""
     digest: DigestRules | None = None
-    capacity_probe_factor: float = 2.0
-    """The capacity probe's first step: the round's per-replica shape at this multiple of its concurrency; it keeps
-    doubling until the SLO breaks, then narrows the bracket geometrically."""
+    capacity_probe: ProbeRules = field(default_factory=ProbeRules)
+    """The capacity search: first multiple of the round's load, precision, trial and concurrency caps."""
     capacity_probe_loop: Literal["open", "closed"] = "open"
     """Probes replay Poisson arrivals at the probed rate (as production's arrivals test a replica), or a closed loop
     at the probed concurrency."""
-    capacity_probe_precision: float = 1.1
-    """The probe stops once the highest load that met the SLO and the lowest that did not are this close."""
-    capacity_probe_max_trials: int = 8
-    capacity_probe_max_concurrency: float = 8192.0
     reactive_scale_interval_s: float = 900.0
     """Without a probed capacity, replicas are added on an SLO breach at most this often (new replicas need a cold
     start before they relieve the breach)."""
@@ -106,9 +110,8 @@ class Rules:
     """With managed replicas, drift below this share of the probed capacity does not trigger a re-tune."""
     design_slots: int = 256
     """Sequence slots of one replica (the largest ``max_num_seqs`` the search space allows): with managed replicas,
-    a round replays the window's load spread over the fewest replicas whose slots hold it with headroom, so
-    configs are compared at the per-replica load the fleet will be sized for, not at whatever the replica count
-    happens to be."""
+    a round replays the window's load spread over the fewest replicas whose slots hold it, so configs are compared
+    near the per-replica load the fleet will be sized for, not at whatever the replica count happens to be."""
 
 
 @dataclass(frozen=True)
@@ -376,10 +379,9 @@ class _Planner:
         return None
 
     def _scale(self) -> tuple[list[Action], list[str]]:
-        """Replicas of the stable variant for the load in flight now, at the capacity probed for the active config:
-        on this window's traffic, or (when the active config was probed only elsewhere) on the window whose tuned
-        traffic is closest to what is observed. Concurrency (in flight: running + waiting) carries across length
-        mixes better than a request rate does, and it rises by itself when replicas fall behind."""
+        """Replicas of the stable variant for the request rate observed now, at the capacity probed for the active
+        config on the most similar length mix (see ``_capacity_entry``); with none known, an SLO breach adds
+        replicas. Never fewer while a rollout runs."""
         rules = self.rules.scaling
         if rules is None or self.observation is None:
             return [], []
@@ -416,7 +418,7 @@ class _Planner:
             and upcoming is not None
             and upcoming.config.key() != self.status.active_config.key()
             and upcoming.capacity_rps
-            and _length_distance(upcoming.shape, self.observation.shape) <= self.rules.capacity_transfer_distance
+            and length_distance(upcoming.shape, self.observation.shape) <= self.rules.capacity_transfer_distance
         ):
             # today's load at the capacity of the config the next window switches to, so a smaller config does not
             # arrive short of replicas
@@ -454,8 +456,8 @@ class _Planner:
         if not probed:
             return None
         observed = self.observation.shape
-        nearest = min(probed, key=lambda s: (_length_distance(s.shape, observed), s.window != self.window.name))
-        if _length_distance(nearest.shape, observed) > self.rules.capacity_transfer_distance:
+        nearest = min(probed, key=lambda s: (length_distance(s.shape, observed), s.window != self.window.name))
+        if length_distance(nearest.shape, observed) > self.rules.capacity_transfer_distance:
             return None
         return nearest
 
@@ -613,15 +615,13 @@ class _Planner:
         return out
 
     def _probe_bracket(self, round_: TuningRound, key: str) -> tuple[float, float | None]:
-        """(highest load multiple that met the SLO, lowest that did not) from the probes of ``key`` so far."""
-        results = self._probe_results(round_, key)
+        """(highest load multiple that held, lowest that did not) for ``key``: its round trial counts as 1x."""
         base = next((t for t in reversed(round_trials(self.status)) if t.config.key() == key), None)
         at_1 = [(1.0, base)] if base is not None else []
         closed = self.rules.capacity_probe_loop == "closed"
-        held = [(f, _holds(t, keeps_up=closed or f == 1.0)) for f, t in (*at_1, *results)]
-        passed = [f for f, ok in held if ok]
-        failed = [f for f, ok in held if not ok]
-        return max(passed, default=0.0), min(failed, default=None)
+        return probe_bracket(
+            [(f, holds(t, keeps_up=closed or f == 1.0)) for f, t in (*at_1, *self._probe_results(round_, key))]
+        )
 
     def _capacity_probe(self, round_: TuningRound) -> Decision | None:
         """The next step of the capacity search for the config the round will choose: replay its shape at growing
@@ -640,23 +640,12 @@ class _Planner:
 
     def _next_probe(self, round_: TuningRound, chosen: TrialResult) -> Decision | None:
         key = chosen.config.key()
-        if len(self._probe_results(round_, key)) >= self.rules.capacity_probe_max_trials:
-            return None
+        done = self._probe_results(round_, key)
         low, high = self._probe_bracket(round_, key)
-        if high is None:
-            factor = low * self.rules.capacity_probe_factor
-            if round_.shape.concurrency * factor > self.rules.capacity_probe_max_concurrency:
-                return None
-        elif low == 0.0:
-            factor = high / self.rules.capacity_probe_factor  # missed the SLO at the round's load: search downwards
-            if round_.shape.concurrency * factor < 1:
-                return None
-        elif high / low <= self.rules.capacity_probe_precision:
-            return None
-        else:
-            factor = math.sqrt(low * high)
-        factor = round(factor, 4)
-        if any(f == factor for f, _t in self._probe_results(round_, key)):
+        factor = next_probe_factor(
+            low, high, base_concurrency=round_.shape.concurrency, tried=len(done), rules=self.rules.capacity_probe
+        )
+        if factor is None or any(f == factor for f, _t in done):
             return None
         shape = scaled(round_.shape, factor)
         bracket = (f"met the SLO at {low:g}x" if low else "missed the SLO") + (
@@ -972,21 +961,6 @@ def expected_ratios(
             continue
         return cand.ttft_s.p95 / base.ttft_s.p95, cand.tpot_s.p95 / base.tpot_s.p95
     return None, None
-
-
-def _holds(trial: TrialResult, *, keeps_up: bool) -> bool:
-    """A probed load one replica holds: within the SLO and, for a closed-loop trial (``keeps_up``), keeping up
-    with the arrival rate that load brings: closed-loop streams wait for each other, so a replica too slow for
-    production's rate can look fine. (An open loop breaks the SLO by itself when the replica falls behind.)"""
-    fast_enough = not keeps_up or trial.request_throughput >= 0.97 * trial.shape.arrival_rate_rps
-    return trial.ok and trial.meets_slo() and fast_enough
-
-
-def _length_distance(a: TrafficShape, b: TrafficShape) -> float:
-    """How far apart two length mixes are (log ratio of mean prompt and output lengths)."""
-    return abs(math.log(a.prompt_tokens.mean / b.prompt_tokens.mean)) + abs(
-        math.log(a.output_tokens.mean / b.output_tokens.mean)
-    )
 
 
 def _with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide.capacity import ScalingRules, desired_replicas
+from controller.decide.capacity import ProbeRules, ScalingRules, desired_replicas, next_probe_factor, probe_bracket
 from controller.decide.economics import ApiPrice, window_economics
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -171,3 +171,28 @@ def test_schedule_economics_projects_each_window() -> None:
     assert day.output_tokens == pytest.approx(10 * 36000 * 500)
     assert day.utilisation == pytest.approx(10 / 12)
     assert not day.api_is_cheaper and night.api_is_cheaper and night.gpu_hours == 14
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "tried", "expect"),
+    [
+        (1.0, None, 0, 2.0),  # held at the round's load: double
+        (4.0, None, 2, 8.0),
+        (64.0, None, 6, None),  # 64 x 256 x 2 would pass the concurrency cap
+        (2.0, 4.0, 2, 2.8284),  # bracketed: geometric middle
+        (2.8284, 3.0844, 4, None),  # within 10 %: done
+        (0.0, 1.0, 0, 0.5),  # missed at the round's load: halve
+        (1.0, None, 8, None),  # out of probes
+    ],
+)
+def test_the_capacity_search_doubles_then_narrows(
+    low: float, high: float | None, tried: int, expect: float | None
+) -> None:
+    got = next_probe_factor(low, high, base_concurrency=256, tried=tried, rules=ProbeRules())
+    assert got == (pytest.approx(expect) if expect is not None else None)
+
+
+def test_the_probe_bracket_is_the_highest_held_and_the_lowest_missed_load() -> None:
+    assert probe_bracket([(1.0, True), (2.0, True), (4.0, False), (2.83, False)]) == (2.0, 2.83)
+    assert probe_bracket([(1.0, False)]) == (0.0, 1.0)
+    assert probe_bracket([(1.0, True)]) == (1.0, None)

@@ -362,7 +362,7 @@ def test_capacity_search_brackets_what_one_replica_carries(
         status = status.model_copy(update={"trials": (missed, *status.trials[1:])})
     d, probes = run_capacity_search(status, {MTP1.key(): mtp1_capacity, STOCK.key(): 0.9})
     mtp1_probes = [p for p in probes if p.config == MTP1]
-    assert 2 <= len(mtp1_probes) <= SCALING.capacity_probe_max_trials
+    assert 2 <= len(mtp1_probes) <= SCALING.capacity_probe.max_trials
     entry = d.status.schedule_for("day")
     assert entry is not None and entry.capacity_concurrency is not None
     assert entry.config == MTP1
