@@ -182,28 +182,7 @@ def test_missing_metrics_freeze_and_recover() -> None:
 
 def test_new_window_switches_to_its_scheduled_config() -> None:
     night_shape = SHAPE.model_copy(update={"concurrency": 2})
-    status = TargetStatus(
-        active_config=MTP1,
-        window="day",
-        schedule=(
-            ScheduledConfig(
-                window="night",
-                config=MTP3,
-                shape=night_shape,
-                goodput_tokens_per_s=300,
-                stock_goodput_tokens_per_s=200,
-                reason="measured",
-            ),
-            ScheduledConfig(
-                window="day",
-                config=MTP1,
-                shape=SHAPE,
-                goodput_tokens_per_s=3000,
-                stock_goodput_tokens_per_s=1500,
-                reason="measured",
-            ),
-        ),
-    )
+    status = night_and_day(MTP1)
     d = plan(status, now=datetime(2026, 12, 1, 1, 0, tzinfo=UTC), observation=observation(night_shape))
     assert d.status.phase is Phase.ROLLING_OUT and d.status.rollout is not None
     assert d.status.rollout.to_config == MTP3 and d.status.rollout.proposed_by == "schedule"
