@@ -415,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shiftlight-scaling", choices=["capacity", "hpa", "both"], default=WeekSettings.shiftlight_scaling
     )
+    parser.add_argument(
+        "--probe-loop", choices=["open", "closed"], default=None, help="capacity probes' load (default: the scenario's)"
+    )
     args = parser.parse_args(argv)
     base = SCENARIOS[args.scenario]
     s = replace(
@@ -423,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         load_scale=args.load_scale if args.load_scale is not None else base.load_scale,
         days=args.days,
         shiftlight_scaling=args.shiftlight_scaling,
+        probe_loop=args.probe_loop or base.probe_loop,
     )
     print(f"scenario {args.scenario}: {s.model} on {s.gpu}, policy {s.policy_path.name}")
     started = time.perf_counter()

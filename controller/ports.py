@@ -15,9 +15,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from controller.domain.actions import Notify
 from controller.domain.config import EngineConfig
@@ -71,6 +71,19 @@ class TrialBudget:
     warmup_s: float = 10.0
     max_requests: int = 2000
     startup_timeout_s: float = 900.0
+
+    #: The longest time in system a trial stretches itself for (bounds the canary time one trial may take).
+    MAX_TIME_IN_SYSTEM_S: ClassVar[float] = 900.0
+
+    def for_shape(self, shape: TrafficShape) -> TrialBudget:
+        """This budget stretched to reach the shape's steady state: a replica fed ``shape`` holds its mean
+        concurrency only after about one mean time in system (concurrency / arrival rate, Little's law), so the
+        warm-up lasts at least that long and the measured window at least twice that. Otherwise a trial of
+        90-second document requests measures a half-empty replica and overstates what it carries."""
+        if shape.arrival_rate_rps <= 0 or shape.concurrency <= 0:
+            return self
+        in_system = min(shape.concurrency / shape.arrival_rate_rps, self.MAX_TIME_IN_SYSTEM_S)
+        return replace(self, warmup_s=max(self.warmup_s, in_system), duration_s=max(self.duration_s, 2 * in_system))
 
 
 @dataclass(frozen=True)

@@ -308,7 +308,7 @@ class Reconciler:
                 duration_s=budget.trial_duration_s,
                 warmup_s=budget.warmup_s,
                 startup_timeout_s=budget.startup_timeout_s,
-            ),
+            ).for_shape(action.shape),
             seed=self.trial_seed,
             loop=action.loop,
         )

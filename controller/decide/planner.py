@@ -100,6 +100,10 @@ class Rules:
     reactive_scale_interval_s: float = 900.0
     """Without a probed capacity, replicas are added on an SLO breach at most this often (new replicas need a cold
     start before they relieve the breach)."""
+    replica_settle_s: float = 600.0
+    """After Shiftlight changes the replica count, production SLO signals say nothing about per-replica capacity
+    until an observation window starts this long after the change (new replicas cold-start, removed replicas hand
+    their load to the others): a breach in between does not lower a probed capacity."""
     breach_capacity_factor: float = 0.9
     """When production breaches the SLO below the probed capacity, the capacity becomes this share of the
     per-replica rate that breached."""
@@ -192,11 +196,13 @@ def plan(
         decision = Decision(planner.status, (*decision.actions, *scale_actions), (*decision.notes, *scale_notes))
     decision = _with_digest(decision, rules, now)
     reasons = tuple(a.reason for a in decision.actions) + decision.notes
+    rescaled = any(isinstance(a, Scale) and a.variant == "stable" for a in decision.actions)
     final = decision.status.model_copy(
         update={
             "updated_at": now,
             "window": window.name,
             "last_reasons": reasons or decision.status.last_reasons,
+            "replicas_changed_at": now if rescaled else decision.status.replicas_changed_at,
         }
     )
     return Decision(final, decision.actions, decision.notes)
@@ -485,6 +491,9 @@ class _Planner:
         assert self.observation is not None
         if self.rules.scaling is None or self.external_autoscaler:
             return None
+        changed = self.status.replicas_changed_at
+        if changed is not None and self.observation.start < changed + timedelta(seconds=self.rules.replica_settle_s):
+            return None  # the replicas were still settling: the breach says nothing about one replica's capacity
         entry = self._capacity_entry()
         if entry is None or entry.capacity_rps is None:
             return None

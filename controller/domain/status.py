@@ -166,6 +166,9 @@ class TargetStatus(BaseModel):
     reactive_scale_at: datetime | None = Field(
         default=None, description="when replicas were last added on an SLO breach without a probed capacity"
     )
+    replicas_changed_at: datetime | None = Field(
+        default=None, description="when Shiftlight last changed the stable variant's replica count"
+    )
     last_switch_at: datetime | None = None
     last_digest_on: date | None = None
     profile: TrafficProfile | None = Field(

@@ -498,6 +498,48 @@ def test_a_breach_below_the_probed_capacity_lowers_it_and_adds_replicas(
     assert any("below the 30.00 req/s the canary measured" in r for r in d.status.last_reasons)
 
 
+@pytest.mark.parametrize(
+    ("changed_min_before_window", "lowered"),
+    [
+        (None, True),  # never rescaled: the breach is evidence
+        (11, True),  # the window started 11 min after the change (settle: 10 min)
+        (10, True),  # exactly the settle time before the window's start
+        (9, False),  # the window began while the new replica count was still settling
+        (0, False),  # rescaled as the window began
+    ],
+)
+def test_a_breach_right_after_a_replica_change_does_not_lower_the_probed_capacity(
+    changed_min_before_window: int | None, lowered: bool
+) -> None:
+    """Replicas that are still cold-starting, or the load a removed replica handed over, breach the SLO for a
+    while after any change of the replica count: that says nothing about what one settled replica carries."""
+    obs = breaching()
+    changed = None if changed_min_before_window is None else obs.start - timedelta(minutes=changed_min_before_window)
+    rules = replace(SCALING, replica_settle_s=600.0)
+    status = TargetStatus(
+        window="day", active_config=MTP1, replicas=1, schedule=(_probed_day(30.0),), replicas_changed_at=changed
+    )
+    d = plan(status, observation=obs, rules=rules)
+    entry = d.status.schedule_for("day")
+    assert entry is not None
+    assert entry.capacity_rps == (pytest.approx(18.0) if lowered else 30.0)
+    assert [a.replicas for a in d.actions if isinstance(a, planner.Scale)] == ([2] if lowered else [])
+    if lowered:
+        assert d.status.replicas_changed_at == NOON  # the scale-up starts a new settle period
+    else:
+        assert d.status.replicas_changed_at == changed
+
+
+def test_every_stable_scale_records_when_the_replica_count_changed() -> None:
+    status = TargetStatus(window="day", active_config=MTP1, replicas=1, schedule=(_probed_day(10.0),))
+    d = plan(status, rules=SCALING)  # 20 req/s x 1.25 / 10 -> 3
+    assert [a.replicas for a in d.actions if isinstance(a, planner.Scale)] == [3]
+    assert d.status.replicas_changed_at == NOON
+    calm = plan(d.status.model_copy(update={"replicas": 3}), rules=SCALING, now=NOON + timedelta(minutes=5))
+    assert not [a for a in calm.actions if isinstance(a, planner.Scale)]
+    assert calm.status.replicas_changed_at == NOON
+
+
 def test_a_breach_above_the_probed_capacity_keeps_it_and_scales_by_it() -> None:
     """Beyond the capacity the probe measured the scaler already adds replicas; a breach at a per-replica rate the
     canary said is too much is not evidence against the probe."""

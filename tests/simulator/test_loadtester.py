@@ -162,3 +162,46 @@ def test_an_open_loop_trial_replays_the_arrival_rate(tester: SimulatedLoadTester
     assert light.request_throughput == pytest.approx(2.0, rel=0.35)
     assert any("open loop" in line for line in light.log_tail)
     assert not flood.meets_slo() and flood.goodput_rps < 0.5 * 400.0
+
+
+DOCUMENTS = TrafficShape(
+    arrival_rate_rps=1.0,
+    concurrency=90.0,  # 90 s in system per request
+    prompt_tokens=LengthDistribution(mean=24000, cv=0.4, maximum=128000),
+    output_tokens=LengthDistribution(mean=1024, cv=0.5, maximum=8192),
+    repetitiveness=0.85,
+    prefix_share=0.5,
+)
+
+
+@pytest.mark.parametrize(
+    ("shape", "warmup", "duration"),
+    [
+        (SHAPE, 10.0, 120.0),  # 8 s in system: the configured budget already covers it
+        (DOCUMENTS, 90.0, 180.0),  # 90 s in system: warm up 90 s, measure 180 s
+        (DOCUMENTS.model_copy(update={"concurrency": 9000.0}), 900.0, 1800.0),  # capped at 15 min in system
+        (SHAPE.model_copy(update={"arrival_rate_rps": 0.0}), 10.0, 120.0),  # no rate: nothing to derive
+    ],
+)
+def test_a_trial_budget_stretches_to_the_shapes_steady_state(
+    shape: TrafficShape, warmup: float, duration: float
+) -> None:
+    budget = TrialBudget(duration_s=120.0, warmup_s=10.0).for_shape(shape)
+    assert (budget.warmup_s, budget.duration_s) == (warmup, duration)
+
+
+def test_a_short_trial_of_long_requests_overstates_capacity_and_the_stretched_one_does_not() -> None:
+    """Open-loop document requests (90 s in system) at 1 req/s on one stock 8B replica: a 10 s warm-up and 120 s
+    window measures a replica still filling up and passes; warmed up to the steady state, the same rate breaches."""
+    tester = SimulatedLoadTester("llama-3.1-8b", GPU)
+    short = TrialBudget(duration_s=120.0, warmup_s=10.0, max_requests=100_000)
+
+    def run(budget: TrialBudget) -> TrialResult:
+        return tester.run(
+            TrialRequest(target=TARGET, config=EngineConfig(), shape=DOCUMENTS, slo=SLO_, budget=budget, loop="open")
+        )
+
+    naive, steady = run(short), run(short.for_shape(DOCUMENTS))
+    assert naive.meets_slo()
+    assert steady.status is TrialStatus.MEASURED and not steady.meets_slo()
+    assert steady.ttft_s is not None and steady.ttft_s.p95 > SLO_.ttft_seconds
