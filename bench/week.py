@@ -107,6 +107,10 @@ class WeekSettings:
 #: Two fleets. ``workstation``: the field notes' hybrid MTP model on one DGX-Station-class GPU per replica, a few
 #: replicas at peak. ``dense-fleet``: a dense 8B model on H200s, ~10 replicas at peak, with lookup speculation
 #: (ngram) in its search space, which pays on the night's repetitive long documents and costs on the day's agents.
+#: Its capacity probes replay closed loops (``capacity_probe_loop = "closed"``), as a user whose production breaches
+#: below open-loop probes would set it: the fleet holds each replica at the streams routed to it, and a lookup
+#: drafter that finishes documents early passes an open-loop probe at rates it cannot carry at that concurrency
+#: (2 simulated days: open 97.5 % SLO attainment, closed 99.99 %).
 SCENARIOS: dict[str, WeekSettings] = {
     "workstation": WeekSettings(),
     "dense-fleet": WeekSettings(
@@ -115,6 +119,7 @@ SCENARIOS: dict[str, WeekSettings] = {
         policy_path=REPO / "policies" / "v1" / "dense-8b-h200.yaml",
         load_scale=16.0,
         max_replicas=32,
+        probe_loop="closed",
     ),
 }
 
