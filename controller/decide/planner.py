@@ -272,7 +272,11 @@ class _Planner:
             # a window tuned for its busy hour also serves its quieter minutes: only more load, or another
             # length mix, is drift
             live = live.model_copy(update={"concurrency": entry.shape.concurrency})
-        verdict, drift_state = drifts.assess(live, entry.shape, status.drift, now=self.now, params=self.rules.drift)
+        previous = status.drift
+        if status.window is not None and status.window != self.window.name:
+            # the drift state measured distance to the last window's tuned shape: start afresh against this one's
+            previous = drifts.DriftState()
+        verdict, drift_state = drifts.assess(live, entry.shape, previous, now=self.now, params=self.rules.drift)
         status = status.model_copy(update={"drift": drift_state})
         self.status = status
         scale_actions, scale_notes = self._scale()
@@ -287,7 +291,10 @@ class _Planner:
         if breach and not self._tuned_recently(entry, self.rules.schedule.retune_min_interval_s / 2):
             return self._start_tuning(f"window '{self.window.name}': {breach}", self.window, observed=True)
         quiet = self._quiet(entry)
-        if drifted or (verdict.drifted and not quiet):
+        # drift counts while the traffic is away from the tuned shape; once back within `exit` it is only waiting
+        # out the dwell before the state flips back
+        away = verdict.drifted and verdict.distance > self.rules.drift.exit
+        if drifted or (away and not quiet):
             tuned_at = entry.tuned_at
             age = (self.now - tuned_at).total_seconds() if tuned_at else float("inf")
             if drifted or age >= self.rules.schedule.retune_min_interval_s:

@@ -279,6 +279,39 @@ def test_detector_drift_retunes_at_most_once_per_interval() -> None:
     assert plan(fresh, observation=busier, rules=rules).status.phase is Phase.OBSERVING
 
 
+@pytest.mark.parametrize(
+    ("last_window", "live_prompt", "retunes", "why"),
+    [
+        ("day", 512, False, "back at the tuned shape, the drifted state only waits out its dwell"),
+        ("day", 8000, True, "still away from the tuned shape within the same window"),
+        ("night", 8000, False, "drifted from the night's shape: the day's comparison starts afresh and must dwell"),
+        ("night", 512, False, "a new window at its own tuned shape"),
+    ],
+)
+def test_a_retune_for_drift_needs_traffic_away_from_this_windows_tuned_shape(
+    last_window: str, live_prompt: int, retunes: bool, why: str
+) -> None:
+    """The drift state carries hysteresis between cycles. It says nothing once the traffic is back at the tuned
+    shape (distance 0.00 started a round in the week benchmark, 5 minutes after a promotion), nor about another
+    window's tuned shape."""
+    entry = ScheduledConfig(
+        window="day",
+        config=STOCK,
+        shape=SHAPE,
+        goodput_tokens_per_s=1,
+        stock_goodput_tokens_per_s=1,
+        tuned_at=NOON - timedelta(hours=2),
+    )
+    was_drifted = planner.drifts.DriftState(drifted=True, changed_at=NOON - timedelta(hours=1))
+    status = TargetStatus(window=last_window, schedule=(entry,), drift=was_drifted)
+    live = observation(SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=live_prompt)}))
+    d = plan(status, observation=live)
+    assert (d.status.phase is Phase.TRIALLING) is retunes, why
+    if last_window == "night":
+        assert d.status.drift.drifted is False  # the day's detector starts from "in tune"
+        assert (d.status.drift.pending_since == NOON) is (live_prompt != 512)
+
+
 def test_trials_replay_the_per_replica_share_of_traffic() -> None:
     d = plan(TargetStatus(replicas=4))
     assert d.status.tuning is not None
