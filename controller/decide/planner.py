@@ -110,6 +110,11 @@ class Rules:
     capacity_transfer_distance: float = 0.7
     """A capacity probed on one length mix sizes replicas for another only when their mean prompt and output
     lengths are this close (sum of absolute log ratios; 0.7 is about 2x in one of them)."""
+    capacity_finalists: int = 1
+    """With managed replicas, this many runners-up of a round (configs that met the SLO at the design load within
+    ``finalist_gap`` of the best goodput) have their capacity probed too, and the one that needs the fewest
+    replicas for the window's load wins: goodput at one load says little about where the SLO breaks."""
+    finalist_gap: float = 0.1
     quiet_utilisation: float = 0.5
     """With managed replicas, drift below this share of the probed capacity does not trigger a re-tune."""
     design_slots: int = 256
@@ -647,12 +652,65 @@ class _Planner:
         if chosen is None:
             return None
         step = self._next_probe(round_, chosen)
+        if chosen.config.key() != self.status.active_config.key():
+            for finalist in self._finalists(chosen):
+                step = step or self._next_probe(round_, finalist)
         if step is None and chosen.config.key() != self.status.active_config.key():
             # the active config's capacity too: a switch must save replicas to be worth its rollout
             baseline = find(round_trials(self.status), self.status.active_config)
             if baseline is not None and baseline.ok and baseline.objective() > 0:
                 step = self._next_probe(round_, baseline)
         return step
+
+    def _finalists(self, leader: TrialResult) -> list[TrialResult]:
+        """Runners-up whose capacity is worth probing beside the leader's (see ``Rules.capacity_finalists``):
+        distinct configs that met the SLO within ``finalist_gap`` of its goodput, neither active nor blocked, and
+        lossless when the leader is."""
+        if self.rules.scaling is None or self.rules.capacity_finalists <= 0:
+            return []
+        skip = {leader.config.key(), self.status.active_config.key(), *self.status.blocked_configs}
+        floor = (1 - self.rules.finalist_gap) * leader.objective()
+        out: list[TrialResult] = []
+        for t in sorted(round_trials(self.status), key=lambda t: -t.objective()):
+            key = t.config.key()
+            if key in skip or not (t.ok and t.meets_slo()) or t.objective() < floor:
+                continue
+            if self.is_lossy(t.config) and not self.is_lossy(leader.config):
+                continue
+            skip.add(key)
+            out.append(t)
+            if len(out) == self.rules.capacity_finalists:
+                break
+        return out
+
+    def _replicas_needed(self, round_: TuningRound, trial: TrialResult) -> int | None:
+        """Replicas ``trial``'s config needs for the round's fleet load at its probed capacity (None: unknown)."""
+        rules, fleet_rate = self.rules.scaling, self._fleet_rate(round_)
+        capacity = self._capacity(round_, trial)[0]
+        if rules is None or fleet_rate is None or not capacity:
+            return None
+        raw = math.ceil(fleet_rate * (1 + rules.headroom) / capacity - 1e-9)
+        return min(max(raw, rules.min_replicas, 1), max(rules.max_replicas, 1))
+
+    def _fewest_replicas(self, round_: TuningRound, leader: TrialResult) -> tuple[TrialResult, str]:
+        """The finalist that needs fewer replicas than the leader for the window's load, and why (the leader and
+        an empty reason when none does, or when capacities are unknown)."""
+        lead_need = self._replicas_needed(round_, leader)
+        if lead_need is None:
+            return leader, ""
+        better: list[tuple[int, TrialResult]] = []
+        for finalist in self._finalists(leader):  # best goodput first: the first of equal need wins
+            need = self._replicas_needed(round_, finalist)
+            if need is not None and need < lead_need:
+                better.append((need, finalist))
+        if not better:
+            return leader, ""
+        need, winner = min(better, key=lambda r: r[0])
+        why = (
+            f"{winner.config.label()} needs {need} replica(s) for the window's load and {leader.config.label()}, "
+            f"the best goodput at the design load, {lead_need}"
+        )
+        return winner, why
 
     def _next_probe(self, round_: TuningRound, chosen: TrialResult) -> Decision | None:
         key = chosen.config.key()
@@ -727,24 +785,16 @@ class _Planner:
         """With managed replicas, why switching to ``best`` would not save replicas at the round's fleet load
         (empty when it would, or when the capacities to tell are unknown). A faster config on replicas that are
         needed anyway only trades latency, and pays for its rollout with nothing."""
-        rules = self.rules.scaling
-        fleet_rate = self._fleet_rate(round_)
-        if rules is None or baseline is None or fleet_rate is None:
+        if baseline is None or not baseline.meets_slo():
             return ""
-        cap_best, cap_base = self._capacity(round_, best)[0], self._capacity(round_, baseline)[0]
-        if not cap_best or not cap_base or not baseline.meets_slo():
-            return ""
-        load = fleet_rate * (1 + rules.headroom)
-
-        def need(cap: float) -> int:
-            return min(max(math.ceil(load / cap - 1e-9), rules.min_replicas, 1), max(rules.max_replicas, 1))
-
-        if need(cap_best) < need(cap_base):
+        need_best, need_base = self._replicas_needed(round_, best), self._replicas_needed(round_, baseline)
+        if need_best is None or need_base is None or need_best < need_base:
             return ""
         return (
-            f"one replica of {best.config.label()} serves {cap_best:.2f} req/s within the SLO and of "
-            f"{baseline.config.label()} {cap_base:.2f} req/s; {need(cap_best)} vs {need(cap_base)} replica(s) for "
-            f"{fleet_rate:.2f} req/s with headroom, so a switch would save no GPUs"
+            f"one replica of {best.config.label()} serves {self._capacity(round_, best)[0]:.2f} req/s within the "
+            f"SLO and of {baseline.config.label()} {self._capacity(round_, baseline)[0]:.2f} req/s; {need_best} vs "
+            f"{need_base} replica(s) for {self._fleet_rate(round_):.2f} req/s with headroom, so a switch would save "
+            f"no GPUs"
         )
 
     def _select(self, round_: TuningRound) -> Decision:
@@ -776,10 +826,15 @@ class _Planner:
                 }
             )
             return self._done(status, (Notify(Severity.WARNING, "Trials paused", why),), (why,))
+        by_capacity = ""
+        if self.rules.scaling is not None and best.config.key() != active.key():
+            best, by_capacity = self._fewest_replicas(round_, best)
         gain = best.objective() / base_goodput if base_goodput else float("inf")
         evidence = _evidence(best, stock)
         no_saving = self._replicas_saved(round_, best, baseline)
-        if best.config.key() == active.key() or gain < self.rules.tuning.min_gain or no_saving:
+        # a finalist chosen for its capacity saves replicas: the gain that matters when they are managed
+        enough = gain >= self.rules.tuning.min_gain or bool(by_capacity)
+        if best.config.key() == active.key() or not enough or no_saving:
             why = (
                 f"round {round_.id}: keeping {active.label()} (best candidate {best.config.label()} gains "
                 f"{gain:.2f}x < {self.rules.tuning.min_gain:.2f}x)"
@@ -808,6 +863,8 @@ class _Planner:
             f"{best.config.label()} delivers {best.objective():,.0f} goodput tok/s vs {base_goodput:,.0f} for "
             f"{active.label()} ({gain:.2f}x) on {round_.shape.describe()}; proposed by {proposer}"
         )
+        if by_capacity:
+            why += f"; chosen for capacity: {by_capacity}"
         entry = ScheduledConfig(
             window=round_.window,
             config=best.config,

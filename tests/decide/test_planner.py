@@ -405,6 +405,34 @@ def test_a_switch_must_save_replicas_when_replicas_are_managed(stock_capacity: f
         assert any("save no GPUs" in r for r in d.status.last_reasons)
 
 
+@pytest.mark.parametrize(
+    ("mtp3_goodput", "mtp3_capacity", "winner", "mtp3_probed"),
+    [
+        # within 10 % of the leader's goodput and carries 1.5x the round's load: one replica instead of two
+        (1900, 1.5, "mtp3", True),
+        # probed, but needs as many replicas as the leader: the leader's goodput decides
+        (1900, 1.1, "mtp1", True),
+        # more than 10 % behind the leader: not a finalist, not probed
+        (1700, 1.5, "mtp1", False),
+    ],
+)
+def test_a_runner_up_that_needs_fewer_replicas_wins_the_round(
+    mtp3_goodput: float, mtp3_capacity: float, winner: str, mtp3_probed: bool
+) -> None:
+    """Goodput at the design load ranks configs by speed, not by where the SLO breaks: the runner-up's capacity is
+    probed too, and with managed replicas the config that needs the fewest of them wins."""
+    results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE), measured(MTP3, mtp3_goodput, SHAPE)]
+    status = tuning_status(results, ["baseline", "optimizer", "optimizer"])
+    capacity = {MTP1.key(): 1.1, MTP3.key(): mtp3_capacity, STOCK.key(): 0.9}
+    d, probes = run_capacity_search(status, capacity)  # 20 req/s x 1.25 headroom; 20 req/s per 1x of capacity
+    assert (MTP3.key() in {p.config.key() for p in probes}) is mtp3_probed
+    entry = d.status.schedule_for("day")
+    assert entry is not None and d.status.phase is Phase.ROLLING_OUT
+    assert entry.config == {"mtp1": MTP1, "mtp3": MTP3}[winner]
+    chosen_for_capacity = "chosen for capacity: mtp3 needs 1 replica(s) for the window's load and mtp1" in entry.reason
+    assert chosen_for_capacity is (winner == "mtp3"), entry.reason
+
+
 def test_replicas_follow_the_request_rate_at_the_probed_capacity() -> None:
     entry = ScheduledConfig(
         window="day",
