@@ -258,8 +258,8 @@ def test_switch_that_does_not_pay_for_itself_is_skipped() -> None:
     assert d.status.rollout is None
 
 
-def test_detector_drift_retunes_at_most_once_per_interval() -> None:
-    entry = ScheduledConfig(
+def stock_day_tuned_two_hours_ago() -> ScheduledConfig:
+    return ScheduledConfig(
         window="day",
         config=STOCK,
         shape=SHAPE,
@@ -267,6 +267,10 @@ def test_detector_drift_retunes_at_most_once_per_interval() -> None:
         stock_goodput_tokens_per_s=1,
         tuned_at=NOON - timedelta(hours=2),
     )
+
+
+def test_detector_drift_retunes_at_most_once_per_interval() -> None:
+    entry = stock_day_tuned_two_hours_ago()
     status = TargetStatus(window="day", schedule=(entry,))
     busier = observation(SHAPE.model_copy(update={"concurrency": 1024}))
     rules = Rules(
@@ -294,14 +298,7 @@ def test_a_retune_for_drift_needs_traffic_away_from_this_windows_tuned_shape(
     """The drift state carries hysteresis between cycles. It says nothing once the traffic is back at the tuned
     shape (distance 0.00 started a round in the week benchmark, 5 minutes after a promotion), nor about another
     window's tuned shape."""
-    entry = ScheduledConfig(
-        window="day",
-        config=STOCK,
-        shape=SHAPE,
-        goodput_tokens_per_s=1,
-        stock_goodput_tokens_per_s=1,
-        tuned_at=NOON - timedelta(hours=2),
-    )
+    entry = stock_day_tuned_two_hours_ago()
     was_drifted = planner.drifts.DriftState(drifted=True, changed_at=NOON - timedelta(hours=1))
     status = TargetStatus(window=last_window, schedule=(entry,), drift=was_drifted)
     live = observation(SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=live_prompt)}))
