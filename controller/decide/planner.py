@@ -348,6 +348,8 @@ class _Planner:
                 return None
             if entry.config.key() in self.status.blocked_configs:
                 return None
+            if not ahead and self._short_of_replicas(entry.capacity_rps):
+                return None  # the autoscaler's replicas cannot carry the load on it: a rollout would only fail
             last = self.status.last_switch_at
             if last is not None and (self.now - last).total_seconds() < self.rules.schedule.min_dwell_s:
                 return None
@@ -797,6 +799,23 @@ class _Planner:
             f"no GPUs"
         )
 
+    def _short_of_replicas(self, capacity_rps: float | None) -> str:
+        """With an HPA or KEDA object owning the replicas: why the replicas it holds cannot carry the load observed
+        now at ``capacity_rps`` per replica (empty when they can, or when either is unknown). A config rolled out
+        onto them fails its SLO analysis whatever its flags and ends up blocked; the fix is the autoscaler's."""
+        if not self.external_autoscaler or not capacity_rps or self.observation is None:
+            return ""
+        rate = self.observation.shape.arrival_rate_rps
+        replicas = max(1, self.status.replicas)
+        if rate <= capacity_rps * replicas:
+            return ""
+        need = math.ceil(rate / capacity_rps - 1e-9)
+        return (
+            f"{self.external_autoscaler} holds {replicas} replica(s) for {rate:.2f} req/s and one replica carries "
+            f"{capacity_rps:.2f} req/s within the SLO: the load needs at least {need}; raise its target or "
+            f"maxReplicas"
+        )
+
     def _select(self, round_: TuningRound) -> Decision:
         trials = round_trials(self.status)
         active = self.status.active_config
@@ -894,6 +913,11 @@ class _Planner:
             )
             status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
             return self._done(status, notes=(note,))
+        short = self._short_of_replicas(capacity[0])
+        if short:
+            note = f"scheduled {best.config.label()} for window '{round_.window}' but not rolling it out: {short}"
+            status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})
+            return self._done(status, (Notify(Severity.WARNING, "Too few replicas", note, evidence),), (note,))
         if self.rules.tuning.dry_run:
             note = f"dry-run: would roll out {best.config.label()}: {why}"
             status = status.model_copy(update={"phase": _move(status.phase, Phase.OBSERVING)})

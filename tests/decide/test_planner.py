@@ -325,13 +325,17 @@ SCALING = Rules(
 
 
 def run_capacity_search(
-    status: TargetStatus, capacity: dict[str, float], rules: Rules = SCALING, keeps_up_to: float = 1e9
+    status: TargetStatus,
+    capacity: dict[str, float],
+    rules: Rules = SCALING,
+    keeps_up_to: float = 1e9,
+    **plan_args: object,
 ) -> tuple[planner.Decision, list[RunTrial]]:
     """Drive a round's capacity probes to the end against a replica that holds the SLO up to ``capacity[key]``
     times the round's per-replica load (and serves 20 req/s x that multiple); returns the final decision."""
     probes: list[RunTrial] = []
     for _ in range(40):
-        d = plan(status, rules=rules)
+        d = plan(status, rules=rules, **plan_args)
         runs = [a for a in d.actions if isinstance(a, RunTrial)]
         if not runs:
             return d, probes
@@ -428,6 +432,41 @@ def test_a_runner_up_that_needs_fewer_replicas_wins_the_round(
     assert entry.config == {"mtp1": MTP1, "mtp3": MTP3}[winner]
     chosen_for_capacity = "chosen for capacity: mtp3 needs 1 replica(s) for the window's load and mtp1" in entry.reason
     assert chosen_for_capacity is (winner == "mtp3"), entry.reason
+
+
+@pytest.mark.parametrize(
+    ("mtp1_capacity", "hpa_replicas", "rolls_out"),
+    [
+        (1.5, 1, False),  # 30 req/s per replica, 50 req/s observed on the HPA's 1 replica: it needs 2
+        (1.5, 2, True),  # the HPA holds 2: they carry it
+        (3.0, 1, True),  # 60 req/s per replica: one carries it
+    ],
+)
+def test_with_an_hpa_too_small_for_the_load_a_round_warns_instead_of_rolling_out(
+    mtp1_capacity: float, hpa_replicas: int, rolls_out: bool
+) -> None:
+    """Shiftlight defers replicas to the HPA. A config the HPA's replicas cannot carry fails its SLO analysis at
+    100 % whatever its flags, is rolled back and blocked for good (15 rollbacks a week in the week benchmark): the
+    round schedules it and says what the HPA needs instead."""
+    results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE)]
+    status = tuning_status(results, ["baseline", "optimizer"]).model_copy(update={"replicas": hpa_replicas})
+    heavier = observation(SHAPE.model_copy(update={"arrival_rate_rps": 50.0, "concurrency": 640}))
+    d, _probes = run_capacity_search(
+        status,
+        {MTP1.key(): mtp1_capacity, STOCK.key(): 0.9},
+        observation=heavier,
+        external_autoscaler="HorizontalPodAutoscaler/vllm",
+    )
+    entry = d.status.schedule_for("day")
+    assert entry is not None and entry.config == MTP1
+    warnings = [a for a in d.actions if isinstance(a, Notify) and a.title == "Too few replicas"]
+    if rolls_out:
+        assert d.status.phase is Phase.ROLLING_OUT and not warnings
+    else:
+        assert d.status.phase is Phase.OBSERVING and d.status.rollout is None
+        assert len(warnings) == 1
+        assert "HorizontalPodAutoscaler/vllm holds 1 replica(s) for 50.00 req/s" in warnings[0].reason
+        assert "the load needs at least 2" in warnings[0].reason
 
 
 def test_replicas_follow_the_request_rate_at_the_probed_capacity() -> None:
