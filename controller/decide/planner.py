@@ -348,8 +348,10 @@ class _Planner:
                 return None
             if entry.config.key() in self.status.blocked_configs:
                 return None
-            if not ahead and self._short_of_replicas(entry.capacity_rps):
-                return None  # the autoscaler's replicas cannot carry the load on it: a rollout would only fail
+            if self._short_of_replicas(entry.capacity_rps):
+                # the autoscaler's replicas cannot carry today's load on it, which a pre-warmed candidate meets
+                # first: a rollout would only fail
+                return None
             last = self.status.last_switch_at
             if last is not None and (self.now - last).total_seconds() < self.rules.schedule.min_dwell_s:
                 return None

@@ -241,6 +241,32 @@ def test_next_window_is_prewarmed_before_it_starts() -> None:
     assert plan(night_and_day(MTP1), now=datetime(2026, 11, 30, 22, 50, tzinfo=UTC)).status.rollout is None
 
 
+@pytest.mark.parametrize(
+    ("night_capacity", "prewarms"),
+    [
+        (None, True),  # capacity unknown: nothing to tell
+        (30.0, True),  # the HPA's 1 replica carries today's 20 req/s on the night config
+        (0.7, False),  # a config probed at 0.7 req/s per replica meets 20 req/s on 1 replica first
+    ],
+)
+def test_with_an_hpa_too_small_for_the_load_the_next_window_is_not_prewarmed(
+    night_capacity: float | None, prewarms: bool
+) -> None:
+    """Shiftlight defers replicas to the HPA; a pre-warmed candidate starts on the load of the window still
+    running, so a config the HPA's replicas cannot carry it on would fail its analysis and be blocked (the evening's
+    document config pre-warmed at 17:45 onto the agents' load, in the week benchmark)."""
+    status = night_and_day(MTP1)
+    night = status.schedule[0].model_copy(update={"capacity_rps": night_capacity})
+    status = status.model_copy(update={"schedule": (night, *status.schedule[1:])})
+    d = plan(
+        status,
+        now=datetime(2026, 11, 30, 23, 50, tzinfo=UTC),
+        rules=SCALING,
+        external_autoscaler="HorizontalPodAutoscaler/vllm",
+    )
+    assert (d.status.rollout is not None) is prewarms
+
+
 def test_minimum_dwell_blocks_a_second_switch() -> None:
     recent = night_and_day(MTP1, last_switch_at=datetime(2026, 11, 30, 23, 10, tzinfo=UTC))
     d = plan(recent, now=datetime(2026, 11, 30, 23, 50, tzinfo=UTC))
