@@ -48,6 +48,11 @@ class ScalingDecision:
         return self.replicas != current
 
 
+def replicas_for(rate: float, capacity_per_replica: float, rules: ScalingRules) -> int:
+    """Unbounded replica count for ``rate`` with the rules' headroom at ``capacity_per_replica`` (same unit)."""
+    return math.ceil(rate * (1 + rules.headroom) / capacity_per_replica - 1e-9) if rate > 0 else 0
+
+
 def desired_replicas(
     *,
     forecast_rps: float,
@@ -66,7 +71,7 @@ def desired_replicas(
         return ScalingDecision(current, f"{external_autoscaler} manages replicas; deferring to it", None)
     if capacity_rps_per_replica <= 0:
         return ScalingDecision(current, "no measured capacity at the SLO yet; keeping the replica count", None)
-    raw = math.ceil(forecast_rps * (1 + rules.headroom) / capacity_rps_per_replica - 1e-9) if forecast_rps > 0 else 0
+    raw = replicas_for(forecast_rps, capacity_rps_per_replica, rules)
     bounded = min(max(raw, rules.min_replicas), rules.max_replicas)
     basis = (
         f"load {forecast_rps:.2f} {unit} x {1 + rules.headroom:.2f} headroom / "

@@ -23,6 +23,7 @@ from controller.decide.capacity import (
     length_distance,
     next_probe_factor,
     probe_bracket,
+    replicas_for,
 )
 from controller.decide.economics import ApiPrice, schedule_economics
 from controller.decide.selection import best_trial, find
@@ -655,11 +656,13 @@ class _Planner:
         chosen = self._choice(round_)
         if chosen is None:
             return None
+        switching = chosen.config.key() != self.status.active_config.key()
         step = self._next_probe(round_, chosen)
-        if chosen.config.key() != self.status.active_config.key():
-            for finalist in self._finalists(chosen):
-                step = step or self._next_probe(round_, finalist)
-        if step is None and chosen.config.key() != self.status.active_config.key():
+        for finalist in self._finalists(chosen) if switching else ():
+            if step is not None:
+                break
+            step = self._next_probe(round_, finalist)
+        if step is None and switching:
             # the active config's capacity too: a switch must save replicas to be worth its rollout
             baseline = find(round_trials(self.status), self.status.active_config)
             if baseline is not None and baseline.ok and baseline.objective() > 0:
@@ -693,8 +696,7 @@ class _Planner:
         capacity = self._capacity(round_, trial)[0]
         if rules is None or fleet_rate is None or not capacity:
             return None
-        raw = math.ceil(fleet_rate * (1 + rules.headroom) / capacity - 1e-9)
-        return min(max(raw, rules.min_replicas, 1), max(rules.max_replicas, 1))
+        return min(max(replicas_for(fleet_rate, capacity, rules), rules.min_replicas, 1), max(rules.max_replicas, 1))
 
     def _fewest_replicas(self, round_: TuningRound, leader: TrialResult) -> tuple[TrialResult, str]:
         """The finalist that needs fewer replicas than the leader for the window's load, and why (the leader and
