@@ -56,8 +56,13 @@ def profile_from_series(
 ) -> TrafficProfile:
     """Fold ``(unix_ts, value)`` series named ``arrival_rate``, ``concurrency``, ``prompt_mean``, ``output_mean`` into a
     profile. Non-finite values (NaN from 0/0 in idle steps) are skipped; idle steps still count as rate 0."""
+    # The hourly series the forecast fits holds complete hours only: a partial first or last hour would average a
+    # slice of a rising or falling hour and bias the fit by the minute the history happens to start or end at.
     first_hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    n_hours = max(math.ceil((end - first_hour).total_seconds() / 3600), 0)
+    if first_hour < start:
+        first_hour += timedelta(hours=1)
+    # hour i is complete when its last point (each point is the rate over the preceding step) is at or before end
+    n_hours = max(math.floor(((end - first_hour).total_seconds() + step_s) / 3600), 0)
     per_slot: dict[str, dict[int, list[float]]] = {k: defaultdict(list) for k in ("rate", "conc")}
     weighted: dict[str, dict[int, list[float]]] = {k: defaultdict(list) for k in ("prompt", "output", "w")}
     hourly: dict[int, list[float]] = defaultdict(list)

@@ -25,8 +25,11 @@ from tests.observe.support import DelayProxy
 
 pytestmark = pytest.mark.prometheus
 
-DAYS = 8
+DAYS = 9
 STEP = 300.0
+#: A fixed instant, so no outcome depends on the hour the suite runs: the history ends here, and every "now" of a
+#: test is this instant or an hour of the day before it.
+END = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)
 
 
 def diurnal(ts: float) -> float:
@@ -56,8 +59,7 @@ class History:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     workdir = tmp_path_factory.mktemp("backfill")
-    end = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=20)
-    end = end - timedelta(minutes=end.minute % 5)
+    end = END
     start = end - timedelta(days=DAYS)
     files, _ = write_openmetrics_files(
         workdir / "openmetrics", [CHAT, FLAT], start=start.timestamp(), end=end.timestamp(), step_s=STEP
@@ -73,10 +75,14 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
         prometheus.stop()
 
 
-def test_profile_from_weeks_of_history(history: History) -> None:
+@pytest.mark.parametrize("hours_before_end", range(24))
+def test_profile_from_weeks_of_history(history: History, hours_before_end: int) -> None:
+    """The profile and the forecast at each of the 24 hours of a day, ending on and off the hour: the outcome must
+    not depend on the time of day the history ends at."""
     source = PrometheusMetrics(PrometheusSettings(url=history.prometheus.url))
     target = TargetRef("prod", "chat", "chat")
-    profile = build_profile(source, target, end=history.end, days=7, step_s=STEP)
+    end = history.end - timedelta(hours=hours_before_end, minutes=5 * (hours_before_end % 12))
+    profile = build_profile(source, target, end=end, days=7, step_s=STEP)
     assert source.queries_total == 4
     assert len(profile.slots) == 168
     for slot in profile.slots:
@@ -87,8 +93,8 @@ def test_profile_from_weeks_of_history(history: History) -> None:
         assert slot.output_mean == pytest.approx(128, rel=0.01)
     # survives a restart: stored in status as JSON, no re-query needed
     restored = TrafficProfile.model_validate_json(profile.model_dump_json())
-    assert restored == profile and restored.is_fresh(history.end + timedelta(hours=1))
-    ahead = forecast(restored, now=history.end + timedelta(minutes=5), horizon_h=12)
+    assert restored == profile and restored.is_fresh(end + timedelta(hours=1))
+    ahead = forecast(restored, now=end + timedelta(minutes=5), horizon_h=12)
     assert ahead.method == "holt-winters-daily" and len(ahead.points) == 12
     for point in ahead.points:
         assert point.arrival_rate == pytest.approx(diurnal(point.at.timestamp() + 1800), rel=0.2, abs=0.5)
@@ -121,7 +127,7 @@ def test_observe_reads_known_series(history: History) -> None:
 
 
 def test_backfill_is_fast(history: History) -> None:
-    # 2 targets x 8 days x 5-min points x ~90 series ~ 0.4 M samples
+    # 2 targets x 9 days x 5-min points x ~90 series ~ 0.5 M samples
     assert history.backfill_s < 60
 
 
