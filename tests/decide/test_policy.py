@@ -11,7 +11,17 @@ import pytest
 
 from controller.domain.config import STOCK, EngineConfig
 from controller.errors import InvalidInput
-from controller.policy import Policy, PolicyError, export_json_schema, load_policy, parse_policy
+from controller.policy import (
+    MAX_SPACE_COMBINATIONS,
+    FloatRange,
+    IntRange,
+    Policy,
+    PolicyError,
+    SearchSpace,
+    export_json_schema,
+    load_policy,
+    parse_policy,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESETS = sorted((ROOT / "policies" / "v1").glob("*.yaml"))
@@ -99,10 +109,174 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
         load_policy(tmp_path / "nope.yaml")
 
 
-def test_empty_file_is_the_default_policy() -> None:
-    assert parse_policy("") == Policy()
+@pytest.mark.security
+@pytest.mark.parametrize(
+    ("text", "line"), [("", 1), ("\n\n", 1), ("# only a comment\n", 1), ("null\n", 1), ("~\n", 1), ("# a\nnull\n", 2)]
+)
+def test_an_empty_policy_is_refused(tmp_path: Path, text: str, line: int) -> None:
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    with pytest.raises(PolicyError, match="the policy is empty") as info:
+        load_policy(path)
+    assert info.value.line == line
+    assert f"{path}:{line}" in str(info.value)
+
+
+def test_an_explicit_empty_mapping_is_the_default_policy() -> None:
+    assert parse_policy("{}\n") == Policy()
     assert load_policy(PRESETS[0]) == load_policy(PRESETS[0])
     assert load_policy(PRESETS[0]) != Policy()
+
+
+DUPLICATES = [
+    # (yaml, line of the repeat, field, line of the first)
+    ("name: a\nname: b\n", 2, "name", 1),
+    ("space:\n  max_num_seqs: [64]\n  max_num_seqs: [128]\n", 3, "space.max_num_seqs", 2),
+    ("llm:\n  enabled: false\nslo: {}\nllm:\n  enabled: true\n", 4, "llm", 1),
+    ("overrides:\n  - when: {gpu: [a], gpu: [b]}\n    space: {}\n", 2, "overrides[0].when.gpu", 2),
+    (
+        "rollout:\n  thresholds:\n    max_error_rate: 0.5\n    max_error_rate: 0.01\n",
+        4,
+        "rollout.thresholds.max_error_rate",
+        3,
+    ),
+]
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(("text", "line", "field", "first"), DUPLICATES)
+def test_duplicate_keys_are_refused_at_any_depth(tmp_path: Path, text: str, line: int, field: str, first: int) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    err = info.value
+    assert (err.line, err.field) == (line, field)
+    assert f"{path}:{line}: {field}: duplicate key" in str(err)
+    assert f"first given on line {first}" in str(err)
+
+
+def test_yaml_merge_keys_may_be_overridden() -> None:
+    text = "space:\n  max_num_seqs: &seqs [64, 128]\ntarget:\n  <<: {gpus: 2}\n  gpus: 4\n"
+    assert parse_policy(text).target.gpus == 4
+
+
+OUT_OF_BOUNDS = [
+    # (yaml, field, fragment): each knob's bounds come from vLLM (see controller.policy.KNOB_BOUNDS)
+    ("space:\n  max_num_seqs: {min: 0, max: 64}\n", "space.max_num_seqs", "outside vLLM's bounds (>= 1, <= 65536)"),
+    ("space:\n  max_num_seqs: {min: 1, max: 100000, step: 1000}\n", "space.max_num_seqs", "<= 65536"),
+    ("space:\n  max_num_seqs: [70000]\n", "space.max_num_seqs[0]", "less than or equal to 65536"),
+    ("space:\n  max_num_batched_tokens: {min: 8, max: 16, scale: log2}\n", "space.max_num_batched_tokens", ">= 16"),
+    ("space:\n  max_num_batched_tokens: [2097152]\n", "space.max_num_batched_tokens[0]", "1048576"),
+    ("space:\n  num_speculative_tokens: {min: 0, max: 4}\n", "space.num_speculative_tokens", ">= 1, <= 32"),
+    ("space:\n  num_speculative_tokens: [64]\n", "space.num_speculative_tokens[0]", "less than or equal to 32"),
+    ("space:\n  prompt_lookup_max: [0]\n", "space.prompt_lookup_max[0]", "greater than or equal to 1"),
+    (
+        "space:\n  max_cudagraph_capture_size: {min: 512, max: 131072, scale: log2}\n",
+        "space.max_cudagraph_capture_size",
+        "<= 65536",
+    ),
+    ("space:\n  gpu_memory_utilization: [1.2]\n", "space.gpu_memory_utilization[0]", "less than or equal to 1"),
+    (
+        "space:\n  gpu_memory_utilization: {min: 0.5, max: 0.9, step: 0.00001}\n",
+        "space.gpu_memory_utilization.step",
+        "0.0001",
+    ),
+    ("space:\n  tensor_parallel_size: [0]\n", "space.tensor_parallel_size[0]", "greater than or equal to 1"),
+    ("space:\n  tensor_parallel_size: [128]\n", "space.tensor_parallel_size[0]", "less than or equal to 64"),
+    ("space:\n  max_num_seqs: {min: 64, max: 512, scale: log2, step: 3}\n", "space.max_num_seqs", "takes no step"),
+]
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(("text", "field", "fragment"), OUT_OF_BOUNDS)
+def test_range_knobs_are_bounded_by_vllm_limits(text: str, field: str, fragment: str) -> None:
+    with pytest.raises(PolicyError) as info:
+        parse_policy(text, source="p.yaml")
+    assert info.value.field == field
+    assert info.value.line == 2
+    assert fragment in str(info.value)
+
+
+HUGE = (
+    "name: huge\n"
+    "space:\n"
+    "  max_num_seqs: {min: 1, max: 65536}\n"
+    "  max_num_batched_tokens: {min: 16, max: 1048576, step: 64}\n"
+    "  gpu_memory_utilization: {min: 0.01, max: 1.0, step: 0.01}\n"
+    "  kv_cache_dtype: [auto, fp8]\n"
+    "  enable_prefix_caching: [null, true, false]\n"
+    "  speculative_method: [none, ngram, mtp]\n"
+)
+
+
+@pytest.mark.security
+def test_a_space_of_a_trillion_combinations_fails_fast_naming_knobs_and_count() -> None:
+    size = 65536 * ((1048576 - 16) // 64 + 1) * 100 * 2 * 3 * 3
+    assert size > 10**12
+    with pytest.raises(PolicyError) as info:
+        parse_policy(HUGE, source="huge.yaml")
+    err = info.value
+    assert (err.line, err.field) == (2, "space")
+    message = str(err)
+    assert f"{size:,} combinations" in message
+    for knob, count in [("max_num_seqs", 65536), ("max_num_batched_tokens", 16384), ("gpu_memory_utilization", 100)]:
+        assert f"{knob} ({count:,})" in message
+    assert f"limit of {MAX_SPACE_COMBINATIONS:,}" in message
+
+
+@pytest.mark.security
+def test_an_override_cannot_grow_the_space_past_the_cap() -> None:
+    text = (
+        "target: {gpu_family: hopper}\n"
+        "space:\n  max_num_seqs: {min: 1, max: 512}\n"
+        "overrides:\n  - when: {gpu_family: [hopper]}\n"
+        "    space: {max_num_batched_tokens: {min: 16, max: 65536, step: 16}}\n"
+    )
+    with pytest.raises(PolicyError, match="combinations"):
+        parse_policy(text)
+
+
+@pytest.mark.security
+def test_enumeration_refuses_an_oversized_space_before_building_any_config() -> None:
+    # a space built without validation (model_construct) still cannot be enumerated
+    huge = SearchSpace.model_construct(
+        max_num_seqs=IntRange(min=1, max=65536),
+        max_num_batched_tokens=IntRange(min=16, max=1_048_576),
+    )
+    assert huge.product_size() == 65536 * (1_048_576 - 16 + 1)
+    with pytest.raises(InvalidInput) as info:
+        huge.raw_configs()
+    assert info.value.field == "space"
+    with pytest.raises(InvalidInput, match="max_num_seqs"):
+        huge.configs()
+
+
+def test_the_cap_itself_is_allowed() -> None:
+    # 5 x 20000 = the cap exactly: counted, never refused
+    space = SearchSpace(
+        max_num_seqs=[1, 2, 4, 8, 16],
+        max_num_batched_tokens=IntRange(min=16, max=16 + 19999 * 16, step=16),
+    )
+    assert space.product_size() == MAX_SPACE_COMBINATIONS
+    assert space.size_problem() is None
+
+
+RANGE_COUNTS = [
+    (IntRange(min=64, max=512, scale="log2"), [64, 128, 256, 512]),
+    (IntRange(min=64, max=1000, scale="log2"), [64, 128, 256, 512]),
+    (IntRange(min=3, max=3, scale="log2"), [3]),
+    (IntRange(min=16, max=64, step=16), [16, 32, 48, 64]),
+    (IntRange(min=16, max=70, step=16), [16, 32, 48, 64]),
+    (FloatRange(min=0.85, max=0.95, step=0.05), [0.85, 0.9, 0.95]),
+    (FloatRange(min=0.5, max=0.5, step=0.1), [0.5]),
+]
+
+
+@pytest.mark.parametrize(("rng", "values"), RANGE_COUNTS)
+def test_range_count_matches_its_values(rng: IntRange | FloatRange, values: list[float]) -> None:
+    assert rng.values() == values
+    assert rng.count() == len(values)
 
 
 HYBRID = "target: {gpu_family: hopper, hybrid: true, has_mtp: true, gpu_memory_gib: 141}\n"
