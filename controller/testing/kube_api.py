@@ -16,7 +16,9 @@ real HTTP. :class:`KubeAPI` replaces its object handling with behaviour closer t
 - ``kind``/``apiVersion`` on lists and on every item; ``GET /api/v1/namespaces`` (namespaces are created on
   first use); discovery for the Shiftlight CRDs, Leases, Deployments, Pods, Services, Events and
   (optionally) Gateway API HTTPRoutes; ``authentication.k8s.io/v1`` SelfSubjectReview;
-- optional bearer-token users and per-user denials (403) to exercise error paths.
+- optional bearer-token users and per-user denials (403) to exercise error paths;
+- a record of every request as an :class:`APICall` (user, Kubernetes verb, API group, resource[/subresource],
+  namespace or cluster scope) in :attr:`KubeAPI.calls`, so tests can prove which rights a client needs.
 
 Run it on its own thread with :class:`KubeAPIServer` so synchronous code (the ``kubernetes`` client, kopf's
 ``KopfRunner``, typer's ``CliRunner``) can talk to it.
@@ -53,6 +55,36 @@ GATEWAY_GROUP = "gateway.networking.k8s.io"
 
 _NAMESPACES_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?")
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+# ----- recorded calls -----------------------------------------------------------------------------
+
+
+@attrs.frozen(order=True)
+class APICall:
+    """One request in RBAC terms: who asked, with which verb, on which (group, resource[/subresource]), where."""
+
+    user: str | None
+    verb: str  # get, list, watch, create, update, patch, delete
+    group: str  # "" for the core group
+    resource: str  # plural, with "/<subresource>" when there is one
+    namespace: str | None  # None: a cluster-scoped request (a cluster-scoped resource, or across all namespaces)
+
+
+def request_verb(request: rendering.Request) -> str:
+    """The Kubernetes verb of a request: PUT is ``update``, PATCH ``patch``, a ``watch=true`` list ``watch``."""
+    if request.method == kmock.method.PUT:
+        return "update"
+    if request.action is None:
+        return "update"
+    return {
+        kmock.action.LIST: "list",
+        kmock.action.WATCH: "watch",
+        kmock.action.FETCH: "get",
+        kmock.action.CREATE: "create",
+        kmock.action.UPDATE: "patch",
+        kmock.action.DELETE: "delete",
+    }.get(request.action, "update")
 
 
 # ----- errors -----------------------------------------------------------------------------------
@@ -153,6 +185,9 @@ class KubeAPI(kmock.KubernetesEmulator):
     tokens: dict[str, str] = attrs.field(factory=dict)  # bearer token -> username (empty: no auth)
     denials: set[tuple[str, str, str]] = attrs.field(factory=set)  # (user, verb, resource[/sub]) -> 403
 
+    calls: list[APICall] = attrs.field(factory=list, init=False)
+    """Every resource request served (discovery excluded), in arrival order."""
+
     _rv: int = attrs.field(default=0, init=False)
     _namespaces: dict[str, JSON] = attrs.field(factory=dict, init=False)
 
@@ -218,12 +253,18 @@ class KubeAPI(kmock.KubernetesEmulator):
         match = _NAMESPACES_PATH.fullmatch(raw_request.path)
         if match is not None:
             await raw_request.read()
+            verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(raw_request.method)
+            if verb is None:
+                watching = raw_request.query.get("watch") in ("true", "1")
+                verb = "get" if match.group(1) else ("watch" if watching else "list")
+            self.calls.append(APICall(self._user(raw_request.headers), verb, "", "namespaces", None))
             return await self._serve_namespaces(raw_request, match.group(1))
         return await super().__call__(raw_request)
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
         # Skip the parent emulator's write interception: our fallback handlers own all state changes,
         # and a user-defined reaction (e.g. an injected 500) leaves the state untouched, as it should.
+        self._record(request)
         self._authorize(request)
         return await kmock.KubernetesScaffold._handle(self, request)
 
@@ -250,22 +291,22 @@ class KubeAPI(kmock.KubernetesEmulator):
         token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
         return self.tokens.get(token)
 
+    def _record(self, request: rendering.Request) -> None:
+        if request.resource is None or not request.resource.plural:
+            return  # discovery (/api, /apis, /apis/<group>/<version>) needs no resource rights
+        plural = request.resource.plural
+        res = f"{plural}/{request.subresource}" if request.subresource else plural
+        call = APICall(self._user(request.headers), request_verb(request), request.resource.group or "", res,
+                       request.namespace)  # fmt: skip
+        self.calls.append(call)
+
     def _authorize(self, request: rendering.Request) -> None:
         if not self.tokens or request.resource is None:
             return
         user = self._user(request.headers)
         if user is None:
             raise StatusError(status=401, reason="Unauthorized", message="Unauthorized")
-        verb = {
-            kmock.action.LIST: "list",
-            kmock.action.WATCH: "watch",
-            kmock.action.FETCH: "get",
-            kmock.action.CREATE: "create",
-            kmock.action.UPDATE: "patch",
-            kmock.action.DELETE: "delete",
-        }.get(request.action, "update") if request.action is not None else "update"  # fmt: skip
-        if request.method == kmock.method.PUT:
-            verb = "update"
+        verb = request_verb(request)
         plural = request.resource.plural or ""
         res = f"{plural}/{request.subresource}" if request.subresource else plural
         if (user, verb, res) in self.denials or (user, "*", res) in self.denials:

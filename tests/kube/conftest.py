@@ -1,7 +1,16 @@
-"""Fixtures for operator tests: the fake API, a kubeconfig, a short policy, operator replicas under KopfRunner."""
+"""Fixtures for operator tests: the fake API, a kubeconfig, a short policy, operator replicas under KopfRunner.
+
+The operator's code talks to the fake API as its own user (``operator_api``, ``operator_kubeconfig``); the tests
+set things up and look at them as an admin (``api``). Every call the operator's user makes is recorded and must
+be listed in ``tests/helm/operator-api-calls.json``, which the chart's least-privilege test checks the rendered
+RBAC against. ``SHIFTLIGHT_RECORD_API_CALLS=1`` rewrites that file from the calls of the tests that ran (run all of
+``tests/kube`` then).
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,18 +26,94 @@ from kubernetes import client, config
 from controller.reactor.backends import Backend
 from controller.reactor.run import OperatorRuntime
 from controller.reactor.settings import ConnectionSettings, LeaderSettings, LoopSettings, OperatorSettings
-from controller.testing.kube_api import KubeAPI, KubeAPIServer, running_kube_api
+from controller.testing.kube_api import APICall, KubeAPI, KubeAPIServer, running_kube_api
 
 G, V = "shiftlight.dev", "v1alpha1"
 REPO = Path(__file__).resolve().parents[2]
 
+OPERATOR_USER = "system:serviceaccount:shiftlight:op"
+CALLS_FILE = REPO / "tests/helm/operator-api-calls.json"
+RELEASE_NAMESPACES = frozenset({"shiftlight", "ops"})
+"""Namespaces the tests use as the operator's own (the Lease's); every other namespace is a watched one."""
+
+Call = tuple[str, str, str, str]
+"""(verb, API group, resource[/subresource], scope): scope is ``cluster``, ``release`` or ``watched``."""
+
+
+def rbac_call(call: APICall) -> Call:
+    """A recorded request in the terms RBAC grants it: namespaces reduced to the role they play."""
+    if call.namespace is None:
+        return (call.verb, call.group, call.resource, "cluster")
+    scope = "release" if call.namespace in RELEASE_NAMESPACES else "watched"
+    return (call.verb, call.group, call.resource, scope)
+
+
+def load_calls(path: Path = CALLS_FILE) -> dict[Call, list[str]]:
+    """The committed calls, each with the tests that make it."""
+    entries = json.loads(path.read_text())["calls"] if path.exists() else []
+    return {(e["verb"], e["group"], e["resource"], e["scope"]): list(e["tests"]) for e in entries}
+
+
+class CallLog:
+    """The operator's calls of this session, per test; checked against (or written to) ``CALLS_FILE``."""
+
+    def __init__(self) -> None:
+        self.committed = load_calls()
+        self.by_test: dict[str, set[Call]] = {}
+
+    def add(self, test: str, calls: list[APICall]) -> set[Call]:
+        made = {rbac_call(c) for c in calls if c.user == OPERATOR_USER}
+        self.by_test.setdefault(test, set()).update(made)
+        return made
+
+    def unlisted(self, made: set[Call]) -> list[Call]:
+        return sorted(made - set(self.committed))
+
+    def stale(self) -> list[Call]:
+        """Committed calls that none of their tests made, though all of those tests ran."""
+        made = set().union(*self.by_test.values()) if self.by_test else set()
+        return sorted(
+            call
+            for call, tests in self.committed.items()
+            if call not in made and tests and all(t in self.by_test for t in tests)
+        )
+
+    def write(self, path: Path = CALLS_FILE) -> None:
+        tests: dict[Call, set[str]] = {}
+        for test, calls in self.by_test.items():
+            for call in calls:
+                tests.setdefault(call, set()).add(test)
+        entries = [
+            {"verb": v, "group": g, "resource": r, "scope": s, "tests": sorted(tests[(v, g, r, s)])}
+            for v, g, r, s in sorted(tests)
+        ]
+        path.write_text(json.dumps({"calls": entries}, indent=1) + "\n")
+
+
+@pytest.fixture(scope="session")
+def api_calls() -> Iterator[CallLog]:
+    log = CallLog()
+    yield log
+    if os.environ.get("SHIFTLIGHT_RECORD_API_CALLS") == "1":
+        log.write()
+        return
+    stale = log.stale()
+    assert not stale, (
+        f"{CALLS_FILE.name} lists API calls the operator no longer makes (drop them, and their RBAC): {stale}"
+    )
+
 
 @pytest.fixture
-def kube() -> Iterator[KubeAPIServer]:
-    with running_kube_api(
-        KubeAPI(tokens={"t-alice": "alice", "t-operator": "system:serviceaccount:shiftlight:op"})
-    ) as srv:
+def kube(request: pytest.FixtureRequest, api_calls: CallLog) -> Iterator[KubeAPIServer]:
+    with running_kube_api(KubeAPI(tokens={"t-alice": "alice", "t-operator": OPERATOR_USER, "t-admin": "admin"})) as srv:
         yield srv
+    made = api_calls.add(request.node.nodeid, srv.api.calls)
+    if os.environ.get("SHIFTLIGHT_RECORD_API_CALLS") != "1":
+        unlisted = api_calls.unlisted(made)
+        assert not unlisted, (
+            f"the operator made API calls that {CALLS_FILE.name} does not list, so the chart's RBAC is not proven "
+            f"for them (re-record with SHIFTLIGHT_RECORD_API_CALLS=1 and grant them in rbac.yaml): {unlisted}"
+        )
 
 
 @pytest.fixture
@@ -42,7 +127,19 @@ def alice_kubeconfig(kube: KubeAPIServer, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def api(operator_kubeconfig: Path) -> client.ApiClient:
+def admin_kubeconfig(kube: KubeAPIServer, tmp_path: Path) -> Path:
+    return kube.write_kubeconfig(tmp_path / "admin.kubeconfig", user="admin", token="t-admin")
+
+
+@pytest.fixture
+def api(admin_kubeconfig: Path) -> client.ApiClient:
+    """The tests' own client (an admin): setting things up and looking at them, not the operator's calls."""
+    return config.new_client_from_config(str(admin_kubeconfig))
+
+
+@pytest.fixture
+def operator_api(operator_kubeconfig: Path) -> client.ApiClient:
+    """The operator's client: every call it makes is recorded and must be allowed by the chart's RBAC."""
     return config.new_client_from_config(str(operator_kubeconfig))
 
 

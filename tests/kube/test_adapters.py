@@ -13,7 +13,7 @@ from controller.adapters.kube import KubeCluster, translate
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, NotFound
-from controller.testing.kube_api import KubeAPI, KubeAPIServer, running_kube_api
+from controller.testing.kube_api import KubeAPI, running_kube_api
 
 from .conftest import http_route
 
@@ -29,7 +29,7 @@ def _deployment(api: client.ApiClient, name: str) -> dict[str, object]:
     return out
 
 
-def test_deploy_renders_vllm_args_scale_promote_retire(api: client.ApiClient) -> None:
+def test_deploy_renders_vllm_args_scale_promote_retire(api: client.ApiClient, operator_api: client.ApiClient) -> None:
     apps = client.AppsV1Api(api)
     production = {
         "apiVersion": "apps/v1",
@@ -53,7 +53,7 @@ def test_deploy_renders_vllm_args_scale_promote_retire(api: client.ApiClient) ->
         },
     }
     apps.create_namespaced_deployment("prod", client.V1Deployment.model_validate(production))
-    cluster = KubeCluster(api, template_deployment="workhorse", candidate_service="workhorse-candidate")
+    cluster = KubeCluster(operator_api, template_deployment="workhorse", candidate_service="workhorse-candidate")
     cluster.deploy(T, "candidate", CFG, 1)
     cand = _deployment(api, "workhorse-candidate")
     container = cand["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
@@ -86,18 +86,18 @@ def test_deploy_renders_vllm_args_scale_promote_retire(api: client.ApiClient) ->
         cluster.promote(T)
 
 
-def test_events_carry_the_reason(api: client.ApiClient) -> None:
+def test_events_carry_the_reason(api: client.ApiClient, operator_api: client.ApiClient) -> None:
     client.CustomObjectsApi(api).create_namespaced_custom_object(
         "shiftlight.dev", "v1alpha1", "prod", "tunedservices", {"metadata": {"name": "workhorse"}, "spec": {}}
     )
-    KubeCluster(api).record_event(T, "Rollback", "TTFT p95 regressed 40%", warning=True)
+    KubeCluster(operator_api).record_event(T, "Rollback", "TTFT p95 regressed 40%", warning=True)
     (event,) = client.CoreV1Api(api).list_namespaced_event("prod").items
     assert (event.reason, event.message, event.type) == ("Rollback", "TTFT p95 regressed 40%", "Warning")
     assert event.involved_object.kind == "TunedService" and event.involved_object.uid
 
 
-def test_external_autoscaler_is_found(api: client.ApiClient) -> None:
-    cluster = KubeCluster(api, template_deployment="workhorse")
+def test_external_autoscaler_is_found(api: client.ApiClient, operator_api: client.ApiClient) -> None:
+    cluster = KubeCluster(operator_api, template_deployment="workhorse")
     assert cluster.external_autoscaler(T) is None
     hpa = {
         "metadata": {"name": "workhorse-hpa"},
@@ -112,11 +112,15 @@ def test_external_autoscaler_is_found(api: client.ApiClient) -> None:
     assert cluster.external_autoscaler(T) == "HorizontalPodAutoscaler/workhorse-hpa"
 
 
-def test_gateway_router_sets_backend_weights(api: client.ApiClient, kube: KubeAPIServer) -> None:
+def test_gateway_router_sets_backend_weights(api: client.ApiClient, operator_api: client.ApiClient) -> None:
     co = client.CustomObjectsApi(api)
     co.create_namespaced_custom_object("gateway.networking.k8s.io", "v1", "prod", "httproutes", http_route())
     router = GatewayRouter(
-        api, KubeCluster(api), route="workhorse", stable_service="workhorse", candidate_service="workhorse-candidate"
+        operator_api,
+        KubeCluster(operator_api),
+        route="workhorse",
+        stable_service="workhorse",
+        candidate_service="workhorse-candidate",
     )
     assert router.use_gateway
     assert router.get_weight(T) == 0

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client, config
 
 from controller.testing.kube_api import (
+    APICall,
     KubeAPI,
     KubeAPIServer,
     field_selector_matches,
@@ -312,3 +313,39 @@ def test_tokens_identify_users_and_denials_answer_403(tmp_path: Path) -> None:
         assert err.value.status == 403
         assert 'User "bob" cannot patch resource "tunedservices/status"' in json.loads(err.value.body)["message"]
         assert httpx.get(f"{srv.url}/apis/{G}/{V}/tunedservices").status_code == 401
+
+
+def test_every_request_is_recorded_with_its_kubernetes_verb(tmp_path: Path) -> None:
+    with running_kube_api(KubeAPI(tokens={"t-op": "op"})) as srv:
+        api = config.new_client_from_config(str(srv.write_kubeconfig(tmp_path / "k", user="op", token="t-op")))
+        co, coord = client.CustomObjectsApi(api), client.CoordinationV1Api(api)
+        co.create_namespaced_custom_object(G, V, "prod", "tunedservices", _tsvc("a"))
+        co.get_namespaced_custom_object(G, V, "prod", "tunedservices", "a")
+        co.list_cluster_custom_object(G, V, "tunedservices")
+        co.patch_namespaced_custom_object_status(G, V, "prod", "tunedservices", "a", {"status": {"phase": "x"}})
+        lease = {"metadata": {"name": "l"}, "spec": {"holderIdentity": "me"}}
+        coord.create_namespaced_lease("ops", lease)
+        coord.replace_namespaced_lease("l", "ops", coord.read_namespaced_lease("l", "ops"))
+        co.delete_namespaced_custom_object(G, V, "prod", "tunedservices", "a")
+        client.CoreV1Api(api).list_namespace()
+        with httpx.stream(
+            "GET",
+            f"{srv.url}/apis/{G}/{V}/namespaces/prod/tunedservices",
+            params={"watch": "true"},
+            headers={"Authorization": "Bearer t-op"},
+            timeout=5,
+        ) as stream:
+            assert stream.status_code == 200
+        calls = list(srv.api.calls)
+    assert calls == [
+        APICall("op", "create", G, "tunedservices", "prod"),
+        APICall("op", "get", G, "tunedservices", "prod"),
+        APICall("op", "list", G, "tunedservices", None),
+        APICall("op", "patch", G, "tunedservices/status", "prod"),
+        APICall("op", "create", "coordination.k8s.io", "leases", "ops"),
+        APICall("op", "get", "coordination.k8s.io", "leases", "ops"),
+        APICall("op", "update", "coordination.k8s.io", "leases", "ops"),
+        APICall("op", "delete", G, "tunedservices", "prod"),
+        APICall("op", "list", "", "namespaces", None),
+        APICall("op", "watch", G, "tunedservices", "prod"),
+    ]

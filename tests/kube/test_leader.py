@@ -21,9 +21,9 @@ def elector(api: client.ApiClient, identity: str, now: list[datetime]) -> Leader
     return LeaderElector(api, settings, now=lambda: now[0])
 
 
-def test_one_holder_renewal_expiry_and_release(api: client.ApiClient) -> None:
+def test_one_holder_renewal_expiry_and_release(api: client.ApiClient, operator_api: client.ApiClient) -> None:
     clock = [datetime(2026, 11, 30, 10, 0, tzinfo=UTC)]
-    a, b = elector(api, "a", clock), elector(api, "b", clock)
+    a, b = elector(operator_api, "a", clock), elector(operator_api, "b", clock)
     assert a.try_acquire_or_renew()  # creates the Lease
     assert not b.try_acquire_or_renew()  # held and fresh
     assert a.is_leader() and not b.is_leader()
@@ -45,9 +45,9 @@ def test_one_holder_renewal_expiry_and_release(api: client.ApiClient) -> None:
     assert a.try_acquire_or_renew()  # released: taken at once, no expiry wait
 
 
-def test_racing_replicas_one_wins(api: client.ApiClient) -> None:
+def test_racing_replicas_one_wins(operator_api: client.ApiClient) -> None:
     clock = [datetime(2026, 11, 30, 10, 0, tzinfo=UTC)]
-    electors = [elector(api, f"r{i}", clock) for i in range(4)]
+    electors = [elector(operator_api, f"r{i}", clock) for i in range(4)]
     results: list[bool] = []
     barrier = threading.Barrier(len(electors))
 
@@ -64,8 +64,8 @@ def test_racing_replicas_one_wins(api: client.ApiClient) -> None:
     assert sum(e.is_leader() for e in electors) == 1
 
 
-def test_run_loop_releases_on_stop(api: client.ApiClient) -> None:
-    e = LeaderElector(api, LeaderSettings(identity="solo", lease_namespace="ops", retry_period_s=0.05))
+def test_run_loop_releases_on_stop(api: client.ApiClient, operator_api: client.ApiClient) -> None:
+    e = LeaderElector(operator_api, LeaderSettings(identity="solo", lease_namespace="ops", retry_period_s=0.05))
     stop = threading.Event()
     changes: list[bool] = []
     e.on_change = changes.append

@@ -59,6 +59,7 @@ def metric(runtime_metrics: Any, name: str, **labels: str) -> float:
 def test_apply_trial_approve_step_restart_promote(
     kube: KubeAPIServer,
     api: client.ApiClient,
+    operator_api: client.ApiClient,
     alice_kubeconfig: Path,
     settings_for: Callable[[str], OperatorSettings],
 ) -> None:
@@ -68,9 +69,9 @@ def test_apply_trial_approve_step_restart_promote(
     co.create_namespaced_custom_object("gateway.networking.k8s.io", "v1", "prod", "httproutes", http_route())
     co.create_namespaced_custom_object(G, V, "prod", "tunedservices", tuned_service())
     settings_a = settings_for("replica-a")
-    backend = SimulatorBackend(settings_a, api)  # the simulated production fleet outlives operator restarts
+    backend = SimulatorBackend(settings_a, operator_api)  # the simulated production fleet outlives operator restarts
 
-    with operator(settings_a, api, backend=backend, release=False) as replica_a:
+    with operator(settings_a, operator_api, backend=backend, release=False) as replica_a:
         # trials run, then the rollout waits for a human
         waiting = wait_for("AwaitingApproval", lambda: (s := status_of(co)).phase is Phase.AWAITING_APPROVAL and s)
         timeline.append(("awaiting approval", time.monotonic() - started))
@@ -83,9 +84,7 @@ def test_apply_trial_approve_step_restart_promote(
         rollout_cr = wait_for(
             "the ConfigRollout mirror's status",
             lambda: [
-                r
-                for r in co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"]
-                if r.get("status")
+                r for r in co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"] if r.get("status")
             ],
         )
         assert [r["status"]["phase"] for r in rollout_cr] == ["AwaitingApproval"]
@@ -108,7 +107,7 @@ def test_apply_trial_approve_step_restart_promote(
     assert [a.by for a in killed_at.approvals] == ["alice"]
 
     # a new replica takes over after the dead one's lease expires and finishes the rollout
-    with operator(settings_for("replica-b"), api, backend=backend) as replica_b:
+    with operator(settings_for("replica-b"), operator_api, backend=backend) as replica_b:
         done = wait_for(
             "promotion",
             lambda: (s := status_of(co)).phase is Phase.OBSERVING and s.active_config == to_config and s,
@@ -168,13 +167,19 @@ def _rollout_phase(co: client.CustomObjectsApi) -> str:
 
 
 def test_two_replicas_only_the_leader_acts(
-    kube: KubeAPIServer, api: client.ApiClient, settings_for: Callable[[str], OperatorSettings]
+    kube: KubeAPIServer,
+    api: client.ApiClient,
+    operator_api: client.ApiClient,
+    settings_for: Callable[[str], OperatorSettings],
 ) -> None:
     co = client.CustomObjectsApi(api)
     co.create_namespaced_custom_object(G, V, "prod", "tunedservices", tuned_service(route=None))
     settings_a, settings_b = settings_for("replica-a"), settings_for("replica-b")
-    backend = SimulatorBackend(settings_a, api)
-    with operator(settings_a, api, backend=backend) as a, operator(settings_b, api, backend=backend) as b:
+    backend = SimulatorBackend(settings_a, operator_api)
+    with (
+        operator(settings_a, operator_api, backend=backend) as a,
+        operator(settings_b, operator_api, backend=backend) as b,
+    ):
         wait_for("some cycles", lambda: len(a.loop.durations) + len(b.loop.durations) >= 3)
         lease = client.CoordinationV1Api(api).read_namespaced_lease("shiftlight-leader", "shiftlight")
         leader, follower = (a, b) if lease.spec.holder_identity == "replica-a" else (b, a)

@@ -57,13 +57,13 @@ def test_rollout_outcomes() -> None:
     assert rollout_ended(promoted, promoted) is None
 
 
-def test_concurrent_approval_is_not_lost(api: client.ApiClient) -> None:
+def test_concurrent_approval_is_not_lost(api: client.ApiClient, operator_api: client.ApiClient) -> None:
     co = client.CustomObjectsApi(api)
     co.create_namespaced_custom_object(G, V, "prod", "tunedservices", tuned_service())
     co.patch_namespaced_custom_object_status(
         G, V, "prod", "tunedservices", "workhorse", {"status": status_to_wire(waiting())}
     )
-    store = StatusStore(api)
+    store = StatusStore(operator_api)
     body = store.read("prod", "workhorse")  # the operator's cycle starts from this read ...
     _, base = parse_tuned_service(body)
     ops = build_approval_patch(base, resource_version=body["metadata"]["resourceVersion"], by="alice", at=NOW)
@@ -80,6 +80,7 @@ def test_concurrent_approval_is_not_lost(api: client.ApiClient) -> None:
     assert {c["type"]: c["status"] for c in written["status"]["conditions"]} == {
         "Ready": "True",
         "AwaitingApproval": "True",
+        "Accepted": "True",
     }
 
 

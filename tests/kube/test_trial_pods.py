@@ -113,11 +113,11 @@ def request(config: EngineConfig) -> TrialRequest:
                         TrialBudget(duration_s=20, warmup_s=0, max_requests=24, startup_timeout_s=60))  # fmt: skip
 
 
-def test_trial_pod_is_created_measured_and_deleted(api: client.ApiClient) -> None:
+def test_trial_pod_is_created_measured_and_deleted(api: client.ApiClient, operator_api: client.ApiClient) -> None:
     config = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
     kubelet = StandInKubelet(api)
     with kubelet.running_pods():
-        runner = TrialRunner(KubernetesLauncher(api, manifest(free_port()), poll_s=0.1), model="workhorse",
+        runner = TrialRunner(KubernetesLauncher(operator_api, manifest(free_port()), poll_s=0.1), model="workhorse",
                              gpu_type="gb300-dgx-station", engine_version="0.32.0")  # fmt: skip
         result = runner.run(request(config))
         assert result.status is TrialStatus.MEASURED, result.reason
@@ -131,9 +131,11 @@ def test_trial_pod_is_created_measured_and_deleted(api: client.ApiClient) -> Non
         assert client.CoreV1Api(api).list_namespaced_pod(NS, label_selector=SELECTOR).items == []  # torn down
 
 
-def test_an_oom_killed_trial_pod_is_an_infeasible_result_with_the_reason(api: client.ApiClient) -> None:
+def test_an_oom_killed_trial_pod_is_an_infeasible_result_with_the_reason(
+    api: client.ApiClient, operator_api: client.ApiClient
+) -> None:
     with StandInKubelet(api, fail_with_oom=True).running_pods():
-        runner = TrialRunner(KubernetesLauncher(api, manifest(free_port()), poll_s=0.1), model="workhorse",
+        runner = TrialRunner(KubernetesLauncher(operator_api, manifest(free_port()), poll_s=0.1), model="workhorse",
                              gpu_type="gb300-dgx-station", engine_version="0.32.0")  # fmt: skip
         result = runner.run(request(EngineConfig(max_num_seqs=1024)))
     assert result.status is TrialStatus.INFEASIBLE
