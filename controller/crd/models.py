@@ -21,8 +21,10 @@ Wire form (what ``kubectl`` shows):
 from __future__ import annotations
 
 import itertools
+import json
+import typing
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -62,6 +64,8 @@ ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
 _DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _NAME = Field(min_length=1, max_length=253, pattern=_DNS_SUBDOMAIN)
 ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=_DNS_SUBDOMAIN)]
+#: A policy preset's name: a file name under the operator's policy directory, never a path.
+PRESET_NAME = r"^[a-z0-9][a-z0-9-]*$"
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -164,7 +168,9 @@ class ModelSpec(WireModel):
 class PolicyRef(WireModel):
     """Which tuning policy applies: a preset shipped with the operator, or a key of a ConfigMap."""
 
-    preset: str | None = Field(default=None, min_length=1, max_length=128)
+    preset: str | None = Field(
+        default=None, min_length=1, max_length=63, pattern=PRESET_NAME, description="preset name (not a path)"
+    )
     config_map_ref: ConfigMapKeyRef | None = None
 
     @model_validator(mode="after")
@@ -185,9 +191,8 @@ class CanaryPool(WireModel):
 
 
 class SlackSettings(WireModel):
-    """Slack incoming-webhook settings. The URL itself only ever lives in the Secret."""
+    """Slack messages about this TunedService. The webhook itself is the operator's setting: a tenant names none."""
 
-    webhook_secret_ref: SecretKeyRef
     channel: str = Field(default="", max_length=128, description="label shown in messages (the webhook fixes it)")
     digest_hour: int | None = Field(default=9, ge=0, le=23, description="UTC hour of the daily digest; null: none")
 
@@ -391,17 +396,71 @@ def _loc(prefix: str, loc: Sequence[int | str]) -> str:
     return out
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _wire_loc(model: type[BaseModel], loc: Sequence[int | str]) -> list[int | str]:
+    """``loc`` with each field named as on the wire (the camelCase alias of CR fields; domain models keep their
+    own names), whichever spelling the input used."""
+    models: list[type[BaseModel]] = [model]
+    out: list[int | str] = []
+    for part in loc:
+        if isinstance(part, int):
+            out.append(part)
+            continue
+        match = next(
+            ((name, info) for m in models for name, info in m.model_fields.items() if part in (name, info.alias)),
+            None,
+        )
+        if match is None:
+            out.append(part)
+            continue
+        name, info = match
+        out.append(info.alias or name)
+        models = _models_in(info.annotation) or models
+    return out
+
+
 def _message(error: Any) -> str:
     if error.get("type") == "string_pattern_mismatch":
-        return f"{error.get('input')!r} is not a valid Kubernetes name (lowercase a-z, 0-9, '-' and '.')"
+        pattern = (error.get("ctx") or {}).get("pattern")
+        if pattern == _DNS_SUBDOMAIN:
+            return f"{error.get('input')!r} is not a valid Kubernetes name (lowercase a-z, 0-9, '-' and '.')"
+        if pattern == PRESET_NAME:
+            return f"{error.get('input')!r} is not a preset name (lowercase a-z, 0-9 and '-', first not '-')"
     return str(error["msg"])
 
 
-def _invalid(exc: ValidationError, *, source: str, prefix: str) -> InvalidInput:
+def _invalid(exc: ValidationError, *, model: type[BaseModel], source: str, prefix: str) -> InvalidInput:
     errors = exc.errors(include_url=False)
-    lines = [f"{_loc(prefix, e['loc'])}: {_message(e)}" for e in errors]
-    first = _loc(prefix, errors[0]["loc"]) if errors else prefix
+    lines = [f"{_loc(prefix, _wire_loc(model, e['loc']))}: {_message(e)}" for e in errors]
+    first = _loc(prefix, _wire_loc(model, errors[0]["loc"])) if errors else prefix
     return InvalidInput("; ".join(lines), source=source, field=first)
+
+
+def _plain(value: Any) -> Any:
+    """JSON form of what ``json`` cannot write itself: mapping views, and dates a YAML loader made."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _validate_strict(model: type[_M], data: Any, *, source: str, prefix: str) -> _M:
+    """Validate ``data`` as the apiserver would: strict JSON types (no ``"2"`` for 2.0, no ``"yes"`` for true, no
+    number for a string), RFC 3339 strings for times. Errors name the wire path (``spec.replicas.minReplicas``)."""
+    try:
+        payload = json.dumps(data, default=_plain, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"not a JSON object: {exc}", source=source, field=prefix) from None
+    try:
+        return model.model_validate_json(payload, strict=True)
+    except ValidationError as exc:
+        raise _invalid(exc, model=model, source=source, prefix=prefix) from None
 
 
 def _source(body: Mapping[str, Any]) -> str:
@@ -419,10 +478,7 @@ def parse_spec(model: type[_M], body: Mapping[str, Any], *, kind: str) -> _M:
     spec = body.get("spec")
     if not isinstance(spec, Mapping):
         raise InvalidInput("spec is missing or not an object", source=source, field="spec")
-    try:
-        return model.model_validate(dict(spec))
-    except ValidationError as exc:
-        raise _invalid(exc, source=source, prefix="spec") from None
+    return _validate_strict(model, spec, source=source, prefix="spec")
 
 
 def parse_tuned_service(body: Mapping[str, Any]) -> tuple[TunedServiceSpec, TargetStatus]:
@@ -438,29 +494,22 @@ def parse_tuned_service(body: Mapping[str, Any]) -> tuple[TunedServiceSpec, Targ
     if not isinstance(raw_status, Mapping):
         raise InvalidInput("status is not an object", source=source, field="status")
     domain = {k: v for k, v in raw_status.items() if k not in _K8S_STATUS_KEYS}
-    try:
-        status = TargetStatus.model_validate(domain)
-    except ValidationError as exc:
-        raise _invalid(exc, source=source, prefix="status") from None
-    return spec, status
+    return spec, _validate_strict(TargetStatus, domain, source=source, prefix="status")
+
+
+def _status(model: type[_M], body: Mapping[str, Any]) -> _M:
+    raw = body.get("status") or {}
+    if not isinstance(raw, Mapping):
+        raise InvalidInput("status is not an object", source=_source(body), field="status")
+    return _validate_strict(model, raw, source=_source(body), prefix="status")
 
 
 def parse_trial(body: Mapping[str, Any]) -> tuple[TrialSpec, TrialStatus]:
-    spec = parse_spec(TrialSpec, body, kind=KIND_TRIAL)
-    try:
-        status = TrialStatus.model_validate(dict(body.get("status") or {}))
-    except ValidationError as exc:
-        raise _invalid(exc, source=_source(body), prefix="status") from None
-    return spec, status
+    return parse_spec(TrialSpec, body, kind=KIND_TRIAL), _status(TrialStatus, body)
 
 
 def parse_config_rollout(body: Mapping[str, Any]) -> tuple[ConfigRolloutSpec, ConfigRolloutStatus]:
-    spec = parse_spec(ConfigRolloutSpec, body, kind=KIND_CONFIG_ROLLOUT)
-    try:
-        status = ConfigRolloutStatus.model_validate(dict(body.get("status") or {}))
-    except ValidationError as exc:
-        raise _invalid(exc, source=_source(body), prefix="status") from None
-    return spec, status
+    return parse_spec(ConfigRolloutSpec, body, kind=KIND_CONFIG_ROLLOUT), _status(ConfigRolloutStatus, body)
 
 
 def summarize(status: TargetStatus) -> StatusSummary:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.crd import models
+from controller.crd import models, schema
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.slo import SLO
@@ -47,10 +48,6 @@ def test_example_parses_with_camel_case_spec_and_domain_field_names() -> None:
     assert [w.name for w in spec.schedule] == ["day", "night"]
     assert spec.schedule[1].contains(23.5)
     assert spec.approval_mode == "manual-for-lossy"
-    assert spec.notifications.slack is not None
-    assert spec.notifications.slack.webhook_secret_ref == models.SecretKeyRef(
-        name="shiftlight-slack", key="webhook-url"
-    )
     assert spec.replicas == models.ReplicaBounds(min_replicas=1, max_replicas=8)
     assert status == TargetStatus()
 
@@ -115,6 +112,92 @@ def test_bad_specs_name_the_field(path: str, value: Any, field: str, words: str)
     assert err.value.field == field
     assert str(err.value).startswith(f"ml/llama-8b:{field}: ")
     assert words in str(err.value)
+
+
+MINIMAL: dict[str, Any] = {
+    "kind": "TunedService",
+    "metadata": {"name": "m", "namespace": "ns"},
+    "spec": {"workload": {"deployments": ["m"], "service": "m"}, "model": {"name": "m"}, "gpuType": "L4"},
+}
+
+STRICT = [
+    # (path, value the lax parser would coerce, wire path in the error, words)
+    ("spec.replicas.minReplicas", "2", "spec.replicas.minReplicas", "valid integer"),
+    ("spec.replicas.min_replicas", "2", "spec.replicas.minReplicas", "valid integer"),
+    ("spec.replicas.maxReplicas", 4.0, "spec.replicas.maxReplicas", "valid integer"),
+    ("spec.dryRun", "yes", "spec.dryRun", "valid boolean"),
+    ("spec.paused", 1, "spec.paused", "valid boolean"),
+    ("spec.slo.ttft_seconds", "2", "spec.slo.ttft_seconds", "valid number"),
+    ("spec.model.name", 5, "spec.model.name", "valid string"),
+    ("spec.gpuType", 80, "spec.gpuType", "valid string"),
+    ("spec.workload.port", "8000", "spec.workload.port", "valid integer"),
+    ("spec.canaryPool.node_selector", {"pool": 1}, "spec.canaryPool.nodeSelector.pool", "valid string"),
+    (
+        "spec.canaryPool.tolerations",
+        [{"tolerationSeconds": "60"}],
+        "spec.canaryPool.tolerations[0].tolerationSeconds",
+        "valid integer",
+    ),
+    (
+        "spec.schedule",
+        [{"name": "d", "start_hour": "8", "end_hour": 20}],
+        "spec.schedule[0].start_hour",
+        "valid number",
+    ),
+    ("spec.notifications.slack", {"digestHour": "9"}, "spec.notifications.slack.digestHour", "valid integer"),
+]
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(("path", "value", "field", "words"), STRICT)
+def test_parsing_is_as_strict_as_the_crd_schema(path: str, value: Any, field: str, words: str) -> None:
+    body = copy.deepcopy(MINIMAL)
+    _set(body, path, value)
+    with pytest.raises(InvalidInput) as err:
+        models.parse_tuned_service(body)
+    assert err.value.field == field
+    assert str(err.value).startswith(f"ns/m:{field}: ")
+    assert words in str(err.value)
+
+
+def test_strict_parsing_keeps_numbers_for_floats_and_times_from_rfc3339_strings() -> None:
+    body = copy.deepcopy(MINIMAL)
+    _set(body, "spec.slo.ttft_seconds", 2)
+    _set(body, "status", {"updated_at": "2026-11-30T09:30:00Z", "last_reasons": ["a"]})
+    spec, status = models.parse_tuned_service(body)
+    assert spec.slo.ttft_seconds == 2.0
+    assert status.updated_at == NOW
+    assert status.last_reasons == ("a",)
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(
+    "preset",
+    ["../../var/run/secrets/kubernetes.io/serviceaccount/token", "/etc/passwd", "Default", "-x", "a.b", "x" * 64, ""],
+)
+def test_a_preset_is_a_name_never_a_path(preset: str) -> None:
+    body = copy.deepcopy(MINIMAL)
+    _set(body, "spec.policy.preset", preset)
+    with pytest.raises(InvalidInput) as err:
+        models.parse_tuned_service(body)
+    assert err.value.field == "spec.policy.preset"
+
+
+@pytest.mark.parametrize("preset", ["default", "dense-8b-h200", "a", "x" * 63])
+def test_preset_names_parse(preset: str) -> None:
+    body = copy.deepcopy(MINIMAL)
+    _set(body, "spec.policy.preset", preset)
+    assert models.parse_tuned_service(body)[0].policy.preset == preset
+
+
+@pytest.mark.security
+def test_a_tenant_cannot_name_a_slack_webhook_secret() -> None:
+    body = copy.deepcopy(MINIMAL)
+    _set(body, "spec.notifications.slack", {"webhookSecretRef": {"name": "operator-token", "key": "token"}})
+    with pytest.raises(InvalidInput) as err:
+        models.parse_tuned_service(body)
+    assert err.value.field == "spec.notifications.slack.webhookSecretRef"
+    assert "webhookSecretRef" not in json.dumps(schema.tuned_service_crd())
 
 
 def test_missing_spec_wrong_kind_and_bad_status() -> None:
