@@ -215,7 +215,7 @@ class Reconciler:
             forecast=forecast,
         )
         try:
-            new_status, trials = self._act(target, decision.status, decision.actions)
+            new_status, trials = self.act(target, decision.status, decision.actions)
         except TemporaryError as exc:
             why = f"could not act ({type(exc).__name__}: {exc}); keeping the previous state, retry in {exc.delay_s:g} s"
             log.warning("%s: %s", target, why)
@@ -255,11 +255,12 @@ class Reconciler:
             return "an unknown autoscaler (lookup failed)"
 
     # ----- act ---------------------------------------------------------------------------------
-    def _act(
+    def act(
         self, target: TargetRef, status: TargetStatus, actions: Sequence[Action]
     ) -> tuple[TargetStatus, list[TrialResult]]:
-        """Apply the actions in order. A failed effect raises (a :class:`TemporaryError` from the adapter) and
-        the caller keeps the previous status, so the decision is re-made next cycle; Events are best effort."""
+        """Apply the actions in order, each exactly as decided (no argument is second-guessed here). A failed
+        effect raises (a :class:`TemporaryError` from the adapter) and the caller keeps the previous status, so the
+        decision is re-made next cycle; Events are best effort."""
         trials: list[TrialResult] = []
         for action in actions:
             log.info("%s: %s: %s", target, type(action).__name__, action.reason)
@@ -272,7 +273,7 @@ class Reconciler:
             elif isinstance(action, SetWeights):
                 self.ports.router.set_weight(target, action.candidate_weight)
             elif isinstance(action, DeployCandidate):
-                self.ports.cluster.deploy(target, "candidate", action.config, max(action.replicas, status.replicas))
+                self.ports.cluster.deploy(target, "candidate", action.config, action.replicas)
             elif isinstance(action, Promote):
                 try:
                     self.ports.cluster.promote(target)

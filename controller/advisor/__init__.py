@@ -9,7 +9,33 @@
 - :mod:`controller.advisor.scripted`: a deterministic chat model for tests and the benchmark
 """
 
-from controller.advisor.graph import AdvisorResult, AgentAdvisor, AgentRun, TuningAgent
-from controller.advisor.schema import AgentAction, AgentAnswer, ProposedChange
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from controller.advisor.graph import AdvisorResult, AgentAdvisor, AgentRun, TuningAgent
+    from controller.advisor.schema import AgentAction, AgentAnswer, ProposedChange
+
+#: Public names and their modules, imported on first use: reading the admin's advisor settings
+#: (:mod:`controller.advisor.endpoints`) must not load LangGraph.
+_EXPORTS = {
+    "AdvisorResult": "controller.advisor.graph",
+    "AgentAdvisor": "controller.advisor.graph",
+    "AgentRun": "controller.advisor.graph",
+    "TuningAgent": "controller.advisor.graph",
+    "AgentAction": "controller.advisor.schema",
+    "AgentAnswer": "controller.advisor.schema",
+    "ProposedChange": "controller.advisor.schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'controller.advisor' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = ["AdvisorResult", "AgentAction", "AgentAdvisor", "AgentAnswer", "AgentRun", "ProposedChange", "TuningAgent"]

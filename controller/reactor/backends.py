@@ -15,6 +15,7 @@ Runtimes live as long as the operator process; all decision state lives in the C
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +110,30 @@ class MirroredRouter:
         self.mirror.set_weight(target, candidate_weight)
 
 
+#: What a preset is called: a name, never a path.
+PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def preset_path(settings: OperatorSettings, preset: str) -> Path:
+    """The file of the policy preset named ``preset``, inside the admin's policy directory and nowhere else.
+
+    A preset is a name (``[a-z0-9][a-z0-9-]*``): a tenant cannot reach another file of the operator's Pod with
+    ``../`` or an absolute path, and a symlink that leaves the directory is refused too."""
+    if not PRESET_NAME.fullmatch(preset):
+        raise InvalidInput(
+            f"a preset is a name ([a-z0-9][a-z0-9-]*, at most 63 characters), got {preset!r}",
+            field="spec.policy.preset",
+        )
+    root = Path(settings.policy_dir).resolve()
+    path = (root / f"{preset}.yaml").resolve()
+    if path.parent != root or not path.is_file():
+        offered = sorted(p.stem for p in root.glob("*.yaml")) if root.is_dir() else []
+        raise InvalidInput(
+            f"unknown policy preset {preset!r}; presets: {', '.join(offered)}", field="spec.policy.preset"
+        )
+    return path
+
+
 def resolve_policy(
     api: client.ApiClient, settings: OperatorSettings, spec: TunedServiceSpec, body: Mapping[str, Any]
 ) -> Policy:
@@ -124,11 +149,7 @@ def resolve_policy(
         policy = parse_policy(text, source=f"configmap {namespace}/{ref.name}:{ref.key}")
         policy = policy.with_feasibility(policy.profile_feasibility())
     else:
-        preset = spec.policy.preset or settings.default_policy
-        path = Path(settings.policy_dir) / f"{preset}.yaml"
-        if not path.exists():
-            raise InvalidInput(f"unknown policy preset {preset!r} (no {path})", field="spec.policy.preset")
-        policy = load_policy(path)
+        policy = load_policy(preset_path(settings, spec.policy.preset or settings.default_policy))
     raw_spec = body.get("spec") or {}
     update: dict[str, object] = {
         "approval": spec.approval_mode,
@@ -287,7 +308,7 @@ class KubernetesBackend:
             prom = PrometheusSettings.model_validate({"url": self.settings.prometheus_url})
         except ValueError as exc:
             raise InvalidInput(str(exc), source="environment", field="SHIFTLIGHT_PROMETHEUS_URL") from None
-        advisors = advisors_for(policy)
+        advisors = advisors_for(policy, self.settings.llm_advisors)
         metrics = PrometheusMetrics(prom, slo=policy.slo)
         ports = Ports(
             metrics=metrics,
@@ -361,5 +382,6 @@ __all__ = [
     "SimulatorBackend",
     "TargetRuntime",
     "make_backend",
+    "preset_path",
     "resolve_policy",
 ]

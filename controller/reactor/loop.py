@@ -34,7 +34,7 @@ from controller.reactor.approvals import ApprovalGate
 from controller.reactor.backends import Backend
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.settings import OperatorSettings
-from controller.reactor.status_io import CRMirror, StatusStore, rollout_ended, rollout_outcome
+from controller.reactor.status_io import CRMirror, Refusal, StatusStore, rollout_ended, rollout_outcome
 from controller.reconcile import CycleResult
 
 log = logging.getLogger(__name__)
@@ -115,14 +115,16 @@ class ControlLoop:
         try:
             spec, status = parse_tuned_service(body)
         except InvalidInput as exc:
-            self.metrics.errors.labels(kind="InvalidInput").inc()
-            target = TargetRef(namespace=namespace, name=name, model="")
-            self.events.record(target, "InvalidSpec", str(exc), warning=True)
-            return CycleReport(acted=False, sleep_s=self._sleep(60.0), reason=str(exc))
+            return self._refuse(body, TargetRef(namespace=namespace, name=name, model=""), "InvalidSpec", exc)
         target = TargetRef(namespace=namespace, name=name, model=spec.model.name)
         if spec.paused:
             return self._idle("paused by spec.paused")
-        runtime = self.backend.runtime(target, spec, body)
+        try:
+            runtime = self.backend.runtime(target, spec, body)
+        except InvalidInput as exc:
+            # the policy (a preset name, a tenant's ConfigMap, an advisor name) was refused: nothing was built,
+            # so nothing is contacted; the stored status stays, with the refusal in its conditions
+            return self._refuse(body, target, "InvalidPolicy", exc)
         started = time.perf_counter()
         decided_from = status
         if self.gate is not None:
@@ -152,6 +154,18 @@ class ControlLoop:
             phase=result.status.phase.value,
             duration_s=duration,
         )
+
+    def _refuse(self, body: Mapping[str, Any], target: TargetRef, reason: str, exc: InvalidInput) -> CycleReport:
+        """A refused spec or policy: a warning Event and ``Accepted=False`` naming the field; nothing else."""
+        self.metrics.errors.labels(kind=reason).inc()
+        message = str(exc)
+        log.warning("%s: %s: %s", target, reason, message)
+        self.events.record(target, reason, message, warning=True)
+        try:
+            self.store.write_refusal(body, Refusal(reason, message), now=self._now())
+        except (ClusterConflict, TemporaryError) as write_error:  # the next cycle refuses (and writes) again
+            log.warning("%s: could not record the refusal in status (%s)", target, write_error)
+        return CycleReport(acted=False, sleep_s=self._sleep(60.0), reason=f"{reason}: {message}")
 
     def _account(self, target: TargetRef, before: TargetStatus, result: CycleResult) -> None:
         m = self.metrics

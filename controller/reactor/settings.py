@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from controller.advisor.endpoints import AdvisorEndpoint, advisor_endpoints_from_env
 from controller.errors import InvalidInput
 
 Backend = Literal["simulator", "kubernetes"]
@@ -87,6 +88,8 @@ class OperatorSettings:
     slack_webhook_file: Path | None = None
     """A mounted Secret key holding the Slack incoming-webhook URL (never the URL itself)."""
     slack_channel: str = ""
+    llm_advisors: tuple[AdvisorEndpoint, ...] = ()
+    """The LLM advisors a policy may name (``llm.advisor``): endpoint, model and key file are admin settings."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> OperatorSettings:
@@ -147,6 +150,7 @@ class OperatorSettings:
             else None,
             slack_channel=e.get("SHIFTLIGHT_SLACK_CHANNEL", ""),
             verify_approvals=e.get("SHIFTLIGHT_VERIFY_APPROVALS", "true").lower() not in ("0", "false", "no"),
+            llm_advisors=advisor_endpoints_from_env(e),
         )
         if overrides:
             from dataclasses import replace

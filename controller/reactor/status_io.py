@@ -14,6 +14,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -66,6 +67,32 @@ def status_patch(resource_version: str, wire_status: Mapping[str, Any]) -> list[
     ]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why the operator refused a TunedService this cycle: its spec or its policy failed validation.
+
+    ``reason`` is the condition's and the Event's reason code (``InvalidSpec``, ``InvalidPolicy``); ``message``
+    names the source and the field."""
+
+    reason: str
+    message: str
+
+
+def refusal_conditions(refusal: Refusal, *, generation: int | None, now: datetime) -> list[crd.Condition]:
+    """``Ready=False`` and ``Accepted=False`` with the refusal's reason and message."""
+    return [
+        crd.Condition(
+            type=kind,
+            status="False",
+            reason=refusal.reason,
+            message=refusal.message[:32768],
+            last_transition_time=now,
+            observed_generation=generation,
+        )
+        for kind in ("Ready", "Accepted")
+    ]
+
+
 def conditions_for(status: TargetStatus, *, generation: int | None, now: datetime) -> list[crd.Condition]:
     ready = status.phase is not Phase.FROZEN
     reason = status.frozen_reason or (status.last_reasons[-1] if status.last_reasons else "")
@@ -90,6 +117,16 @@ def conditions_for(status: TargetStatus, *, generation: int | None, now: datetim
             observed_generation=generation,
         )
     )
+    out.append(
+        crd.Condition(
+            type="Accepted",
+            status="True",
+            reason="Valid",
+            message="the spec and its policy passed validation",
+            last_transition_time=now,
+            observed_generation=generation,
+        )
+    )
     return out
 
 
@@ -107,6 +144,29 @@ class StatusStore:
                 crd.GROUP, crd.VERSION, namespace, crd.PLURAL_TUNED_SERVICE, name
             )
         return body
+
+    def write_refusal(self, body: Mapping[str, Any], refusal: Refusal, *, now: datetime) -> JSON:
+        """Record a refusal in the status conditions only: everything else already stored (the active config, an
+        approval, a rollout in flight) stays as it is, guarded by the resourceVersion like every status write."""
+        meta = body["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        conditions = [c.to_wire() for c in refusal_conditions(refusal, generation=meta.get("generation"), now=now)]
+        if isinstance(body.get("status"), Mapping):
+            patch: list[JSON] = [{"op": "add", "path": "/status/conditions", "value": conditions}]
+        else:
+            patch = [{"op": "add", "path": "/status", "value": {"conditions": conditions}}]
+        guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": str(meta["resourceVersion"])}, *patch]
+        with kube_errors(f"status of {namespace}/{name}"):
+            written: JSON = self.custom.patch_namespaced_custom_object_status(  # type: ignore[assignment]
+                crd.GROUP,
+                crd.VERSION,
+                namespace,
+                crd.PLURAL_TUNED_SERVICE,
+                name,
+                guarded,
+                _content_type="application/json-patch+json",
+            )
+        return written
 
     def write(self, body: Mapping[str, Any], base: TargetStatus, ours: TargetStatus, *, now: datetime) -> JSON:
         """Write ``ours`` as the status of the object read as ``body`` (whose status was ``base``)."""
@@ -320,9 +380,11 @@ class CRMirror:
 
 __all__ = [
     "CRMirror",
+    "Refusal",
     "StatusStore",
     "conditions_for",
     "merge_user_changes",
+    "refusal_conditions",
     "rollout_ended",
     "rollout_name",
     "rollout_outcome",

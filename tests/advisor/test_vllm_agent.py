@@ -10,6 +10,7 @@ import pytest
 
 from controller.advisor import AgentAdvisor
 from controller.advisor.chat import make_chat_model
+from controller.advisor.endpoints import AdvisorEndpoint
 from controller.decide.guardrails import check_proposals
 from controller.policy import LlmSettings, Policy
 from controller.ports import AdvisorContext
@@ -32,18 +33,12 @@ def test_noise_from_a_real_endpoint_falls_back_and_nothing_unvalidated_runs(
 ) -> None:
     key_file = tmp_path / "api-key"
     key_file.write_text("test-key\n")
-    settings = LlmSettings(
-        enabled=True,
-        base_url=f"{tiny_server.endpoint}/v1",
-        model=tiny_server.model,
-        api_key_env=None,
-        api_key_file=str(key_file),
-        timeout_s=120,
-        max_tokens=64,
-        token_budget=1_000_000,
+    endpoint = AdvisorEndpoint(
+        name="local", base_url=f"{tiny_server.endpoint}/v1", model=tiny_server.model, api_key_file=key_file
     )
+    settings = LlmSettings(enabled=True, advisor="local", timeout_s=120, max_tokens=64, token_budget=1_000_000)
     live = policy.model_validate(policy.model_dump() | {"llm": settings.model_dump()})
-    chat = make_chat_model(live.llm)
+    chat = make_chat_model(endpoint, live.llm)
     advisor = AgentAdvisor(live, chat_model=chat)
     history: tuple[object, ...] = ()
     for _ in range(2):

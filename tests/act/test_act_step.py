@@ -1,0 +1,200 @@
+"""The act step executes exactly what decide said: each action type leads to exactly these port calls, with these
+arguments, in this order, and nothing else (no replica count, weight or config is second-guessed on the way)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from controller.adapters.memory import ClusterCall, InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.clock import FakeClock
+from controller.domain.actions import (
+    Action,
+    DeployCandidate,
+    Notify,
+    Promote,
+    RequestApproval,
+    Rollback,
+    RunTrial,
+    Scale,
+    SetWeights,
+    Severity,
+)
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import TargetRef
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus, TuningRound
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.policy import Policy
+from controller.ports import AdvisorContext, Proposal, TrialRequest
+from controller.reconcile import Ports, Reconciler
+
+TARGET = TargetRef("team-a", "chat", "llama")
+MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
+SHAPE = TrafficShape(
+    arrival_rate_rps=4.0,
+    concurrency=16.0,
+    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
+    output_tokens=LengthDistribution(mean=128, cv=0.5),
+)
+
+
+@dataclass
+class RecordingLoadTester:
+    requests: list[TrialRequest] = field(default_factory=list)
+
+    def run(self, request: TrialRequest) -> TrialResult:
+        self.requests.append(request)
+        return TrialResult(
+            config=request.config,
+            shape=request.shape,
+            slo=request.slo,
+            status=TrialStatus.MEASURED,
+            completed=100,
+            output_tokens_per_s=1000.0,
+            ttft_s=Percentiles(p50=0.1, p95=0.2, p99=0.3),
+            tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
+        )
+
+
+class NoMetrics:
+    """Act never observes: any call here is a defect."""
+
+    def observe(self, target: TargetRef, *, start: object, end: object) -> object:
+        raise AssertionError("the act step read metrics")
+
+
+class SilentAdvisor:
+    def propose(self, context: AdvisorContext) -> Sequence[Proposal]:
+        return ()
+
+
+@dataclass
+class World:
+    cluster: InMemoryCluster
+    router: InMemoryRouter
+    notifier: RecordingNotifier
+    load_tester: RecordingLoadTester
+    reconciler: Reconciler
+
+    def non_event_calls(self) -> list[ClusterCall]:
+        return [c for c in self.cluster.calls if c.op != "event"]
+
+
+@pytest.fixture
+def world() -> World:
+    clock = FakeClock()
+    router = InMemoryRouter()
+    cluster = InMemoryCluster(clock=clock, router=router)
+    cluster.deploy(TARGET, "stable", STOCK, 8)
+    cluster.deploy(TARGET, "candidate", MTP1, 2)
+    cluster.calls.clear()
+    notifier = RecordingNotifier()
+    load_tester = RecordingLoadTester()
+    ports = Ports(
+        metrics=NoMetrics(),
+        load_tester=load_tester,
+        router=router,
+        advisor=SilentAdvisor(),
+        notifier=notifier,
+        cluster=cluster,
+        clock=clock,
+    )
+    return World(cluster, router, notifier, load_tester, Reconciler(ports, Policy()))
+
+
+STABLE_OF_8 = TargetStatus(replicas=8)
+
+
+@pytest.mark.parametrize(
+    ("action", "expected_calls", "expected_weights"),
+    [
+        pytest.param(
+            DeployCandidate(MTP1, 2, "warm up"),
+            [ClusterCall("deploy", TARGET, "candidate", MTP1, 2)],
+            [],
+            id="deploy-candidate-with-the-decided-replicas-not-the-fleet-size",
+        ),
+        pytest.param(
+            Scale("candidate", 3, "step needs 3"),
+            [ClusterCall("scale", TARGET, "candidate", replicas=3)],
+            [],
+            id="scale-candidate",
+        ),
+        pytest.param(
+            Scale("stable", 5, "fewer replicas hold the load"),
+            [ClusterCall("scale", TARGET, "stable", replicas=5)],
+            [],
+            id="scale-stable",
+        ),
+        pytest.param(SetWeights(25, "step 2", step=1), [], [(TARGET, 25)], id="set-weights"),
+        pytest.param(
+            Promote(MTP1, "promoted"),
+            [ClusterCall("promote", TARGET, "candidate")],
+            [(TARGET, 0)],  # the in-memory cluster's promote sends everything to the new stable
+            id="promote",
+        ),
+        pytest.param(
+            Rollback("candidate regressed"),
+            [ClusterCall("retire", TARGET, "candidate")],
+            [(TARGET, 0)],
+            id="rollback-sends-traffic-back-then-retires",
+        ),
+        pytest.param(Notify(Severity.INFO, "Rollout at 25%", "step 2"), [], [], id="notify"),
+        pytest.param(RequestApproval("r-1", 0, "lossy config"), [], [], id="request-approval"),
+    ],
+)
+def test_each_action_makes_exactly_its_port_calls(
+    world: World, action: Action, expected_calls: list[ClusterCall], expected_weights: list[tuple[TargetRef, int]]
+) -> None:
+    _, trials = world.reconciler.act(TARGET, STABLE_OF_8, [action])
+    assert world.non_event_calls() == expected_calls
+    assert world.router.history == expected_weights
+    assert trials == []
+    events = [c for c in world.cluster.calls if c.op == "event"]
+    assert [e.detail for e in events] == [f"{type(action).__name__}: {action.reason}"]
+    posted = [n for _, n in world.notifier.posted]
+    assert posted == ([action] if isinstance(action, Notify) else [])
+    assert world.load_tester.requests == []
+
+
+def test_deploy_candidate_against_a_larger_stable_fleet_deploys_what_decide_said(world: World) -> None:
+    """DeployCandidate(replicas=2) against 8 stable replicas deploys 2: the first step's share, not the fleet."""
+    world.reconciler.act(TARGET, STABLE_OF_8, [DeployCandidate(MTP1, 2, "warm up 2 replicas")])
+    candidate = world.cluster.variant(TARGET, "candidate")
+    assert candidate is not None and candidate.replicas == 2
+
+
+def test_run_trial_sends_exactly_the_decided_config_shape_and_loop(world: World) -> None:
+    status = STABLE_OF_8.model_copy(
+        update={
+            "tuning": TuningRound(id="t-1", window="day", shape=SHAPE, started_at=FakeClock().now(), reason="drift")
+        }
+    )
+    action = RunTrial(MTP1, SHAPE, "probe at 2x", proposed_by="optimizer", loop="open")
+    new_status, trials = world.reconciler.act(TARGET, status, [action])
+    assert len(world.load_tester.requests) == 1
+    request = world.load_tester.requests[0]
+    assert (request.target, request.config, request.shape, request.loop) == (TARGET, MTP1, SHAPE, "open")
+    assert request.slo == SLO()
+    assert [t.config for t in trials] == [MTP1]
+    assert new_status.tuning is not None and new_status.tuning.trial_keys == (MTP1.key(),)
+    assert world.non_event_calls() == [] and world.router.history == []
+
+
+def test_actions_run_in_the_decided_order(world: World) -> None:
+    actions: list[Action] = [
+        Rollback("breach"),
+        Scale("stable", 9, "breach without capacity"),
+        Notify(Severity.CRITICAL, "Rollback", "breach"),
+    ]
+    status, _ = world.reconciler.act(TARGET, STABLE_OF_8, actions)
+    assert [(c.op, c.variant, c.replicas) for c in world.non_event_calls()] == [
+        ("retire", "candidate", None),
+        ("scale", "stable", 9),
+    ]
+    assert status.replicas == 9
+    assert [e.detail.split(":")[0] for e in world.cluster.calls if e.op == "event"] == ["Rollback", "Scale", "Notify"]
