@@ -206,6 +206,7 @@ def test_post_returns_while_delivery_is_stuck_and_the_queue_is_bounded(
     assert len(receiver.requests) == 3
 
 
+@pytest.mark.security
 def test_webhook_url_never_appears_in_logs(
     receiver: Receiver, fake_clock: FakeMonotonic, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -238,6 +239,7 @@ def test_webhook_url_never_appears_in_logs(
             assert secret not in record.getMessage()
 
 
+@pytest.mark.security
 def test_redacting_filter_covers_args_and_tracebacks() -> None:
     secret = "https://hooks.slack.com/services/T1/B2/xyz"
     log = logging.getLogger("tests.slack.redaction")
@@ -264,6 +266,7 @@ def test_redacting_filter_covers_args_and_tracebacks() -> None:
     assert records[1].exc_text is not None and secret not in records[1].exc_text and REDACTED in records[1].exc_text
 
 
+@pytest.mark.security
 def test_url_only_from_a_secret_file_or_named_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "http://127.0.0.1:9/services/T/B/fromfile"
     file = tmp_path / "webhook-url"
