@@ -32,15 +32,28 @@ def demo(
     typer.echo(report.summary_line)
 
 
+def watched_namespaces(all_namespaces: bool | None, namespaces: list[str]) -> tuple[str, ...]:
+    """The namespaces ``shiftlight operator`` watches: ``()`` for all of them. ``--namespace`` alone means only
+    those; ``--all-namespaces`` together with ``--namespace``, or ``--namespaced`` without one, is refused."""
+    if all_namespaces and namespaces:
+        raise typer.BadParameter("give either --all-namespaces or --namespace, not both", param_hint="--namespace")
+    if all_namespaces is False and not namespaces:
+        raise typer.BadParameter("--namespaced needs at least one --namespace", param_hint="--namespace")
+    return tuple(dict.fromkeys(namespaces))
+
+
 @app.command()
 def operator(
-    all_namespaces: bool = typer.Option(True, "--all-namespaces/--namespaced", help="watch every namespace"),
-    namespace: list[str] = typer.Option([], "--namespace", "-n", help="namespaces to watch (with --namespaced)"),
+    all_namespaces: bool | None = typer.Option(
+        None, "--all-namespaces/--namespaced", help="watch every namespace (the default without --namespace)"
+    ),
+    namespace: list[str] = typer.Option([], "--namespace", "-n", help="a namespace to watch (repeat for more)"),
 ) -> None:
     """Run the Kubernetes operator (kopf) with Lease-based leader election."""
     from controller.reactor.run import main as run_operator
 
-    run_operator(all_namespaces=all_namespaces, namespaces=namespace)
+    namespaces = watched_namespaces(all_namespaces, namespace)
+    run_operator(all_namespaces=not namespaces, namespaces=namespaces)
 
 
 @app.command()
