@@ -84,6 +84,7 @@ def test_concurrent_approval_is_not_lost(api: client.ApiClient, operator_api: cl
     }
 
 
+@pytest.mark.security
 def test_approvals_from_people_who_may_not_approve_are_dropped(tmp_path: Path) -> None:
     denied = KubeAPI(denials={("mallory", "approve", "configrollouts")})
     with running_kube_api(denied) as srv:
