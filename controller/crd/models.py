@@ -38,7 +38,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from controller.domain.config import EngineConfig
+from controller.domain.config import CPU_DRAFTERS, EngineConfig
 from controller.domain.slo import SLO
 from controller.domain.status import AnalysisRecord, Approval, RolloutState, TargetStatus
 from controller.domain.traffic import TimeWindow, TrafficShape
@@ -135,7 +135,9 @@ class Toleration(WireModel):
 class WorkloadRef(WireModel):
     """The production objects a TunedService governs (all in its own namespace)."""
 
-    deployments: tuple[ObjectName, ...] = Field(min_length=1, description="production vLLM Deployment names")
+    deployments: tuple[ObjectName, ...] = Field(
+        min_length=1, max_length=32, description="production vLLM Deployment names"
+    )
     service: str = Field(min_length=1, max_length=63, pattern=_DNS_SUBDOMAIN, description="Service in front of them")
     http_route: str | None = Field(
         default=None,
@@ -221,7 +223,9 @@ class TunedServiceSpec(WireModel):
     slo: SLO = Field(default_factory=SLO, description="latency/error objectives (domain field names)")
     policy: PolicyRef = Field(default_factory=PolicyRef)
     canary_pool: CanaryPool = Field(default_factory=CanaryPool)
-    schedule: tuple[TimeWindow, ...] = Field(default=(), description="time-of-day windows (domain field names)")
+    schedule: tuple[TimeWindow, ...] = Field(
+        default=(), max_length=24, description="time-of-day windows (domain field names)"
+    )
     approval_mode: ApprovalMode = "manual-for-lossy"
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     dry_run: bool = Field(default=False, description="decide and report, never change production")
@@ -318,7 +322,9 @@ class ConfigRolloutSpec(WireModel):
     rollout_id: str = Field(min_length=1, max_length=253)
     from_config: EngineConfig
     to_config: EngineConfig
-    steps: tuple[int, ...] = Field(min_length=1, description="candidate weights in percent, rising, ending at 100")
+    steps: tuple[int, ...] = Field(
+        min_length=1, max_length=100, description="candidate weights in percent, rising, ending at 100"
+    )
     reason: str = Field(default="", max_length=4096)
     proposed_by: str = Field(default="optimizer", max_length=253)
     expected_gain: float | None = Field(default=None, ge=0)
@@ -358,6 +364,107 @@ class ConfigRolloutStatus(WireModel):
     message: str = ""
     conditions: tuple[Condition, ...] = ()
     observed_generation: int | None = Field(default=None, ge=0)
+
+
+# ----- CEL rules ----------------------------------------------------------------------------------------
+#
+# The cross-field checks of the validators above (and of the domain models a spec embeds) as Kubernetes CEL
+# rules, so the apiserver refuses what the parser refuses. ``controller.crd.schema`` puts each model's rules
+# under ``x-kubernetes-validations`` where the model's schema sits. In Kubernetes CEL a field set to null is
+# absent for ``has()``, and a defaulted field is always present; the rules read the model's default when a
+# field is absent, so they hold with or without the apiserver's defaulting.
+
+
+def _or(path: str, default: str) -> str:
+    """``path``'s value, or ``default`` when the field is absent (``path`` is ``self.a.b``)."""
+    return f"(has({path}) ? {path} : {default})"
+
+
+def _rule(rule: str, message: str) -> dict[str, str]:
+    return {"rule": rule, "message": message}
+
+
+def _engine_config_rules(at: str) -> list[dict[str, str]]:
+    """EngineConfig's ``_consistent`` checks for the config at ``at`` (e.g. ``self.config``)."""
+    method = _or(f"{at}.speculative_method", "'none'")
+    k = _or(f"{at}.num_speculative_tokens", "0")
+    rounding = _or(f"{at}.mamba_cache_stochastic_rounding", "false")
+    dtype = _or(f"{at}.mamba_ssm_cache_dtype", "'auto'")
+    async_on = _or(f"{at}.async_scheduling", "false")
+    cpu = ", ".join(f"'{m}'" for m in sorted(CPU_DRAFTERS))
+    name = at.removeprefix("self.")
+    return [
+        _rule(
+            f"{method} != 'none' || {k} == 0",
+            f"{name}: num_speculative_tokens must be 0 when speculative_method is 'none'",
+        ),
+        _rule(
+            f"{method} == 'none' || {k} >= 1", f"{name}: num_speculative_tokens must be >= 1 with a speculative method"
+        ),
+        _rule(
+            f"!has({at}.prompt_lookup_max) || {method} == 'ngram'",
+            f"{name}: prompt_lookup_max only applies to speculative_method 'ngram'",
+        ),
+        _rule(
+            f"!{rounding} || {dtype} == 'float16'",
+            f"{name}: mamba_cache_stochastic_rounding requires mamba_ssm_cache_dtype 'float16'",
+        ),
+        _rule(
+            f"!has({at}.mamba_cache_philox_rounds) || {rounding}",
+            f"{name}: mamba_cache_philox_rounds requires mamba_cache_stochastic_rounding",
+        ),
+        _rule(
+            f"!{async_on} || !({method} in [{cpu}])",
+            f"{name}: async_scheduling cannot be enabled with a CPU drafter ({cpu})",
+        ),
+    ]
+
+
+def _length_rules(at: str) -> list[dict[str, str]]:
+    """LengthDistribution's ``_cap_above_mean`` for the distribution at ``at``."""
+    return [
+        _rule(
+            f"!has({at}.maximum) || double({at}.maximum) >= double({at}.mean)",
+            f"{at.removeprefix('self.')}: maximum must be >= mean",
+        )
+    ]
+
+
+def _unique(path: str, item: str = "") -> str:
+    """Every member of the list at ``path`` (or its ``item`` field) occurs once."""
+    a, b = (f"x.{item}", f"y.{item}") if item else ("x", "y")
+    return f"{path}.all(x, {path}.exists_one(y, {b} == {a}))"
+
+
+#: model -> the CEL rules its schema carries (``self`` is that model's object).
+CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
+    Toleration: [
+        _rule(
+            _or("self.operator", "'Equal'") + " != 'Exists' || !has(self.value) || self.value == ''",
+            "a toleration with operator 'Exists' must not set a value",
+        )
+    ],
+    WorkloadRef: [_rule(_unique("self.deployments"), "deployment names must be unique")],
+    PolicyRef: [_rule("!(has(self.preset) && has(self.configMapRef))", "set either preset or configMapRef, not both")],
+    ReplicaBounds: [
+        _rule(f"{_or('self.minReplicas', '1')} <= {_or('self.maxReplicas', '8')}", "minReplicas must be <= maxReplicas")
+    ],
+    TunedServiceSpec: [
+        _rule(f"!has(self.schedule) || {_unique('self.schedule', 'name')}", "schedule window names must be unique")
+    ],
+    TrialSpec: [
+        *_engine_config_rules("self.config"),
+        *_length_rules("self.shape.prompt_tokens"),
+        *_length_rules("self.shape.output_tokens"),
+    ],
+    ConfigRolloutSpec: [
+        _rule("self.steps.all(w, w >= 1 && w <= 100)", "every step weight must be in 1..100"),
+        _rule(f"self.steps.isSorted() && {_unique('self.steps')}", "step weights must rise strictly"),
+        _rule("self.steps[self.steps.size() - 1] == 100", "the last step weight must be 100"),
+        *_engine_config_rules("self.fromConfig"),
+        *_engine_config_rules("self.toConfig"),
+    ],
+}
 
 
 def config_rollout_from_state(state: RolloutState, *, target: str) -> tuple[ConfigRolloutSpec, ConfigRolloutStatus]:

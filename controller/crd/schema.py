@@ -9,7 +9,9 @@ conversion here:
   boolean form (``minimum`` + ``exclusiveMinimum: true``);
 * turns fixed-length tuples (``prefixItems``) into a homogeneous ``items`` with ``minItems``/``maxItems``;
 * drops ``title``, ``additionalProperties: false`` (structural schemas prune unknown fields instead) and
-  ``default: null``; keeps ``enum``, bounds, patterns, lengths, formats, descriptions and other defaults.
+  ``default: null``; keeps ``enum``, bounds, patterns, lengths, formats, descriptions and other defaults;
+* adds the CEL rules of :data:`controller.crd.models.CEL_RULES` (``x-kubernetes-validations``) to the schema of
+  each model that has some, so the apiserver refuses the cross-field combinations the models refuse.
 
 No part of the models needs ``x-kubernetes-preserve-unknown-fields``; :func:`structural` raises if a schema
 cannot be made structural (e.g. an untyped field), so a model change that would need it is noticed.
@@ -120,6 +122,10 @@ def structural(model: type[BaseModel]) -> JSON:
     """The structural OpenAPI v3 schema of ``model`` in its wire form (aliases)."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.get("$defs", {})
+    for cls, rules in models.CEL_RULES.items():
+        node = raw if cls is model else defs.get(cls.__name__)
+        if node is not None:
+            node["x-kubernetes-validations"] = copy.deepcopy(rules)
     return dict(_convert(raw, defs, model.__name__))
 
 
