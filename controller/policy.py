@@ -46,6 +46,7 @@ from pydantic import (
     model_validator,
 )
 
+from controller.domain import rollout_defaults
 from controller.domain.config import (
     CPU_DRAFTERS,
     STOCK,
@@ -514,19 +515,43 @@ class TrialBudgetPolicy(BaseModel):
 class RolloutThresholds(BaseModel):
     model_config = _STRICT
 
-    max_ttft_regression: float = Field(default=0.10, ge=0, description="candidate p95 TTFT may exceed stable's by")
-    max_tpot_regression: float = Field(default=0.10, ge=0)
-    max_error_rate: float = Field(default=0.01, ge=0, le=1)
-    min_goodput_ratio: float = Field(default=0.98, ge=0, description="candidate/stable goodput per replica")
+    max_ttft_regression: float = Field(
+        default=rollout_defaults.MAX_TTFT_REGRESSION, ge=0, description="candidate p95 TTFT may exceed stable's by"
+    )
+    max_tpot_regression: float = Field(default=rollout_defaults.MAX_TPOT_REGRESSION, ge=0)
+    max_error_rate: float = Field(
+        default=rollout_defaults.MAX_ERROR_RATE,
+        ge=0,
+        le=1,
+        description="absolute ceiling on the candidate's error rate, whatever stable's",
+    )
+    min_goodput_ratio: float = Field(
+        default=rollout_defaults.MIN_GOODPUT_RATIO,
+        ge=0,
+        description="candidate/stable goodput per replica, at the load each replica carries",
+    )
 
 
 class RolloutPolicy(BaseModel):
     model_config = _STRICT
 
-    steps: list[Annotated[int, Field(ge=1, le=100)]] = Field(default_factory=lambda: [5, 25, 50, 100])
-    bake_seconds: float = Field(default=300.0, ge=0, description="time at each step before analysis decides")
-    analysis_interval_seconds: float = Field(default=60.0, gt=0)
-    min_samples: int = Field(default=200, ge=1, description="finished requests per variant before judging")
+    steps: list[Annotated[int, Field(ge=1, le=100)]] = Field(default_factory=lambda: list(rollout_defaults.STEPS))
+    bake_seconds: float = Field(
+        default=rollout_defaults.BAKE_SECONDS, ge=0, description="time at each step before analysis decides"
+    )
+    analysis_interval_seconds: float = Field(
+        default=rollout_defaults.ANALYSIS_INTERVAL_SECONDS,
+        gt=0,
+        description="how often a rollout in progress is analysed (the requeue while RollingOut)",
+    )
+    min_samples: int = Field(
+        default=rollout_defaults.MIN_SAMPLES, ge=1, description="finished requests per variant before judging"
+    )
+    on_missing_data: rollout_defaults.MissingDataAction = Field(
+        default=rollout_defaults.ON_MISSING_DATA,
+        description="when the analysis cannot judge the candidate (absent, NaN or infinite metrics, no candidate "
+        "requests): hold the step, or roll back once the step has baked",
+    )
     thresholds: RolloutThresholds = Field(default_factory=RolloutThresholds)
 
     @model_validator(mode="after")

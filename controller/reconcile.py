@@ -101,6 +101,10 @@ def rules_from_policy(
             min_samples=policy.rollout.min_samples,
             max_ttft_regression=thresholds.max_ttft_regression,
             max_tpot_regression=thresholds.max_tpot_regression,
+            max_error_rate=thresholds.max_error_rate,
+            min_goodput_ratio=thresholds.min_goodput_ratio,
+            analysis_interval_s=policy.rollout.analysis_interval_seconds,
+            on_missing_data=policy.rollout.on_missing_data,
         ),
         windows=tuple(windows) or planner.DEFAULT_WINDOWS,
         scaling=scaling,
@@ -224,7 +228,13 @@ class Reconciler:
             return CycleResult(kept, plan, exc.delay_s, (), tuple(screen_notes))
         if screen_notes:
             new_status = new_status.model_copy(update={"last_reasons": (*new_status.last_reasons, *screen_notes)})
-        requeue = 30.0 if new_status.phase in (Phase.TRIALLING, Phase.ROLLING_OUT) else 60.0
+        requeue = (
+            self.rules.rollout.analysis_interval_s
+            if new_status.phase is Phase.ROLLING_OUT
+            else 30.0
+            if new_status.phase is Phase.TRIALLING
+            else 60.0
+        )
         plan = Plan(actions=decision.actions, requeue_after_s=requeue, notes=decision.notes + tuple(screen_notes))
         return CycleResult(new_status, plan, requeue, tuple(trials), tuple(screen_notes))
 

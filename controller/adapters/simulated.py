@@ -15,7 +15,7 @@ from datetime import datetime
 
 from controller.adapters.memory import ClusterCall, RecordedEvent, check_variant, check_weight
 from controller.domain.config import EngineConfig
-from controller.domain.observation import Observation, TargetRef, VariantStats
+from controller.domain.observation import DataProblem, Observation, TargetRef, VariantSignal, VariantStats
 from controller.domain.profile import TrafficProfile
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.errors import MetricsUnavailable
@@ -37,7 +37,8 @@ class SimulatedMetrics:
       window; speculative acceptance weighted by output tokens.
 
     Raises :class:`MetricsUnavailable` when no tick lies in the window, when a metrics outage, an empty answer or
-    NaN answers are injected (``fleet.faults.metrics``), and whenever a computed value is not finite.
+    NaN answers are injected (``fleet.faults.metrics``), and whenever the shape is not finite. A variant's SLO signal
+    that is absent or not finite is recorded in its ``problems`` (as the Prometheus adapter does), never passed on.
     """
 
     def __init__(self, fleet: SimulatedFleet, *, retry_after_s: float = 30.0) -> None:
@@ -74,7 +75,8 @@ class SimulatedMetrics:
             shape = shape.model_copy(update={"arrival_rate_rps": math.nan})
         _require_finite(target, shape.arrival_rate_rps, shape.concurrency)
         for v in variants.values():
-            _require_finite(target, v.ttft_p95_s, v.tpot_p95_s, v.output_tokens_per_s, v.spec_acceptance_rate)
+            _require_finite(target, v.spec_acceptance_rate)
+        variants = {name: _with_problems(v) for name, v in variants.items()}
         return Observation(target=str(target), start=start, end=end, shape=shape, variants=variants)
 
     @staticmethod
@@ -115,6 +117,29 @@ def _dominant_window(ticks: list[FleetTick]) -> TimeWindow | None:
     if not seconds:
         return None
     return by_name[max(seconds, key=lambda name: seconds[name])]
+
+
+def _with_problems(stats: VariantStats) -> VariantStats:
+    """The variant with each SLO signal that is not a finite number recorded in ``problems`` (as the Prometheus
+    adapter records it) instead of passed on: a p95 without served requests is ``missing``; NaN and infinite values
+    are ``nan``/``inf`` (the simulator has no histogram buckets, so nothing is ever ``beyond-top-bucket``)."""
+    problems = list(stats.problems)
+    update: dict[str, object] = {}
+
+    def check(signal: VariantSignal, field: str, value: float | None, fallback: float | None) -> None:
+        if value is None:
+            if stats.requests > 0:
+                problems.append(DataProblem(signal=signal, kind="missing"))
+        elif not math.isfinite(value):
+            problems.append(DataProblem(signal=signal, kind="nan" if math.isnan(value) else "inf"))
+            update[field] = fallback
+
+    check("ttft_p95", "ttft_p95_s", stats.ttft_p95_s, None)
+    check("tpot_p95", "tpot_p95_s", stats.tpot_p95_s, None)
+    check("output_tokens_per_s", "output_tokens_per_s", stats.output_tokens_per_s, 0.0)
+    if len(problems) == len(stats.problems):
+        return stats
+    return stats.model_copy(update={**update, "problems": tuple(problems)})
 
 
 def _require_finite(target: TargetRef, *values: float | None) -> None:

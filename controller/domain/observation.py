@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -22,6 +23,33 @@ class TargetRef:
         return f"{self.namespace}/{self.name}"
 
 
+DataProblemKind = Literal["missing", "nan", "inf", "beyond-top-bucket"]
+"""Why a variant's signal carries no usable number: ``missing`` (no series, or no value for this variant), ``nan``
+(e.g. a quantile or ratio over zero observations), ``inf`` (an infinite value from anything but a percentile's top
+bucket) and ``beyond-top-bucket`` (``histogram_quantile`` answered +Inf: the percentile lies above the histogram's
+highest finite bucket bound, so it is larger than any bound the histogram can show)."""
+
+VariantSignal = Literal["requests", "errors", "ttft_p95", "tpot_p95", "output_tokens_per_s", "good_requests"]
+
+
+class DataProblem(BaseModel):
+    """One signal of a variant that the metrics source could not give as a finite number."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    signal: VariantSignal
+    kind: DataProblemKind
+
+    def describe(self) -> str:
+        what = {
+            "missing": "missing",
+            "nan": "NaN",
+            "inf": "infinite",
+            "beyond-top-bucket": "beyond the histogram's top bucket",
+        }[self.kind]
+        return f"{self.signal.replace('_', ' ')} {what}"
+
+
 class VariantStats(BaseModel):
     """Production SLO signals of one variant (``stable`` or ``candidate``) over a window."""
 
@@ -35,10 +63,19 @@ class VariantStats(BaseModel):
     output_tokens_per_s: float = Field(default=0.0, ge=0)
     good_requests: int | None = Field(default=None, ge=0, description="requests that met the SLO, when known")
     spec_acceptance_rate: float | None = Field(default=None, ge=0, le=1)
+    problems: tuple[DataProblem, ...] = Field(
+        default=(),
+        description="signals the source could not give as a finite number; the field itself then holds its "
+        "fallback (None for a percentile or good_requests, 0 for a count or rate) and must not be read as data",
+    )
 
     @property
     def error_rate(self) -> float:
         return self.errors / self.requests if self.requests else 0.0
+
+    def problem(self, signal: VariantSignal) -> DataProblem | None:
+        """The data problem recorded for ``signal``, if any."""
+        return next((p for p in self.problems if p.signal == signal), None)
 
 
 class Observation(BaseModel):

@@ -4,7 +4,10 @@ One observe cycle is ONE instant query: every expression of :func:`controller.ob
 batched with ``or`` and tagged by name (see :func:`controller.observe.queries.batch`), evaluated at ``end`` over the
 range ``end - start``. Every failure (connection refused, timeout, HTTP error, NaN, an empty or partial answer, a
 label set that is not the expected one, stale data) becomes :class:`~controller.errors.MetricsUnavailable` whose
-message names the field; the loop then takes no action.
+message names the field; the loop then takes no action. Per-variant SLO signals are the exception: a variant's p95,
+error count, token rate or good-request count that is absent, NaN or infinite is recorded in
+:attr:`~controller.domain.observation.VariantStats.problems` (a p95 of +Inf as ``beyond-top-bucket``), never
+replaced by a number, so the rollout analysis can hold or fail instead of reading it as "within the SLO".
 
 Connection settings come from :class:`PrometheusSettings` (``from_env`` reads ``SHIFTLIGHT_PROMETHEUS_*``); a bearer
 token may live in a Secret-mounted file, re-read every cycle so rotation needs no restart.
@@ -26,7 +29,14 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from urllib3.util.retry import Retry
 
-from controller.domain.observation import Observation, TargetRef, VariantStats
+from controller.domain.observation import (
+    DataProblem,
+    DataProblemKind,
+    Observation,
+    TargetRef,
+    VariantSignal,
+    VariantStats,
+)
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.errors import InvalidInput, MetricsUnavailable
@@ -118,6 +128,27 @@ Sample = tuple[dict[str, str], float]
 
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
+
+
+def _checked(
+    signal: VariantSignal, value: float | None, problems: list[DataProblem], *, percentile: bool = False
+) -> float | None:
+    """``value`` when finite; otherwise None, with what was wrong appended to ``problems``.
+
+    A percentile of +Inf is what ``histogram_quantile`` answers exactly when the percentile lies above the highest
+    finite bucket bound: that is ``beyond-top-bucket`` (larger than any bound), not a broken answer."""
+    if value is not None and math.isfinite(value):
+        return value
+    if value is None:
+        kind: DataProblemKind = "missing"
+    elif math.isnan(value):
+        kind = "nan"
+    elif percentile and value > 0:
+        kind = "beyond-top-bucket"
+    else:
+        kind = "inf"
+    problems.append(DataProblem(signal=signal, kind=kind))
+    return None
 
 
 class PrometheusMetrics:
@@ -503,25 +534,34 @@ class _Reader:
                 return Quantiles(**{p: _finite(quantiles[f"{metric}_{p}"].get(variant)) for p in ("p50", "p95", "p99")})
 
             total = max(round(count), 0)
+            problems: list[DataProblem] = []
             good: int | None = None
             slo = self.owner.slo
             if slo is not None:
                 # shares within each histogram, applied to the finished count: the histograms are observed at
                 # first token / at finish, so their totals differ from request_success by in-flight requests
                 share = _good_share(ttft_b.get(variant), tpot_b.get(variant), slo)
-                if share is not None:
+                if share is not None and math.isfinite(share):
                     good = round(total * share)
+                else:
+                    _checked("good_requests", share, problems)
             acc = _finite(acceptance.get(variant))
             ttft, tpot = qs("ttft"), qs("tpot")
+            # what the analysis reads is checked, never defaulted: a NaN/absent number is recorded as a problem
+            ttft_p95 = _checked("ttft_p95", quantiles["ttft_p95"].get(variant), problems, percentile=True)
+            tpot_p95 = _checked("tpot_p95", quantiles["tpot_p95"].get(variant), problems, percentile=True)
+            error_count = _checked("errors", errors.get(variant), problems)
+            tokens_per_s = _checked("output_tokens_per_s", tokens.get(variant), problems)
             stats = VariantStats(
                 variant=variant,
                 requests=total,
-                errors=min(max(round(_finite(errors.get(variant)) or 0.0), 0), total),
-                ttft_p95_s=ttft.p95,
-                tpot_p95_s=tpot.p95,
-                output_tokens_per_s=max(_finite(tokens.get(variant)) or 0.0, 0.0),
+                errors=min(max(round(error_count or 0.0), 0), total),
+                ttft_p95_s=ttft_p95,
+                tpot_p95_s=tpot_p95,
+                output_tokens_per_s=max(tokens_per_s or 0.0, 0.0),
                 good_requests=None if good is None else min(max(good, 0), total),
                 spec_acceptance_rate=None if acc is None else min(max(acc, 0.0), 1.0),
+                problems=tuple(problems),
             )
             out[variant] = VariantReport(stats=stats, ttft_s=ttft, tpot_s=tpot)
         return out

@@ -38,8 +38,18 @@ SHAPE = TrafficShape(
 )
 
 
-def stats(variant: str, requests: int, ttft: float = 0.3, tpot: float = 0.02, errors: int = 0) -> VariantStats:
-    return VariantStats(variant=variant, requests=requests, errors=errors, ttft_p95_s=ttft, tpot_p95_s=tpot)
+def stats(
+    variant: str, requests: int, ttft: float = 0.3, tpot: float = 0.02, errors: int = 0, good: int | None = None
+) -> VariantStats:
+    """A variant's signals; by default every request that did not fail met the SLO."""
+    return VariantStats(
+        variant=variant,
+        requests=requests,
+        errors=errors,
+        ttft_p95_s=ttft,
+        tpot_p95_s=tpot,
+        good_requests=requests - errors if good is None else good,
+    )
 
 
 def obs(candidate: VariantStats | None, stable: VariantStats | None = None) -> Observation:
@@ -48,24 +58,32 @@ def obs(candidate: VariantStats | None, stable: VariantStats | None = None) -> O
 
 
 @pytest.mark.parametrize(
-    ("candidate", "stable", "verdict", "says"),
+    ("candidate", "stable", "verdict", "code", "says"),
     [
-        (None, stats("stable", 500), "Pending", "no candidate requests"),
-        (stats("candidate", 50), stats("stable", 500), "Pending", "50 of 100"),
-        (stats("candidate", 150), stats("stable", 500), "Successful", "150 requests"),
-        (stats("candidate", 150, ttft=0.6), stats("stable", 500, ttft=0.3), "Failed", "2.00x stable"),
-        (stats("candidate", 150, ttft=1.5), stats("stable", 500), "Failed", "exceeds the SLO"),
-        (stats("candidate", 150, tpot=0.08), stats("stable", 500), "Failed", "TPOT"),
-        (stats("candidate", 150, errors=10), stats("stable", 500), "Failed", "error rate"),
-        (stats("candidate", 150, ttft=1.6), stats("stable", 500, ttft=1.5), "Inconclusive", "stable breaches"),
+        (None, stats("stable", 500), "Inconclusive", "no-candidate-series", "no candidate series"),
+        (stats("candidate", 50), stats("stable", 500), "Pending", "too-few-samples", "50 of 100"),
+        (stats("candidate", 150), stats("stable", 500), "Successful", "within-slo", "150 requests"),
+        (stats("candidate", 150, ttft=0.6), stats("stable", 500, ttft=0.3), "Failed", "regression", "2.00x stable"),
+        (stats("candidate", 150, ttft=1.5), stats("stable", 500), "Failed", "slo-breach", "exceeds the SLO"),
+        (stats("candidate", 150, tpot=0.08), stats("stable", 500), "Failed", "slo-breach", "TPOT"),
+        (stats("candidate", 150, errors=10), stats("stable", 500), "Failed", "error-rate", "error rate"),
+        (
+            stats("candidate", 150, ttft=1.6),
+            stats("stable", 500, ttft=1.5),
+            "Inconclusive",
+            "stable-breach",
+            "stable breaches",
+        ),
         # a clear regression needs fewer samples to roll back than a success needs to promote
-        (stats("candidate", 30, ttft=0.9), stats("stable", 500, ttft=0.3), "Failed", "3.00x"),
-        (stats("candidate", 5, ttft=0.9), stats("stable", 500, ttft=0.3), "Pending", "possible regression"),
+        (stats("candidate", 30, ttft=0.9), stats("stable", 500, ttft=0.3), "Failed", "regression", "3.00x"),
+        (stats("candidate", 5, ttft=0.9), stats("stable", 500, ttft=0.3), "Pending", "regression", "possible"),
     ],
 )
-def test_analysis_table(candidate: VariantStats | None, stable: VariantStats | None, verdict: str, says: str) -> None:
+def test_analysis_table(
+    candidate: VariantStats | None, stable: VariantStats | None, verdict: str, code: str, says: str
+) -> None:
     result = rollout.analyse(candidate=candidate, stable=stable, slo=SLO_, rules=RULES)
-    assert result.verdict == verdict
+    assert (result.verdict, result.code) == (verdict, code), result.reason
     assert says in result.reason
 
 

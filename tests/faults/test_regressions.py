@@ -38,8 +38,12 @@ def test_the_latency_trade_off_the_canary_measured_is_accepted() -> None:
     that measured trade-off plus the policy's tolerance before it counts as a regression, but before 7a7acc8 the
     parameters were never read: a candidate the trials measured at 1.3x stable's TTFT (and chose for its throughput)
     fails in production at 1.3x against the bare 1.10x tolerance."""
-    stable = VariantStats(variant="stable", requests=600, errors=0, ttft_p95_s=0.100, tpot_p95_s=0.030)
-    candidate = VariantStats(variant="candidate", requests=200, errors=0, ttft_p95_s=0.130, tpot_p95_s=0.020)
+    stable = VariantStats(
+        variant="stable", requests=600, errors=0, ttft_p95_s=0.100, tpot_p95_s=0.030, good_requests=600
+    )
+    candidate = VariantStats(
+        variant="candidate", requests=200, errors=0, ttft_p95_s=0.130, tpot_p95_s=0.020, good_requests=200
+    )
     verdict = analyse(
         candidate=candidate,
         stable=stable,

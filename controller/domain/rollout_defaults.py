@@ -1,0 +1,21 @@
+"""The rollout's default settings, in one place: the policy's ``rollout`` section and the decide layer's
+:class:`~controller.decide.rollout.RolloutRules` both take their defaults from here."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+MissingDataAction = Literal["hold", "rollback"]
+"""What a rollout step does when the analysis cannot judge the candidate (absent, NaN or infinite data, no candidate
+requests): ``hold`` keeps the step where it is until the data is there; ``rollback`` rolls back once the step has
+baked without usable data."""
+
+STEPS: Final[tuple[int, ...]] = (5, 25, 50, 100)
+BAKE_SECONDS: Final = 300.0
+ANALYSIS_INTERVAL_SECONDS: Final = 60.0
+MIN_SAMPLES: Final = 200
+MAX_TTFT_REGRESSION: Final = 0.10
+MAX_TPOT_REGRESSION: Final = 0.10
+MAX_ERROR_RATE: Final = 0.01
+MIN_GOODPUT_RATIO: Final = 0.98
+ON_MISSING_DATA: Final[MissingDataAction] = "hold"
