@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +28,9 @@ from controller.adapters.gateway import GatewayRouter, gateway_installed
 from controller.adapters.kube import KubeCluster, KubeEvents, KubernetesLauncher, kube_errors
 from controller.adapters.memory import NopNotifier, RecordingNotifier
 from controller.crd.models import API_VERSION, TunedServiceSpec
+from controller.crd.models import Toleration as CanaryToleration
 from controller.decide.capacity import ScalingRules
+from controller.decide.planner import DigestRules
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound
@@ -305,7 +307,9 @@ class KubernetesBackend:
         if router.use_gateway:
             cluster.on_promote.append(lambda t: router.set_weight(t, 0))  # all traffic to the new stable
         try:
-            prom = PrometheusSettings.model_validate({"url": self.settings.prometheus_url})
+            prom = PrometheusSettings.model_validate(
+                {"url": self.settings.prometheus_url, "timeout_s": self.settings.prometheus_timeout_s}
+            )
         except ValueError as exc:
             raise InvalidInput(str(exc), source="environment", field="SHIFTLIGHT_PROMETHEUS_URL") from None
         advisors = advisors_for(policy, self.settings.llm_advisors)
@@ -313,7 +317,15 @@ class KubernetesBackend:
         ports = Ports(
             metrics=metrics,
             forecaster=ProfileForecaster.from_prometheus(metrics),
-            load_tester=canary_trials(self.api, target, spec, meta, cluster.image),
+            load_tester=canary_trials(
+                self.api,
+                target,
+                spec,
+                meta,
+                cluster.image,
+                default_node_selector=self.settings.canary_node_selector,
+                default_tolerations=self.settings.canary_tolerations,
+            ),
             router=router,
             advisor=advisors.advisor,
             fallback_advisor=advisors.fallback,
@@ -322,7 +334,7 @@ class KubernetesBackend:
             clock=SystemClock(),
         )
         scaling = ScalingRules(min_replicas=spec.replicas.min_replicas, max_replicas=spec.replicas.max_replicas)
-        rules = rules_from_policy(policy, spec.schedule, scaling=scaling)
+        rules = rules_from_policy(policy, spec.schedule, scaling=scaling, digest=digest_rules(spec, self.settings))
         runtime = TargetRuntime(
             reconciler=Reconciler(ports, policy, windows=spec.schedule, rules=rules),
             ports=ports,
@@ -332,11 +344,30 @@ class KubernetesBackend:
         return runtime
 
 
+def digest_rules(spec: TunedServiceSpec, settings: OperatorSettings) -> DigestRules | None:
+    """The daily digest's hour: the TunedService's ``notifications.slack.digestHour``, or the operator's default
+    (``SHIFTLIGHT_SLACK_DIGEST_HOUR``) when its spec has no Slack settings; None: no digest."""
+    slack = spec.notifications.slack
+    hour = settings.slack_digest_hour if slack is None else slack.digest_hour
+    return None if hour is None else DigestRules(hour=hour)
+
+
 def canary_trials(
-    api: client.ApiClient, target: TargetRef, spec: TunedServiceSpec, meta: Mapping[str, Any], default_image: str
+    api: client.ApiClient,
+    target: TargetRef,
+    spec: TunedServiceSpec,
+    meta: Mapping[str, Any],
+    default_image: str,
+    *,
+    default_node_selector: Mapping[str, str] | None = None,
+    default_tolerations: Sequence[CanaryToleration] = (),
 ) -> TrialRunner:
-    """Trials as Pods on the TunedService's canary pool, owned by it (garbage-collected with it)."""
+    """Trials as Pods on the TunedService's canary pool, owned by it (garbage-collected with it). A pool that sets
+    no node selector (or no tolerations) gets the operator's defaults (``SHIFTLIGHT_CANARY_NODE_SELECTOR``,
+    ``SHIFTLIGHT_CANARY_TOLERATIONS``)."""
     pool = spec.canary_pool
+    node_selector = dict(pool.node_selector) or dict(default_node_selector or {})
+    tolerations = tuple(pool.tolerations) or tuple(default_tolerations)
     manifest = KubernetesTrialManifest(
         namespace=target.namespace,
         target_name=target.name,
@@ -345,10 +376,9 @@ def canary_trials(
         image=pool.image or default_image,
         gpu_count=pool.gpu_count,
         gpu_resource=pool.gpu_resource,
-        node_selector=dict(pool.node_selector),
+        node_selector=node_selector,
         tolerations=tuple(
-            PodToleration(key=t.key or "", operator=t.operator, value=t.value, effect=t.effect)
-            for t in pool.tolerations
+            PodToleration(key=t.key or "", operator=t.operator, value=t.value, effect=t.effect) for t in tolerations
         ),
         owner=OwnerRef(
             api_version=API_VERSION,

@@ -116,13 +116,34 @@ def run_operator(settings: OperatorSettings) -> None:
         runtime.stop()
 
 
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def log_formatter(settings: OperatorSettings) -> logging.Formatter:
+    """``SHIFTLIGHT_LOG_FORMAT``: ``json`` gives one JSON object per line (timestamp, level, logger, message)."""
+    if settings.log_format == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        return JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+        )
+    return logging.Formatter(TEXT_FORMAT)
+
+
+def configure_logging(settings: OperatorSettings) -> None:
+    """The root logger at ``SHIFTLIGHT_LOG_LEVEL``, in ``SHIFTLIGHT_LOG_FORMAT``, on stderr."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(log_formatter(settings))
+    logging.basicConfig(
+        level=getattr(logging, settings.log_level.upper(), logging.INFO), handlers=[handler], force=True
+    )
+
+
 def main(*, all_namespaces: bool = True, namespaces: Sequence[str] = ()) -> None:
     """Entry point for ``shiftlight operator``: settings from ``SHIFTLIGHT_*`` environment variables."""
-    level = __import__("os").environ.get("SHIFTLIGHT_LOG_LEVEL", "info").upper()
-    logging.basicConfig(
-        level=getattr(logging, level, logging.INFO), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
     settings = OperatorSettings.from_env(all_namespaces=all_namespaces, namespaces=tuple(namespaces))
+    configure_logging(settings)
     run_operator(settings)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Mapping
@@ -10,10 +9,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from pydantic import TypeAdapter, ValidationError
+
 from controller.advisor.endpoints import AdvisorEndpoint, advisor_endpoints_from_env
+from controller.crd.models import Toleration
 from controller.errors import InvalidInput
 
 Backend = Literal["simulator", "kubernetes"]
+LogFormat = Literal["text", "json"]
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_TOLERATIONS = TypeAdapter(tuple[Toleration, ...])
+_NODE_SELECTOR = TypeAdapter(dict[str, str])
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,16 @@ class OperatorSettings:
     metrics_port: int | None = 9090
     metrics_host: str = "0.0.0.0"
     canary_node_selector: Mapping[str, str] = field(default_factory=dict)
+    """Node selector of canary trial Pods when a TunedService's ``spec.canaryPool`` sets none."""
+    canary_tolerations: tuple[Toleration, ...] = ()
+    """Tolerations of canary trial Pods when a TunedService's ``spec.canaryPool`` sets none."""
+    prometheus_timeout_s: float = 10.0
+    """Seconds before a Prometheus query counts as failed."""
+    log_level: str = "info"
+    log_format: LogFormat = "text"
+    """``text`` (human-readable lines) or ``json`` (one JSON object per line)."""
+    slack_digest_hour: int | None = 9
+    """UTC hour of the daily digest for TunedServices whose spec sets no Slack settings (None: no digest)."""
     mirror_crs: bool = True
     """Create Trial and ConfigRollout CRs that mirror the status (for kubectl visibility)."""
     verify_approvals: bool = True
@@ -119,13 +135,50 @@ class OperatorSettings:
                 source="environment",
                 field="SHIFTLIGHT_BACKEND",
             )
-        selector_raw = e.get("SHIFTLIGHT_CANARY_NODE_SELECTOR") or "{}"
-        try:
-            selector = json.loads(selector_raw)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(
-                f"not JSON: {exc}", source="environment", field="SHIFTLIGHT_CANARY_NODE_SELECTOR"
-            ) from None
+
+        def choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+            value = (e.get(name) or default).lower()
+            if value not in allowed:
+                raise InvalidInput(
+                    f"must be one of {', '.join(allowed)}, got {e.get(name)!r}", source="environment", field=name
+                )
+            return value
+
+        def from_json(name: str, default: str, adapter: TypeAdapter[object]) -> object:
+            raw = e.get(name) or default
+            try:
+                return adapter.validate_json(raw)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
+                )
+                raise InvalidInput(f"invalid: {problems}", source="environment", field=name) from None
+
+        def digest_hour() -> int | None:
+            raw = e.get("SHIFTLIGHT_SLACK_DIGEST_HOUR")
+            if raw in (None, ""):
+                return 9
+            if raw.strip().lower() in ("none", "off"):
+                return None
+            hour = num("SHIFTLIGHT_SLACK_DIGEST_HOUR", 9)
+            if hour != int(hour) or not 0 <= hour <= 23:
+                raise InvalidInput(
+                    f"must be an hour 0-23 (or 'none'), got {raw!r}",
+                    source="environment",
+                    field="SHIFTLIGHT_SLACK_DIGEST_HOUR",
+                )
+            return int(hour)
+
+        def positive(name: str, default: float) -> float:
+            value = num(name, default)
+            if not 0 < value <= 300:
+                raise InvalidInput(
+                    f"must be in (0, 300] seconds, got {e.get(name)!r}", source="environment", field=name
+                )
+            return value
+
+        selector = from_json("SHIFTLIGHT_CANARY_NODE_SELECTOR", "{}", _NODE_SELECTOR)  # type: ignore[arg-type]
+        tolerations = from_json("SHIFTLIGHT_CANARY_TOLERATIONS", "[]", _TOLERATIONS)  # type: ignore[arg-type]
         leader = LeaderSettings(
             enabled=e.get("SHIFTLIGHT_LEADER_ELECTION", "true").lower() not in ("0", "false", "no"),
             lease_name=e.get("SHIFTLIGHT_LEASE_NAME", "shiftlight-leader"),
@@ -144,7 +197,12 @@ class OperatorSettings:
             prometheus_url=e.get("SHIFTLIGHT_PROMETHEUS_URL", "http://127.0.0.1:9090"),
             health_port=port("SHIFTLIGHT_HEALTH_PORT", 8080),
             metrics_port=port("SHIFTLIGHT_METRICS_PORT", 9090),
-            canary_node_selector={str(k): str(v) for k, v in dict(selector).items()},
+            canary_node_selector=dict(selector),  # type: ignore[call-overload]
+            canary_tolerations=tolerations,  # type: ignore[arg-type]
+            prometheus_timeout_s=positive("SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS", 10.0),
+            log_level=choice("SHIFTLIGHT_LOG_LEVEL", "info", LOG_LEVELS),
+            log_format=choice("SHIFTLIGHT_LOG_FORMAT", "text", ("text", "json")),  # type: ignore[arg-type]
+            slack_digest_hour=digest_hour(),
             slack_webhook_file=Path(e["SHIFTLIGHT_SLACK_WEBHOOK_FILE"])
             if e.get("SHIFTLIGHT_SLACK_WEBHOOK_FILE")
             else None,
