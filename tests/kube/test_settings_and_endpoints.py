@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes import client
 
+from controller.crd.models import parse_tuned_service
+from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
+from controller.observe.prometheus import PrometheusMetrics
+from controller.reactor.backends import KubernetesBackend
 from controller.reactor.metrics import HealthServer, OperatorMetrics
+from controller.reactor.run import log_formatter
 from controller.reactor.settings import OperatorSettings
+
+from .conftest import tuned_service
 
 pytestmark = pytest.mark.kube
 
@@ -71,3 +84,78 @@ def test_health_and_metrics_endpoint() -> None:
         assert err.value.code == 503
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("SHIFTLIGHT_LOG_FORMAT", "xml"),
+        ("SHIFTLIGHT_LOG_LEVEL", "verbose"),
+        ("SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS", "0"),
+        ("SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS", "soon"),
+        ("SHIFTLIGHT_CANARY_NODE_SELECTOR", "{not json"),
+        ("SHIFTLIGHT_CANARY_NODE_SELECTOR", '{"pool": 1}'),
+        ("SHIFTLIGHT_CANARY_TOLERATIONS", '[{"key": "k", "operator": "Maybe"}]'),
+        ("SHIFTLIGHT_CANARY_TOLERATIONS", '{"key": "k"}'),
+        ("SHIFTLIGHT_SLACK_DIGEST_HOUR", "24"),
+        ("SHIFTLIGHT_SLACK_DIGEST_HOUR", "7.5"),
+    ],
+)
+def test_bad_settings_name_the_variable(name: str, value: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        OperatorSettings.from_env({name: value})
+    assert err.value.field == name
+
+
+def test_log_format_json_is_one_object_per_line() -> None:
+    formatter = log_formatter(OperatorSettings.from_env({"SHIFTLIGHT_LOG_FORMAT": "json"}))
+    record = logging.LogRecord("controller.x", logging.WARNING, __file__, 1, "rolled back %s", ("prod/a",), None)
+    line = json.loads(formatter.format(record))
+    assert (line["level"], line["logger"], line["message"]) == ("WARNING", "controller.x", "rolled back prod/a")
+    text = log_formatter(OperatorSettings.from_env({})).format(record)
+    assert text.endswith("WARNING controller.x rolled back prod/a")
+
+
+def test_kubernetes_backend_uses_the_operators_defaults(
+    operator_api: client.ApiClient, settings_for: Callable[[str], OperatorSettings]
+) -> None:
+    env = {
+        "SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS": "25",
+        "SHIFTLIGHT_CANARY_NODE_SELECTOR": '{"pool": "canary"}',
+        "SHIFTLIGHT_CANARY_TOLERATIONS": '[{"key": "canary", "operator": "Exists", "effect": "NoSchedule"}]',
+        "SHIFTLIGHT_SLACK_DIGEST_HOUR": "6",
+    }
+    base = settings_for("replica-a")
+    from_env = OperatorSettings.from_env(env)
+    settings = replace(
+        base,
+        backend="kubernetes",
+        prometheus_timeout_s=from_env.prometheus_timeout_s,
+        canary_node_selector=from_env.canary_node_selector,
+        canary_tolerations=from_env.canary_tolerations,
+        slack_digest_hour=from_env.slack_digest_hour,
+    )
+    backend = KubernetesBackend(settings, operator_api)
+
+    def runtime(**spec_update: Any) -> Any:
+        body = tuned_service(route=None)
+        body["metadata"]["uid"] = f"u-{len(spec_update)}-{sorted(spec_update)}"
+        body["spec"].update(spec_update)
+        spec, _ = parse_tuned_service(body)
+        return backend.runtime(TargetRef("prod", "workhorse", "m"), spec, body)
+
+    plain = runtime()
+    assert isinstance(plain.ports.metrics, PrometheusMetrics) and plain.ports.metrics.settings.timeout_s == 25
+    manifest = plain.ports.load_tester.launcher.manifest
+    assert manifest.node_selector == {"pool": "canary"}
+    assert [(t.key, t.operator) for t in manifest.tolerations] == [("canary", "Exists")]
+    assert plain.reconciler.rules.digest is not None and plain.reconciler.rules.digest.hour == 6
+
+    own = runtime(
+        canaryPool={"nodeSelector": {"pool": "team"}, "tolerations": [{"key": "team", "operator": "Exists"}]},
+        notifications={"slack": {"channel": "#team", "digestHour": None}},
+    )
+    manifest = own.ports.load_tester.launcher.manifest
+    assert manifest.node_selector == {"pool": "team"}  # the TunedService's own pool wins
+    assert [t.key for t in manifest.tolerations] == ["team"]
+    assert own.reconciler.rules.digest is None  # its Slack settings switch the digest off
