@@ -26,8 +26,8 @@ class TargetRef:
 DataProblemKind = Literal["missing", "nan", "inf", "beyond-top-bucket"]
 """Why a variant's signal carries no usable number: ``missing`` (no series, or no value for this variant), ``nan``
 (e.g. a quantile or ratio over zero observations), ``inf`` (an infinite value from anything but a percentile's top
-bucket) and ``beyond-top-bucket`` (``histogram_quantile`` answered +Inf: the percentile lies above the histogram's
-highest finite bucket bound, so it is larger than any bound the histogram can show)."""
+bucket) and ``beyond-top-bucket`` (the percentile lies in the histogram's ``le="+Inf"`` bucket, above its highest
+finite bound: larger than any bound the histogram can show; Prometheus answers that highest finite bound for it)."""
 
 VariantSignal = Literal["requests", "errors", "ttft_p95", "tpot_p95", "output_tokens_per_s", "good_requests"]
 

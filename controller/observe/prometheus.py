@@ -6,8 +6,9 @@ range ``end - start``. Every failure (connection refused, timeout, HTTP error, N
 label set that is not the expected one, stale data) becomes :class:`~controller.errors.MetricsUnavailable` whose
 message names the field; the loop then takes no action. Per-variant SLO signals are the exception: a variant's p95,
 error count, token rate or good-request count that is absent, NaN or infinite is recorded in
-:attr:`~controller.domain.observation.VariantStats.problems` (a p95 of +Inf as ``beyond-top-bucket``), never
-replaced by a number, so the rollout analysis can hold or fail instead of reading it as "within the SLO".
+:attr:`~controller.domain.observation.VariantStats.problems`, never replaced by a number, so the rollout analysis
+can hold or fail instead of reading it as "within the SLO". A p95 in the histogram's ``le="+Inf"`` bucket (which
+``histogram_quantile`` answers as the highest finite bound) is recorded as ``beyond-top-bucket``.
 
 Connection settings come from :class:`PrometheusSettings` (``from_env`` reads ``SHIFTLIGHT_PROMETHEUS_*``); a bearer
 token may live in a Secret-mounted file, re-read every cycle so rotation needs no restart.
@@ -135,8 +136,8 @@ def _checked(
 ) -> float | None:
     """``value`` when finite; otherwise None, with what was wrong appended to ``problems``.
 
-    A percentile of +Inf is what ``histogram_quantile`` answers exactly when the percentile lies above the highest
-    finite bucket bound: that is ``beyond-top-bucket`` (larger than any bound), not a broken answer."""
+    A percentile of +Inf means it lies above the highest finite bucket bound (see :func:`_beyond_top_bucket`):
+    ``beyond-top-bucket``, larger than any bound, not a broken answer."""
     if value is not None and math.isfinite(value):
         return value
     if value is None:
@@ -149,6 +150,17 @@ def _checked(
         kind = "inf"
     problems.append(DataProblem(signal=signal, kind=kind))
     return None
+
+
+def _beyond_top_bucket(buckets: Buckets | None, q: float) -> bool:
+    """Whether the ``q`` quantile lies above the histogram's highest finite bucket bound, i.e. in ``le="+Inf"``.
+
+    Prometheus' ``histogram_quantile`` then answers the highest finite bound itself (not +Inf), which read alone
+    looks like a measured latency; it is only a lower bound. The rank ``q * total`` lies in the +Inf bucket exactly
+    when that bucket holds more than ``(1 - q) * total`` observations."""
+    if buckets is None or buckets.total <= 0 or len(buckets.bounds) < 2 or not math.isinf(buckets.bounds[-1]):
+        return False
+    return buckets.counts[-1] > (1 - q) * buckets.total
 
 
 class PrometheusMetrics:
@@ -515,6 +527,15 @@ class _Reader:
             queries=self.queries,
         )
 
+    @staticmethod
+    def p95(
+        quantiles: Mapping[str, Mapping[str, float]], metric: str, buckets: Mapping[str, Buckets], variant: str
+    ) -> float | None:
+        """The variant's p95 as answered, or +Inf when it lies beyond the histogram's top finite bucket."""
+        if _beyond_top_bucket(buckets.get(variant), 0.95):
+            return math.inf
+        return quantiles[f"{metric}_p95"].get(variant)
+
     def variants(self) -> dict[str, VariantReport]:
         requests_ = self.by_variant("v_requests")
         if not requests_:
@@ -523,8 +544,8 @@ class _Reader:
         tokens = self.by_variant("v_output_tokens_per_s")
         acceptance = self.by_variant("v_spec_acceptance_rate")
         quantiles = {f"{m}_{p}": self.by_variant(f"v_{m}_{p}") for m in ("ttft", "tpot") for p in ("p50", "p95", "p99")}
-        ttft_b = self.buckets("v_ttft_buckets", per_variant=True) if self.owner.slo else {}
-        tpot_b = self.buckets("v_tpot_buckets", per_variant=True) if self.owner.slo else {}
+        ttft_b = self.buckets("v_ttft_buckets", per_variant=True)
+        tpot_b = self.buckets("v_tpot_buckets", per_variant=True)
         out: dict[str, VariantReport] = {}
         for variant, count in sorted(requests_.items()):
             if not math.isfinite(count):
@@ -548,8 +569,8 @@ class _Reader:
             acc = _finite(acceptance.get(variant))
             ttft, tpot = qs("ttft"), qs("tpot")
             # what the analysis reads is checked, never defaulted: a NaN/absent number is recorded as a problem
-            ttft_p95 = _checked("ttft_p95", quantiles["ttft_p95"].get(variant), problems, percentile=True)
-            tpot_p95 = _checked("tpot_p95", quantiles["tpot_p95"].get(variant), problems, percentile=True)
+            ttft_p95 = _checked("ttft_p95", self.p95(quantiles, "ttft", ttft_b, variant), problems, percentile=True)
+            tpot_p95 = _checked("tpot_p95", self.p95(quantiles, "tpot", tpot_b, variant), problems, percentile=True)
             error_count = _checked("errors", errors.get(variant), problems)
             tokens_per_s = _checked("output_tokens_per_s", tokens.get(variant), problems)
             stats = VariantStats(

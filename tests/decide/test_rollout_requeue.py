@@ -1,0 +1,91 @@
+"""``rollout.analysis_interval_seconds`` is how often the loop comes back to a rollout in progress."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.clock import FakeClock
+from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
+from controller.domain.observation import TargetRef, VariantStats
+from controller.domain.status import RolloutState, TargetStatus
+from controller.policy import Policy
+from controller.ports import AdvisorContext, Proposal, TrialRequest
+from controller.reconcile import Ports, Reconciler
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+TARGET = TargetRef("team-a", "chat", "llama")
+MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
+SHAPE = TrafficShape(
+    arrival_rate_rps=4.0,
+    concurrency=16.0,
+    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
+    output_tokens=LengthDistribution(mean=128, cv=0.5),
+)
+
+
+class StaticMetrics:
+    """Stable and a candidate that is fine: the step bakes on."""
+
+    def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
+        variants = {
+            name: VariantStats(
+                variant=name, requests=n, ttft_p95_s=0.3, tpot_p95_s=0.02, output_tokens_per_s=300.0, good_requests=n
+            )
+            for name, n in (("stable", 3000), ("candidate", 1000))
+        }
+        return Observation(target=str(target), start=start, end=end, shape=SHAPE, variants=variants)
+
+
+class NoTrials:
+    def run(self, request: TrialRequest) -> Any:
+        raise AssertionError("no trial expected during a rollout")
+
+
+class SilentAdvisor:
+    def propose(self, context: AdvisorContext) -> Sequence[Proposal]:
+        return ()
+
+
+def rolling() -> TargetStatus:
+    rollout = RolloutState(
+        id="r1",
+        from_config=STOCK,
+        to_config=MTP1,
+        steps=(5, 25, 50, 100),
+        step_index=1,
+        weight=25,
+        started_at=NOW - timedelta(minutes=20),
+        step_started_at=NOW - timedelta(seconds=30),  # still baking
+    )
+    return TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout, active_config=STOCK, replicas=4, updated_at=NOW)
+
+
+@pytest.mark.parametrize("interval", [None, 15.0, 240.0])
+def test_analysis_interval_sets_the_requeue_during_a_rollout(interval: float | None) -> None:
+    clock = FakeClock(NOW)
+    router = InMemoryRouter()
+    cluster = InMemoryCluster(clock=clock, router=router)
+    cluster.deploy(TARGET, "stable", STOCK, 4)
+    cluster.deploy(TARGET, "candidate", MTP1, 1)
+    ports = Ports(
+        metrics=StaticMetrics(),
+        load_tester=NoTrials(),
+        router=router,
+        advisor=SilentAdvisor(),
+        notifier=RecordingNotifier(),
+        cluster=cluster,
+        clock=clock,
+    )
+    policy = (
+        Policy() if interval is None else Policy.model_validate({"rollout": {"analysis_interval_seconds": interval}})
+    )
+    result = Reconciler(ports, policy).reconcile(TARGET, rolling())
+    assert result.status.phase is Phase.ROLLING_OUT
+    expected = 60.0 if interval is None else interval  # the policy's default
+    assert result.requeue_after_s == expected
+    assert result.plan.requeue_after_s == expected
