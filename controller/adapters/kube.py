@@ -17,8 +17,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,9 +28,18 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from controller.adapters.memory import check_replicas, check_variant
+from controller.adapters.vllm_pod import PodSource, config_map_name, derive_pod_template
 from controller.domain.config import EngineConfig
+from controller.domain.invocation import parse_invocation, render_invocation
 from controller.domain.observation import TargetRef
-from controller.errors import ClusterConflict, NotFound, PermanentError, ShiftlightError, TemporaryError
+from controller.errors import (
+    ClusterConflict,
+    InvalidInput,
+    NotFound,
+    PermanentError,
+    ShiftlightError,
+    TemporaryError,
+)
 from controller.trials.launchers import KubernetesTrialManifest, Launch
 
 log = logging.getLogger(__name__)
@@ -40,6 +50,7 @@ LABEL_TARGET = "shiftlight.dev/tuned-service"
 LABEL_VARIANT = "shiftlight.dev/variant"
 LABEL_CONFIG = "shiftlight.dev/config"
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
+ANNOTATION_CONFIG_JSON = "shiftlight.dev/config-json"
 MANAGER = "shiftlight"
 
 TS_GROUP, TS_VERSION, TS_PLURAL, TS_KIND = "shiftlight.dev", "v1alpha1", "tunedservices", "TunedService"
@@ -140,11 +151,15 @@ def engine_container(
     resources: Mapping[str, Any] | None = None,
 ) -> JSON:
     """The vLLM container running ``config_`` (``vllm serve MODEL --port P <rendered args>``)."""
+    base = ["serve", model, "--port", str(port)]
+    if served_model_name:
+        base += ["--served-model-name", served_model_name]
+    command, args = render_invocation(parse_invocation(["vllm"], base, where=f"container {name}"), config_)
     container: JSON = {
         "name": name,
         "image": image,
-        "args": config_.serve_command(model, served_model_name=served_model_name, port=port)[1:],
-        "command": ["vllm"],
+        "args": args,
+        "command": command,
         "ports": [{"name": "http", "containerPort": port}],
         "env": [{"name": k, "value": v} for k, v in sorted(config_.env().items())],
         "readinessProbe": {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 5},
@@ -152,6 +167,33 @@ def engine_container(
     if resources:
         container["resources"] = dict(resources)
     return container
+
+
+def _bare_template(
+    config_: EngineConfig,
+    *,
+    model: str,
+    image: str,
+    port: int,
+    served_model_name: str | None,
+    template: Mapping[str, Any] | None,
+) -> JSON:
+    """Production's pod spec (``template``) with its first container rebuilt for a bare model name: the existing
+    rendering when the user's Deployment is not read."""
+    pod_spec: JSON = json.loads(json.dumps(template)) if template else {}
+    containers: list[JSON] = pod_spec.get("containers") or []
+    base = containers[0] if containers else {}
+    engine = engine_container(
+        config_,
+        model=model,
+        image=str(base.get("image") or image),
+        port=port,
+        served_model_name=served_model_name,
+        name=str(base.get("name") or "vllm"),
+        resources=base.get("resources"),
+    )
+    pod_spec["containers"] = [engine, *containers[1:]]
+    return {"metadata": {}, "spec": pod_spec}
 
 
 def deployment_manifest(
@@ -163,21 +205,28 @@ def deployment_manifest(
     image: str,
     port: int = 8000,
     template: Mapping[str, Any] | None = None,
+    source: PodSource | None = None,
+    served_model_name: str | None = None,
 ) -> JSON:
-    """A Deployment for one variant; pod template copied from ``template`` (production's) when given."""
+    """A Deployment for one variant. With ``source`` (the user's pod template), the pod is the user's own with only
+    the tuned flags replaced and hygienic labels (:func:`derive_pod_template`); otherwise the engine container is
+    built for ``target.model`` (pod spec copied from ``template`` when given)."""
     labels = {**variant_labels(target, variant), LABEL_CONFIG: config_.key()}
-    pod_spec: JSON = json.loads(json.dumps(template)) if template else {}
-    containers: list[JSON] = pod_spec.get("containers") or []
-    base = containers[0] if containers else {}
-    engine = engine_container(
-        config_,
-        model=target.model,
-        image=str(base.get("image") or image),
-        port=port,
-        name=str(base.get("name") or "vllm"),
-        resources=base.get("resources"),
-    )
-    pod_spec["containers"] = [engine, *containers[1:]]
+    if source is not None:
+        pod_template = derive_pod_template(
+            source,
+            config_,
+            variant=variant,
+            labels=labels,
+            served_model_name=served_model_name,
+            fallback_model=target.model,
+            port=port,
+        )
+    else:
+        pod_template = _bare_template(
+            config_, model=target.model, image=image, port=port, served_model_name=served_model_name, template=template
+        )
+        pod_template["metadata"] = {"labels": labels}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -185,18 +234,34 @@ def deployment_manifest(
             "name": variant_name(target, variant),
             "namespace": target.namespace,
             "labels": labels,
-            "annotations": {"shiftlight.dev/config-label": config_.label()},
+            "annotations": {
+                "shiftlight.dev/config-label": config_.label(),
+                ANNOTATION_CONFIG_JSON: config_.model_dump_json(),
+            },
         },
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {LABEL_TARGET: target.name, LABEL_VARIANT: variant}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+            "template": pod_template,
         },
     }
 
 
+#: Kubernetes injects ``<SERVICE>_PORT`` into every pod of the namespace; vLLM reads ``VLLM_PORT`` as its own.
+FORBIDDEN_SERVICE_NAMES = frozenset({"vllm"})
+
+
 def service_manifest(target: TargetRef, variant: str, *, name: str, port: int = 8000) -> JSON:
+    """The Service in front of one variant's pods. A Service named ``vllm`` is refused: Kubernetes would inject
+    ``VLLM_PORT=tcp://...`` into every pod of the namespace, and vLLM reads that variable as its own setting."""
+    if name in FORBIDDEN_SERVICE_NAMES:
+        raise InvalidInput(
+            f"a Service named {name!r} would set VLLM_PORT in every pod of {target.namespace} (Kubernetes service "
+            "links), which vLLM reads as its own setting: choose another name",
+            source=f"{target}",
+            field="service",
+        )
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -281,6 +346,10 @@ class KubeCluster:
         template_deployment: str | None = None,
         candidate_service: str | None = None,
         events: KubeEvents | None = None,
+        container: str = "vllm",
+        served_model_name: str | None = None,
+        stable_service: str | None = None,
+        selectors: Sequence[Mapping[str, str]] = (),
     ) -> None:
         self.apps = client.AppsV1Api(api)
         self.core = client.CoreV1Api(api)
@@ -288,6 +357,12 @@ class KubeCluster:
         self.port = port
         self.template_deployment = template_deployment
         self.candidate_service = candidate_service
+        self.container = container
+        self.served_model_name = served_model_name
+        self.stable_service = stable_service
+        self.selectors = tuple(dict(s) for s in selectors)
+        """Label selectors of the user's routers and pools, besides the template Deployment's and the stable
+        Service's, that candidate pods must stay out of."""
         self.events = events or KubeEvents(api)
         self.on_promote: list[Callable[[TargetRef], None]] = []
         """Called after the stable Deployment took the new config and before the candidate is retired
@@ -302,20 +377,51 @@ class KubeCluster:
         result: JSON = self.apps.api_client.sanitize_for_serialization(obj)
         return result
 
-    def _template(self, target: TargetRef) -> JSON | None:
+    def pod_source(self, target: TargetRef) -> PodSource | None:
+        """The user's pod template (from the template Deployment), with the ConfigMap its ``--config`` file comes
+        from and the selectors (the Deployment's, the stable Service's, ``selectors``) candidates must not match."""
         if not self.template_deployment:
             return None
         prod = self._get(target, self.template_deployment)
         if prod is None:
             return None
-        spec: JSON = prod.get("spec", {}).get("template", {}).get("spec", {})
-        return spec
+        spec = prod.get("spec") or {}
+        selectors: list[Mapping[str, str]] = [(spec.get("selector") or {}).get("matchLabels") or {}]
+        if self.stable_service:
+            try:
+                with kube_errors(f"service {target.namespace}/{self.stable_service}"):
+                    svc = self.core.read_namespaced_service(self.stable_service, target.namespace)
+                selectors.append(dict((svc.spec.selector if svc.spec else None) or {}))
+            except NotFound:
+                pass
+        source = PodSource(
+            template=spec.get("template") or {},
+            container=self.container,
+            selectors=tuple(s for s in (*selectors, *self.selectors) if s),
+            where=f"deployment {target.namespace}/{self.template_deployment}",
+        )
+        name = config_map_name(source)
+        if name:
+            try:
+                with kube_errors(f"configmap {target.namespace}/{name}"):
+                    cm = self.core.read_namespaced_config_map(name, target.namespace)
+                source = replace(source, config_maps={name: dict(cm.data or {})})
+            except NotFound:
+                pass  # the derivation refuses a --config file it cannot read
+        return source
 
     def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
         check_variant(variant)
         check_replicas(replicas)
         body = deployment_manifest(
-            target, variant, config, replicas, image=self.image, port=self.port, template=self._template(target)
+            target,
+            variant,
+            config,
+            replicas,
+            image=self.image,
+            port=self.port,
+            source=self.pod_source(target),
+            served_model_name=self.served_model_name,
         )
         name = body["metadata"]["name"]
         current = self._get(target, name)
@@ -371,6 +477,37 @@ class KubeCluster:
             raise NotFound(f"{target}: no candidate deployment to promote")
         stable_name = variant_name(target, "stable")
         stable = self._get(target, stable_name)
+        body = self._promoted(target, candidate)
+        with kube_errors(f"promote {target}"):
+            if stable is None:
+                self.apps.create_namespaced_deployment(target.namespace, client.V1Deployment.model_validate(body))
+            else:
+                body["metadata"]["resourceVersion"] = stable["metadata"]["resourceVersion"]
+                self.apps.replace_namespaced_deployment(
+                    stable_name, target.namespace, client.V1Deployment.model_validate(body)
+                )
+        for hook in self.on_promote:
+            hook(target)
+        self.retire(target, "candidate")
+
+    def _promoted(self, target: TargetRef, candidate: JSON) -> JSON:
+        """The stable Deployment running the candidate's config: derived again from the user's pod template (so the
+        stable pods carry the user's own labels, not the candidate's), or the candidate's template relabelled."""
+        raw = (candidate["metadata"].get("annotations") or {}).get(ANNOTATION_CONFIG_JSON)
+        if raw:
+            config = EngineConfig.model_validate_json(raw)
+            replicas = int(candidate.get("spec", {}).get("replicas") or 0)
+            return deployment_manifest(
+                target,
+                "stable",
+                config,
+                replicas,
+                image=self.image,
+                port=self.port,
+                source=self.pod_source(target),
+                served_model_name=self.served_model_name,
+            )
+        stable_name = variant_name(target, "stable")
         labels = {**candidate["metadata"].get("labels", {}), LABEL_VARIANT: "stable"}
         template = candidate["spec"]["template"]
         template.setdefault("metadata", {})["labels"] = {
@@ -392,17 +529,7 @@ class KubeCluster:
                 "template": template,
             },
         }
-        with kube_errors(f"promote {target}"):
-            if stable is None:
-                self.apps.create_namespaced_deployment(target.namespace, client.V1Deployment.model_validate(body))
-            else:
-                body["metadata"]["resourceVersion"] = stable["metadata"]["resourceVersion"]
-                self.apps.replace_namespaced_deployment(
-                    stable_name, target.namespace, client.V1Deployment.model_validate(body)
-                )
-        for hook in self.on_promote:
-            hook(target)
-        self.retire(target, "candidate")
+        return body
 
     def ready_replicas(self, target: TargetRef, variant: str) -> int:
         current = self._get(target, variant_name(target, check_variant(variant)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -12,6 +13,16 @@ SpeculativeMethod = Literal["none", "mtp", "ngram", "ngram_gpu", "eagle", "eagle
 MambaDtype = Literal["auto", "float32", "float16", "bfloat16"]
 MambaBackend = Literal["triton", "flashinfer", "cpu"]
 KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"]
+
+#: Tuned flags whose vLLM default has a command-line spelling (``--kv-cache-dtype auto``, ``--no-...``).
+EXPLICIT_DEFAULT_FLAGS: frozenset[str] = frozenset(
+    {
+        "--mamba-ssm-cache-dtype",
+        "--enable-mamba-cache-stochastic-rounding",
+        "--kv-cache-dtype",
+        "--tensor-parallel-size",
+    }
+)
 
 #: Methods whose drafter runs on the CPU; vLLM refuses them together with explicit async scheduling.
 CPU_DRAFTERS: frozenset[str] = frozenset({"ngram", "suffix"})
@@ -118,18 +129,29 @@ class EngineConfig(BaseModel):
             spec["prompt_lookup_min"] = min(self.prompt_lookup_max, 2)
         return spec
 
-    def vllm_args(self) -> list[str]:
-        """Exact `vllm serve` engine arguments for this config (model and networking flags excluded)."""
+    def vllm_args(self, *, explicit_defaults: Collection[str] = ()) -> list[str]:
+        """Exact `vllm serve` engine arguments for this config (model and networking flags excluded): the one place
+        Shiftlight renders the flags it tunes.
+
+        A knob at vLLM's default is left out, except the flags named in ``explicit_defaults`` (those of
+        :data:`EXPLICIT_DEFAULT_FLAGS`), which are spelled out at their default: that is how a command line
+        overrides a value a ``--config`` file sets."""
+        explicit = frozenset(explicit_defaults)
+        unknown = explicit - EXPLICIT_DEFAULT_FLAGS
+        if unknown:
+            raise ValueError(f"no command-line spelling of vLLM's default for {', '.join(sorted(unknown))}")
         args: list[str] = []
         spec = self.speculative_config()
         if spec is not None:
             args += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
         if self.async_scheduling is not None:
             args.append("--async-scheduling" if self.async_scheduling else "--no-async-scheduling")
-        if self.mamba_ssm_cache_dtype != "auto":
+        if self.mamba_ssm_cache_dtype != "auto" or "--mamba-ssm-cache-dtype" in explicit:
             args += ["--mamba-ssm-cache-dtype", self.mamba_ssm_cache_dtype]
         if self.mamba_cache_stochastic_rounding:
             args.append("--enable-mamba-cache-stochastic-rounding")
+        elif "--enable-mamba-cache-stochastic-rounding" in explicit:
+            args.append("--no-enable-mamba-cache-stochastic-rounding")
         if self.mamba_cache_philox_rounds is not None:
             args += ["--mamba-cache-philox-rounds", str(self.mamba_cache_philox_rounds)]
         if self.mamba_backend is not None:
@@ -138,7 +160,7 @@ class EngineConfig(BaseModel):
             args += ["--max-num-seqs", str(self.max_num_seqs)]
         if self.max_num_batched_tokens is not None:
             args += ["--max-num-batched-tokens", str(self.max_num_batched_tokens)]
-        if self.kv_cache_dtype != "auto":
+        if self.kv_cache_dtype != "auto" or "--kv-cache-dtype" in explicit:
             args += ["--kv-cache-dtype", self.kv_cache_dtype]
         if self.enable_prefix_caching is not None:
             args.append("--enable-prefix-caching" if self.enable_prefix_caching else "--no-enable-prefix-caching")
@@ -146,7 +168,7 @@ class EngineConfig(BaseModel):
             args += ["--max-cudagraph-capture-size", str(self.max_cudagraph_capture_size)]
         if self.gpu_memory_utilization is not None:
             args += ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}"]
-        if self.tensor_parallel_size != 1:
+        if self.tensor_parallel_size != 1 or "--tensor-parallel-size" in explicit:
             args += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
         return args
 
