@@ -17,7 +17,7 @@ from controller.domain.slo import SLO
 from controller.domain.status import RolloutState, ScheduledConfig, TargetStatus
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from controller.testing.kube_api import KubeAPI, KubeAPIServer, running_kube_api
+from tests.support.kube_api import KubeAPI, KubeAPIServer, running_kube_api
 
 G, V, P = "shiftlight.dev", "v1alpha1", "tunedservices"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

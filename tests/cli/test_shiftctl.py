@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from controller.cli.shiftctl import app
 from controller.crd.models import parse_tuned_service
 from controller.domain.phases import Phase
-from controller.testing.kube_api import KubeAPIServer, StatusError
+from tests.support.kube_api import KubeAPIServer, StatusError
 
 from .conftest import Seeder, awaiting_status
 

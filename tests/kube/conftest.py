@@ -26,7 +26,7 @@ from kubernetes import client, config
 from controller.reactor.backends import Backend
 from controller.reactor.run import OperatorRuntime
 from controller.reactor.settings import ConnectionSettings, LeaderSettings, LoopSettings, OperatorSettings
-from controller.testing.kube_api import APICall, KubeAPI, KubeAPIServer, running_kube_api
+from tests.support.kube_api import APICall, KubeAPI, KubeAPIServer, running_kube_api
 
 G, V = "shiftlight.dev", "v1alpha1"
 REPO = Path(__file__).resolve().parents[2]

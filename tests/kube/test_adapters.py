@@ -13,7 +13,7 @@ from controller.adapters.kube import KubeCluster, translate
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, NotFound
-from controller.testing.kube_api import KubeAPI, running_kube_api
+from tests.support.kube_api import KubeAPI, running_kube_api
 
 from .conftest import http_route
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from kubernetes import client, config
 
-from controller.testing.kube_api import (
+from tests.support.kube_api import (
     APICall,
     KubeAPI,
     KubeAPIServer,

@@ -23,7 +23,7 @@ from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus
 from controller.reactor.backends import SimulatorBackend
 from controller.reactor.settings import OperatorSettings
-from controller.testing.kube_api import KubeAPIServer
+from tests.support.kube_api import KubeAPIServer
 
 from .conftest import G, V, http_route, operator, tuned_service, wait_for
 

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from controller.reactor.backends import SimulatorBackend
 from controller.reactor.settings import OperatorSettings
-from controller.testing.kube_api import KubeAPIServer
+from tests.support.kube_api import KubeAPIServer
 
 from .conftest import OPERATOR_USER, G, V, operator, tuned_service, wait_for
 

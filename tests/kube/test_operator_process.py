@@ -16,7 +16,7 @@ from kubernetes import client
 
 from controller.crd.models import parse_tuned_service
 from controller.domain.phases import Phase
-from controller.testing.kube_api import KubeAPIServer
+from tests.support.kube_api import KubeAPIServer
 
 from .conftest import REPO, G, V, tuned_service, wait_for
 

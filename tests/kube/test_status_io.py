@@ -15,7 +15,7 @@ from controller.domain.phases import Phase
 from controller.domain.status import Approval, RolloutState, TargetStatus
 from controller.reactor.approvals import ApprovalGate
 from controller.reactor.status_io import StatusStore, merge_user_changes, rollout_ended, rollout_outcome
-from controller.testing.kube_api import KubeAPI, running_kube_api
+from tests.support.kube_api import KubeAPI, running_kube_api
 
 from .conftest import G, V, tuned_service
 

@@ -25,7 +25,7 @@ from controller.reactor.backends import make_backend, preset_path
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
-from controller.testing.kube_api import KubeAPIServer
+from tests.support.kube_api import KubeAPIServer
 
 from .conftest import REPO, G, V, tuned_service
 
