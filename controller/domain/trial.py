@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -60,6 +61,15 @@ class QualityReport(BaseModel):
     reason: str = ""
 
 
+_JUDGED_RATES = (
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "request_throughput",
+    "goodput_rps",
+    "goodput_tokens_per_s",
+)
+
+
 class TrialResult(BaseModel):
     """Measured outcome of one trial. Failed measurements are data, not exceptions."""
 
@@ -102,13 +112,25 @@ class TrialResult(BaseModel):
     def ok(self) -> bool:
         return self.status is TrialStatus.MEASURED
 
+    def data_problems(self) -> tuple[str, ...]:
+        """The fields a judgement reads that hold no finite number (``ttft_s.p95``, ``goodput_tokens_per_s``...):
+        such a result never meets the SLO, never holds a probed capacity and is never ranked."""
+        out = [name for name in _JUDGED_RATES if not math.isfinite(getattr(self, name))]
+        for name in ("ttft_s", "tpot_s"):
+            p: Percentiles | None = getattr(self, name)
+            if p is None:
+                out.append(name)
+                continue
+            out.extend(f"{name}.{q}" for q in ("p50", "p95", "p99") if not math.isfinite(getattr(p, q)))
+        return tuple(out)
+
     @property
     def error_rate(self) -> float:
         total = self.completed + self.failed
         return self.failed / total if total else 0.0
 
     def meets_slo(self) -> bool:
-        if not self.ok or self.ttft_s is None or self.tpot_s is None:
+        if not self.ok or self.ttft_s is None or self.tpot_s is None or self.data_problems():
             return False
         return (
             self.ttft_s.at(self.slo.ttft_percentile) <= self.slo.ttft_seconds
@@ -117,8 +139,9 @@ class TrialResult(BaseModel):
         )
 
     def objective(self) -> float:
-        """Goodput under the SLO (output tokens/s); zero when the trial did not produce a usable measurement."""
-        return self.goodput_tokens_per_s if self.ok else 0.0
+        """Goodput under the SLO (output tokens/s); zero when the trial did not produce a usable measurement (not
+        measured, or a number it is judged by is NaN, infinite or missing)."""
+        return self.goodput_tokens_per_s if self.ok and not self.data_problems() else 0.0
 
     def summary(self) -> str:
         if not self.ok:

@@ -314,7 +314,15 @@ class TrialRunner:
             if not quality.passed:
                 status = TrialStatus.REJECTED
                 reason = f"quality gate: {quality.reason}"
-        zero = Percentiles(p50=0, p95=0, p99=0)
+        if summary.ttft_s is None or summary.tpot_s is None:
+            return TrialResult(
+                **base,
+                status=TrialStatus.FAILED,
+                reason=f"no {'TTFT' if summary.ttft_s is None else 'TPOT'} measured over {done} completed requests",
+                startup_s=launch.startup_s,
+                completed=summary.completed,
+                failed=summary.failed,
+            )
         return TrialResult(
             **base,
             status=status,
@@ -328,8 +336,8 @@ class TrialRunner:
             request_throughput=summary.request_throughput,
             goodput_rps=summary.goodput_rps,
             goodput_tokens_per_s=summary.goodput_tokens_per_s,
-            ttft_s=summary.ttft_s or zero,
-            tpot_s=summary.tpot_s or zero,
+            ttft_s=summary.ttft_s,
+            tpot_s=summary.tpot_s,
             itl_s=summary.itl_s,
             e2e_s=summary.e2e_s,
             spec_decode=server.spec_decode(),

@@ -44,9 +44,12 @@ class BenchFailed(TemporaryError):
 
 
 class BenchResult(BaseModel):
-    """The fields of ``vllm bench serve --save-result`` that a TrialResult needs (others ignored)."""
+    """The fields of ``vllm bench serve --save-result`` that a TrialResult needs (others ignored).
 
-    model_config = ConfigDict(extra="ignore")
+    NaN and infinite numbers are refused (the error names the field); the TTFT and TPOT percentiles are optional
+    here, and a result without them is a failed measurement, never a zero latency."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     duration: float = Field(ge=0)
     completed: int = Field(ge=0)
@@ -58,12 +61,12 @@ class BenchResult(BaseModel):
     total_token_throughput: float = Field(ge=0)
     request_goodput: float | None = None
     max_concurrent_requests: int | None = None
-    median_ttft_ms: float = 0.0
-    p95_ttft_ms: float | None = None
-    p99_ttft_ms: float = 0.0
-    median_tpot_ms: float = 0.0
-    p95_tpot_ms: float | None = None
-    p99_tpot_ms: float = 0.0
+    median_ttft_ms: float | None = Field(default=None, ge=0)
+    p95_ttft_ms: float | None = Field(default=None, ge=0)
+    p99_ttft_ms: float | None = Field(default=None, ge=0)
+    median_tpot_ms: float | None = Field(default=None, ge=0)
+    p95_tpot_ms: float | None = Field(default=None, ge=0)
+    p99_tpot_ms: float | None = Field(default=None, ge=0)
     median_itl_ms: float = 0.0
     p95_itl_ms: float | None = None
     p99_itl_ms: float = 0.0
@@ -88,18 +91,28 @@ class BenchResult(BaseModel):
 def load_result(path: Path) -> BenchResult:
     try:
         return BenchResult.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError) as exc:
+    except OSError as exc:
         raise InvalidInput(f"not a vllm bench result: {exc}", source=str(path)) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(f"not a vllm bench result: {field}: {first['msg']}", source=str(path), field=field) from exc
 
 
 def to_trial_result(
     bench: BenchResult, *, config: EngineConfig, shape: TrafficShape, slo: SLO, source: str = "vllm-bench"
 ) -> TrialResult:
-    zero = Percentiles(p50=0, p95=0, p99=0)
     if bench.completed == 0:
         return TrialResult(
             config=config, shape=shape, slo=slo, status=TrialStatus.FAILED, reason="vllm bench: no request completed",
             source=source, failed=bench.failed,
+        )  # fmt: skip
+    ttft, tpot = bench.percentiles("ttft"), bench.percentiles("tpot")
+    if ttft is None or tpot is None:
+        absent = "median_ttft_ms/p99_ttft_ms" if ttft is None else "median_tpot_ms/p99_tpot_ms"
+        return TrialResult(
+            config=config, shape=shape, slo=slo, status=TrialStatus.FAILED, source=source, failed=bench.failed,
+            reason=f"vllm bench: the result has no {absent}: latency not measured",
         )  # fmt: skip
     goodput_rps = bench.request_goodput if bench.request_goodput is not None else bench.request_throughput
     mean_out = bench.total_output_tokens / bench.completed
@@ -124,8 +137,8 @@ def to_trial_result(
         request_throughput=bench.request_throughput,
         goodput_rps=goodput_rps,
         goodput_tokens_per_s=goodput_rps * mean_out,
-        ttft_s=bench.percentiles("ttft") or zero,
-        tpot_s=bench.percentiles("tpot") or zero,
+        ttft_s=ttft,
+        tpot_s=tpot,
         itl_s=bench.percentiles("itl"),
         e2e_s=bench.percentiles("e2el"),
         spec_decode=spec,
