@@ -594,11 +594,15 @@ class KubernetesLauncher:
         *,
         poll_s: float = 1.0,
         endpoint_host: Callable[[JSON], str] | None = None,
+        pod_source: Callable[[], PodSource | None] | None = None,
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.manifest = manifest
         self.poll_s = poll_s
         self.endpoint_host = endpoint_host or (lambda pod: str(pod["status"]["podIP"]))
+        self.pod_source = pod_source
+        """The user's pod template, read at each trial (e.g. ``KubeCluster.pod_source``); None: a bare-model Pod.
+        A template Shiftlight cannot rewrite raises :class:`InvalidInput` (no Pod is created)."""
 
     def _read(self, name: str) -> JSON | None:
         try:
@@ -611,7 +615,7 @@ class KubernetesLauncher:
 
     def start(self, config: EngineConfig, *, timeout_s: float | None = None) -> Launch:
         trial_id = f"{config.key()[:8]}-{uuid.uuid4().hex[:6]}"
-        body = self.manifest.pod(config, trial_id)
+        body = self.manifest.pod(config, trial_id, self.pod_source() if self.pod_source else None)
         name = body["metadata"]["name"]
         port = self.manifest.port
         t0 = time.monotonic()

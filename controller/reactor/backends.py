@@ -296,6 +296,9 @@ class KubernetesBackend:
             template_deployment=spec.workload.deployments[0],
             candidate_service=f"{spec.workload.service}-candidate",
             events=events,
+            container=spec.workload.container,
+            served_model_name=spec.model.served_model_name,
+            stable_service=spec.workload.service,
         )
         router = GatewayRouter(
             self.api,
@@ -387,9 +390,17 @@ def canary_trials(
             uid=str(meta.get("uid", "")),
         ),
         port=spec.workload.port,
+        override_image=pool.image,
+    )
+    template = KubeCluster(
+        api,
+        port=spec.workload.port,
+        template_deployment=spec.workload.deployments[0],
+        container=spec.workload.container,
+        stable_service=spec.workload.service,
     )
     return TrialRunner(
-        KubernetesLauncher(api, manifest),
+        KubernetesLauncher(api, manifest, pod_source=lambda: template.pod_source(target)),
         model=spec.model.name,
         gpu_type=spec.gpu_type,
         engine_version=manifest.image,

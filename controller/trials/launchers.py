@@ -30,7 +30,9 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.adapters.vllm_pod import PodSource, derive_pod_template
 from controller.domain.config import EngineConfig
+from controller.domain.invocation import parse_invocation, render_invocation
 
 #: Environment that keeps a CPU engine offline, quiet and inside the project (see docs/trials.md).
 CPU_ENGINE_ENV: dict[str, str] = {
@@ -156,7 +158,9 @@ class LocalProcessLauncher:
         self.cache_root = cache_root
 
     def command(self, config: EngineConfig, port: int) -> list[str]:
-        return [
+        """``<engine python> -m vllm.entrypoints.openai.api_server --model ... <extra args>`` with the config's
+        flags rendered in (a tuned flag in ``extra_args`` is replaced, not repeated)."""
+        base = [
             self.engine_python,
             "-m",
             "vllm.entrypoints.openai.api_server",
@@ -169,8 +173,9 @@ class LocalProcessLauncher:
             "--port",
             str(port),
             *self.extra_args,
-            *config.vllm_args(),
         ]
+        command, args = render_invocation(parse_invocation(base, None, where="local engine"), config)
+        return [*command, *args]
 
     def process_env(self, config: EngineConfig) -> dict[str, str]:
         env = dict(os.environ)
@@ -321,6 +326,7 @@ class KubernetesTrialManifest(BaseModel):
     memory: str | None = "32Gi"
     cpu: str | None = "4"
     service_account: str | None = None
+    override_image: str | None = Field(default=None, description="with a user template: replaces its engine image")
 
     def labels(self, config: EngineConfig, trial_id: str) -> dict[str, str]:
         return {
@@ -333,7 +339,8 @@ class KubernetesTrialManifest(BaseModel):
         }
 
     def args(self, config: EngineConfig) -> list[str]:
-        return [
+        """The ``vllm serve`` arguments of the bare-model trial Pod (no user template)."""
+        base = [
             "--model",
             self.model,
             "--served-model-name",
@@ -345,12 +352,45 @@ class KubernetesTrialManifest(BaseModel):
             "--shutdown-timeout",
             str(self.shutdown_timeout_s),
             *self.extra_args,
-            *config.vllm_args(),
         ]
+        _, args = render_invocation(parse_invocation(["vllm", "serve"], base, where="trial pod container vllm"), config)
+        return args
 
-    def pod(self, config: EngineConfig, trial_id: str) -> dict[str, Any]:
-        """The Pod manifest (a plain dict ready for the API or ``kubectl apply``)."""
-        name = f"{self.target_name}-trial-{trial_id}"[:63].rstrip("-")
+    def name(self, trial_id: str) -> str:
+        return f"{self.target_name}-trial-{trial_id}"[:63].rstrip("-")
+
+    def _metadata(self, config: EngineConfig, trial_id: str, annotations: Mapping[str, str]) -> dict[str, Any]:
+        return {
+            "name": self.name(trial_id),
+            "namespace": self.namespace,
+            "labels": self.labels(config, trial_id),
+            "annotations": {
+                **annotations,
+                "shiftlight.dev/config": config.label(),
+                "shiftlight.dev/config-json": config.model_dump_json(),
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": self.owner.api_version,
+                    "kind": self.owner.kind,
+                    "name": self.owner.name,
+                    "uid": self.owner.uid,
+                    "controller": self.owner.controller,
+                    "blockOwnerDeletion": self.owner.block_owner_deletion,
+                }
+            ],
+        }
+
+    def pod(self, config: EngineConfig, trial_id: str, source: PodSource | None = None) -> dict[str, Any]:
+        """The Pod manifest (a plain dict ready for the API or ``kubectl apply``).
+
+        With ``source`` (the user's pod template) the trial Pod is the user's own pod with only the tuned flags
+        replaced (:func:`derive_pod_template`, variant ``trial``: out of the user's selectors), placed on the canary
+        pool (its node selector replaces the user's, its tolerations are added), ``restartPolicy: Never``, the
+        pool's image when it names one, and ``served_model_name`` when the user's command line names none.
+        Without it the Pod is built for the bare model name."""
+        if source is not None:
+            return self._pod_from(source, config, trial_id)
         env = {**self.extra_env, **config.env()}
         resources: dict[str, dict[str, str]] = {"requests": {}, "limits": {}}
         if self.gpu_count:
@@ -391,30 +431,38 @@ class KubernetesTrialManifest(BaseModel):
             spec["tolerations"] = [t.model_dump(exclude_none=True) for t in self.tolerations]
         if self.service_account:
             spec["serviceAccountName"] = self.service_account
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "labels": self.labels(config, trial_id),
-                "annotations": {
-                    "shiftlight.dev/config": config.label(),
-                    "shiftlight.dev/config-json": config.model_dump_json(),
-                },
-                "ownerReferences": [
-                    {
-                        "apiVersion": self.owner.api_version,
-                        "kind": self.owner.kind,
-                        "name": self.owner.name,
-                        "uid": self.owner.uid,
-                        "controller": self.owner.controller,
-                        "blockOwnerDeletion": self.owner.block_owner_deletion,
-                    }
-                ],
-            },
-            "spec": spec,
-        }
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": self._metadata(config, trial_id, {}), "spec": spec}
+
+    def _pod_from(self, source: PodSource, config: EngineConfig, trial_id: str) -> dict[str, Any]:
+        template = derive_pod_template(
+            source,
+            config,
+            variant="trial",
+            labels=self.labels(config, trial_id),
+            served_model_name=self.served_model_name,
+            fallback_model=self.model,
+            port=self.port,
+        )
+        meta = template.get("metadata") or {}
+        metadata = self._metadata(config, trial_id, meta.get("annotations") or {})
+        metadata["labels"] = {**(meta.get("labels") or {}), **metadata["labels"]}
+        spec: dict[str, Any] = template["spec"]
+        spec["restartPolicy"] = "Never"
+        if self.node_selector:
+            spec["nodeSelector"] = dict(self.node_selector)
+        if self.tolerations:
+            known = spec.get("tolerations") or []
+            spec["tolerations"] = [
+                *known,
+                *(t for t in (t.model_dump(exclude_none=True) for t in self.tolerations) if t not in known),
+            ]
+        if self.service_account and not spec.get("serviceAccountName"):
+            spec["serviceAccountName"] = self.service_account
+        if self.override_image:
+            for c in spec["containers"]:
+                if c.get("name") == source.container or len(spec["containers"]) == 1:
+                    c["image"] = self.override_image
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 class SimulatorLauncher(LocalProcessLauncher):
