@@ -6,13 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client, config
 
 from controller.adapters.gateway import GatewayRouter, replica_split, route_weight, set_route_weights
 from controller.adapters.kube import KubeCluster, translate
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
-from controller.errors import ClusterConflict, NotFound
+from controller.errors import ClusterConflict, InvalidInput, NotFound
 from tests.support.kube_api import KubeAPI, running_kube_api
 
 from .conftest import http_route
@@ -165,3 +166,68 @@ def test_translate_api_errors() -> None:
     assert isinstance(translate(client.ApiException(status=404, reason="Not Found", body=body)), NotFound)
     assert isinstance(translate(client.ApiException(status=422, reason="Invalid")), ClusterConflict)
     assert str(translate(client.ApiException(status=404, body=body), "lease")) == 'lease: leases "x" not found'
+
+
+MANIFESTS = Path(__file__).resolve().parents[1] / "adapters" / "manifests"
+
+
+def _apply(api: client.ApiClient, docs: list[dict[str, object]]) -> None:
+    for doc in docs:
+        kind = doc["kind"]
+        if kind == "Deployment":
+            client.AppsV1Api(api).create_namespaced_deployment("prod", client.V1Deployment.model_validate(doc))
+        elif kind == "Service":
+            client.CoreV1Api(api).create_namespaced_service("prod", client.V1Service.model_validate(doc))
+        elif kind == "ConfigMap":
+            client.CoreV1Api(api).create_namespaced_config_map("prod", client.V1ConfigMap.model_validate(doc))
+
+
+def test_candidate_is_derived_from_the_users_deployment_and_promote_keeps_the_users_labels(
+    api: client.ApiClient, operator_api: client.ApiClient
+) -> None:
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / "config-file.yaml").read_text()) if d]
+    for d in docs:
+        d["metadata"]["namespace"] = "prod"
+    _apply(api, docs)
+    cluster = KubeCluster(
+        operator_api,
+        template_deployment="deepseek-r1-distill-llama-8b",
+        container="vllm-openai",
+        stable_service="deepseek-r1-distill-llama-8b",
+        candidate_service="deepseek-candidate",
+    )
+    source = cluster.pod_source(T)
+    assert source is not None and source.config_maps  # the --config file was read from its ConfigMap
+    config = EngineConfig(max_num_seqs=256, max_num_batched_tokens=2048)
+    cluster.deploy(T, "candidate", config, 1)
+    cand = _deployment(api, "workhorse-candidate")
+    pod = cand["spec"]["template"]  # type: ignore[index]
+    engine = pod["spec"]["containers"][0]
+    command = engine["command"]
+    assert command[command.index("--max-num-seqs") + 1] == "256"  # overrides the file's 128 on the command line
+    assert command[command.index("--config") + 1] == "/etc/vllm/serve.yaml"  # the user's flags stay
+    assert engine["volumeMounts"] == [{"name": "vllm-config", "mountPath": "/etc/vllm", "readOnly": True}]
+    assert pod["metadata"]["labels"]["model.aibrix.ai/name"] == "deepseek-r1-distill-llama-8b-candidate"
+    assert pod["metadata"]["labels"]["shiftlight.dev/variant"] == "candidate"
+    cluster.deploy(T, "stable", EngineConfig(max_num_seqs=128, kv_cache_dtype="fp8", max_num_batched_tokens=8192), 1)
+    cluster.promote(T)
+    stable = _deployment(api, "workhorse-stable")
+    labels = stable["spec"]["template"]["metadata"]["labels"]  # type: ignore[index]
+    assert labels["model.aibrix.ai/name"] == "deepseek-r1-distill-llama-8b"  # back in the user's Service
+    assert labels["shiftlight.dev/variant"] == "stable"
+    stable_command = stable["spec"]["template"]["spec"]["containers"][0]["command"]  # type: ignore[index]
+    assert stable_command[stable_command.index("--max-num-seqs") + 1] == "256"  # the candidate's config
+
+
+def test_a_shell_string_deployment_is_refused_and_nothing_is_deployed(
+    api: client.ApiClient, operator_api: client.ApiClient
+) -> None:
+    docs = [d for d in yaml.safe_load_all((MANIFESTS / "shell-string.yaml").read_text()) if d]
+    _apply(api, docs)
+    cluster = KubeCluster(operator_api, template_deployment="mistral-7b", container="mistral-7b")
+    with pytest.raises(InvalidInput) as err:
+        cluster.deploy(T, "candidate", CFG, 1)
+    assert err.value.field == "--max-num-batched-tokens"
+    assert "container mistral-7b" in err.value.source
+    assert cluster.replicas(T, "candidate") == 0
+    assert [d.metadata.name for d in client.AppsV1Api(api).list_namespaced_deployment("prod").items] == ["mistral-7b"]
