@@ -160,10 +160,8 @@ class LocalProcessLauncher:
     def command(self, config: EngineConfig, port: int) -> list[str]:
         """``<engine python> -m vllm.entrypoints.openai.api_server --model ... <extra args>`` with the config's
         flags rendered in (a tuned flag in ``extra_args`` is replaced, not repeated)."""
+        module = "vllm.entrypoints.openai.api_server"
         base = [
-            self.engine_python,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
             "--model",
             self.model_path,
             "--served-model-name",
@@ -174,8 +172,9 @@ class LocalProcessLauncher:
             str(port),
             *self.extra_args,
         ]
-        command, args = render_invocation(parse_invocation(base, None, where="local engine"), config)
-        return [*command, *args]
+        # parsed as the api_server form whatever the interpreter's file name is
+        _, args = render_invocation(parse_invocation(["python", "-m", module], base, where="local engine"), config)
+        return [self.engine_python, "-m", module, *args]
 
     def process_env(self, config: EngineConfig) -> dict[str, str]:
         env = dict(os.environ)
