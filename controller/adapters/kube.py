@@ -28,7 +28,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from controller.adapters.memory import check_replicas, check_variant
-from controller.adapters.vllm_pod import PodSource, config_map_name, derive_pod_template
+from controller.adapters.vllm_pod import PodSource, config_map_name, derive_pod_template, engine_invocation
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation, render_invocation
 from controller.domain.observation import TargetRef
@@ -409,6 +409,14 @@ class KubeCluster:
             except NotFound:
                 pass  # the derivation refuses a --config file it cannot read
         return source
+
+    def check_template(self, target: TargetRef) -> None:
+        """Refuse (:class:`InvalidInput`, naming the Deployment, container and flag) a production pod template
+        whose vLLM invocation Shiftlight cannot rewrite (a shell-string command, an unknown wrapper, an unreadable
+        ``--config`` file), before anything is deployed."""
+        source = self.pod_source(target)
+        if source is not None:
+            engine_invocation(source, fallback_model=target.model, port=self.port)
 
     def deploy(self, target: TargetRef, variant: str, config: EngineConfig, replicas: int) -> None:
         check_variant(variant)

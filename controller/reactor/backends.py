@@ -300,6 +300,7 @@ class KubernetesBackend:
             served_model_name=spec.model.served_model_name,
             stable_service=spec.workload.service,
         )
+        cluster.check_template(target)  # a pod template Shiftlight cannot rewrite: refused, nothing deployed
         router = GatewayRouter(
             self.api,
             cluster,
