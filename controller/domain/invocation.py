@@ -240,9 +240,10 @@ def _config_file_args(text: str, path: str, where: str) -> list[str]:
     for key, value in data.items():
         flag = f"--{key}"
         if isinstance(value, bool):
+            hit = tuned_flag(flag)
             if value:
                 out.append(flag)
-            elif tuned_flag(flag) and TUNED_FLAGS[tuned_flag(flag)[0]] == "bool":  # type: ignore[index]
+            elif hit is not None and TUNED_FLAGS[hit[0]] == "bool":  # vLLM: "--no-KEY" where that option exists
                 out.append(f"--no-{key}")
         elif isinstance(value, list):
             if value:

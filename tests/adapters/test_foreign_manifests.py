@@ -372,3 +372,13 @@ def test_every_rendered_flag_parses_back(config: EngineConfig) -> None:
     inv = parse_invocation(["vllm", "serve", "m"], config.vllm_args(), config.env())
     assert inv.config == config
     assert sum(len(u.positions) for u in inv.flags) == len(config.vllm_args())  # each rendered token is a tuned flag
+
+
+def test_served_model_name_reaches_the_bare_model_deployment() -> None:
+    target = TargetRef("default", "chat", "org/model")
+    body = deployment_manifest(
+        target, "stable", EngineConfig(max_num_seqs=8), 1, image="vllm", served_model_name="chat"
+    )
+    container = body["spec"]["template"]["spec"]["containers"][0]
+    inv = parse_invocation(container["command"], container["args"])
+    assert (inv.model, inv.served_model_name, inv.config) == ("org/model", "chat", EngineConfig(max_num_seqs=8))
