@@ -5,8 +5,9 @@
   (404 -> NotFound, 409/422 -> ClusterConflict, 403 -> KubeForbidden, 401 -> KubeUnauthorized,
   connection failures -> KubeUnavailable).
 * :class:`KubeCluster` (Cluster): one Deployment per variant (``<target>-stable`` / ``<target>-candidate``) whose
-  ``vllm serve`` args are rendered by ``EngineConfig.vllm_args()``, one Service per variant, replica counts,
-  promotion, readiness from Deployment status, and Kubernetes Events carrying each action's reason.
+  pods are the production Deployment's own with only the tuned flags replaced (:mod:`controller.adapters.vllm_pod`;
+  a bare ``vllm serve MODEL`` without one), one Service per variant, replica counts, promotion, readiness from
+  Deployment status, and Kubernetes Events carrying each action's reason.
 * :class:`KubernetesLauncher`: canary trial Pods on the canary pool (manifest from
   :class:`controller.trials.launchers.KubernetesTrialManifest`), as a trial Launcher.
 """
