@@ -508,6 +508,7 @@ def advance(
         expected_tpot_ratio=state.expected_tpot_ratio,
         weight=state.weight,
         step_age_s=step_age,
+        fleet_replicas=fleet_replicas,
     )
     record = AnalysisRecord(
         step=state.step_index,

@@ -342,3 +342,35 @@ def test_expected_trade_off_follows_the_candidates_share_of_the_load(
         fleet_replicas=replicas,
     )
     assert result.verdict == verdict, result.reason
+
+
+def test_a_step_judges_the_trade_off_at_the_fleets_own_split() -> None:
+    """At 25 % of 16 replicas the candidate runs 4 and carries as much per replica as stable: the canary's whole
+    1.3x TTFT trade-off is expected there (on a fleet of 1 only a third of it would be)."""
+    state = rollout.start(
+        rollout_id="r1",
+        from_config=STOCK,
+        to_config=CANDIDATE,
+        rules=RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100),
+        now=T0,
+        reason="test",
+        proposed_by="optimizer",
+        expected_gain=1.2,
+        needs_approval=False,
+        candidate_replicas=16,
+        expected_ttft_ratio=1.3,
+    ).rollout
+    assert state is not None
+    at_25 = state.model_copy(update={"step_index": 1, "weight": 25, "step_started_at": T0})
+    observation = obs(stats("candidate", 500, ttft=0.405), stats("stable", 1500, ttft=0.3))  # 1.35x stable
+    step = rollout.advance(
+        state=at_25,
+        phase=Phase.ROLLING_OUT,
+        observation=observation,
+        slo=SLO_,
+        rules=RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100),
+        now=T0 + timedelta(seconds=600),
+        fleet_replicas=16,
+    )
+    assert step.phase is Phase.ROLLING_OUT
+    assert [type(a) for a in step.actions if isinstance(a, SetWeights | Rollback)] == [SetWeights]
