@@ -6,12 +6,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := $(ENGINE_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit engine tools bench clean
+.PHONY: demo test lint typecheck unit engine tools image bench clean
 
 demo: $(STAMP)
 	$(PY) -m controller.cli.main demo --out out/demo
 
-test: $(STAMP) engine tools
+test: $(STAMP) engine tools image
 	bash scripts/test.sh
 
 $(STAMP): pyproject.toml
@@ -31,6 +31,10 @@ $(ENGINE_STAMP): scripts/install-engine.sh
 tools:
 	bash scripts/install-tools.sh
 
+# The operator's OCI image, without a daemon or a registry (buildah + mmdebstrap): out/image/shiftlight-VERSION.oci.tar
+image: $(STAMP)
+	PYTHON=$(PY) bash scripts/build-image.sh
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check controller tests bench
 
@@ -38,7 +42,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 unit: $(STAMP)
-	$(PY) -m pytest -q -m "not vllm and not prometheus and not kube and not helm"
+	$(PY) -m pytest -q -m "not vllm and not prometheus and not kube and not helm and not image"
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) out .mypy_cache .pytest_cache .ruff_cache

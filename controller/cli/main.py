@@ -14,6 +14,23 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"shiftlight {version('shiftlight')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
+    """Keeps a self-hosted vLLM fleet on the fastest safe engine configuration for its traffic."""
+
+
 @app.command()
 def demo(
     out: Path = typer.Option(Path("out/demo"), "--out", help="folder for the report, chart (PNG + HTML) and status"),

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 
 import kopf
+from kopf._core.engines.peering import Identity  # kopf.run's identity type (a NewType of str)
 from kubernetes import client
 
 from controller.adapters.kube import load_api_client
@@ -108,6 +109,9 @@ def run_operator(settings: OperatorSettings) -> None:
     try:
         kopf.run(
             registry=runtime.registry,
+            # kopf would otherwise derive one from the OS user name, which an arbitrary container uid (65532, or
+            # one the cluster assigns) has none of
+            identity=Identity(runtime.elector.identity),
             standalone=True,
             clusterwide=settings.all_namespaces or not settings.namespaces,
             namespaces=() if settings.all_namespaces or not settings.namespaces else settings.namespaces,

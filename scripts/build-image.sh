@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds the operator's OCI image without a daemon or a registry, as the Containerfile's two stages do:
+#   1. build: the shiftlight wheel and a wheelhouse of its runtime dependencies (no dev extras), on this machine;
+#   2. runtime: a Debian bookworm root filesystem made by mmdebstrap, with the wheelhouse installed offline into
+#      /opt/venv by buildah (vfs storage, chroot isolation); uid 65532, entrypoint `shiftlight`.
+# Writes out/image/shiftlight-<version>.oci.tar (an OCI archive: `skopeo copy oci-archive:... docker://...`).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+python=${PYTHON:-python3}
+version=$("$python" -c "import tomllib; print(tomllib.load(open('pyproject.toml', 'rb'))['project']['version'])")
+out="$root/out/image"
+work="$out/build"
+name="ghcr.io/shiftlight/shiftlight:$version"
+archive="$out/shiftlight-$version.oci.tar"
+export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
+
+if ! command -v buildah >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
+  echo "installing buildah and mmdebstrap (Debian packages)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends buildah mmdebstrap uidmap >/dev/null
+fi
+
+# Up to date: nothing that goes into the image changed since the archive was written.
+if [ -f "$archive" ] && [ -z "$(find controller policies pyproject.toml README.md scripts/build-image.sh -newer "$archive" -print -quit)" ]; then
+  echo "image: $archive is up to date"
+  exit 0
+fi
+
+started=$(date +%s)
+rm -rf "$work"
+mkdir -p "$work/wheels"
+
+# Stage 1: the wheel and its runtime dependencies, as wheels (what `pip wheel` resolves from pyproject.toml).
+"$python" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$work/wheels" "$root" 2>&1 \
+  | { grep -v "^WARNING: Location 'file://" || true; }
+rm -rf "$root/build"
+
+# Stage 2: the runtime root filesystem: Debian's python3 and nothing else that a build needs.
+mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates,tzdata \
+  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+  --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
+  --customize-hook='echo "shiftlight:x:65532:65532:shiftlight:/tmp:/usr/sbin/nologin" >>"$1/etc/passwd"' \
+  --customize-hook='echo "shiftlight:x:65532:" >>"$1/etc/group"' \
+  bookworm "$work/rootfs.tar" http://deb.debian.org/debian
+
+ctr=$(buildah from --quiet scratch)
+cleanup() { buildah rm "$ctr" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+buildah add --quiet "$ctr" "$work/rootfs.tar" /
+buildah copy --quiet "$ctr" "$work/wheels" /tmp/wheels
+buildah run "$ctr" -- /usr/bin/python3 -m venv /opt/venv
+buildah run "$ctr" -- /opt/venv/bin/pip install --quiet --no-index --no-cache-dir --disable-pip-version-check \
+  --find-links /tmp/wheels "shiftlight==$version"
+# The policy presets ship in the image too (the chart mounts its own copy over them).
+buildah copy --quiet "$ctr" "$root/policies" /etc/shiftlight/policies
+buildah run "$ctr" -- /bin/rm -rf /tmp/wheels /root/.cache
+buildah config \
+  --user 65532:65532 \
+  --workingdir / \
+  --env PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  --env HOME=/tmp \
+  --env PYTHONDONTWRITEBYTECODE=1 \
+  --env SHIFTLIGHT_POLICY_DIR=/etc/shiftlight/policies/v1 \
+  --entrypoint '["/opt/venv/bin/shiftlight"]' \
+  --cmd '["operator"]' \
+  --label org.opencontainers.image.title=shiftlight \
+  --label org.opencontainers.image.version="$version" \
+  --label org.opencontainers.image.licenses=Apache-2.0 \
+  "$ctr"
+buildah commit --quiet --rm "$ctr" "$name" >/dev/null
+trap - EXIT
+rm -f "$archive"
+buildah push --quiet "$name" "oci-archive:$archive:$name"
+rm -rf "$work"
+echo "image: $archive ($name, $(du -m "$archive" | cut -f1) MiB, built in $(( $(date +%s) - started )) s)"
