@@ -48,7 +48,6 @@ from pydantic import (
 
 from controller.domain import rollout_defaults
 from controller.domain.config import (
-    CPU_DRAFTERS,
     STOCK,
     EngineConfig,
     KvCacheDtype,
@@ -426,14 +425,13 @@ class Override(BaseModel):
 
 
 class Constraints(BaseModel):
-    """Rules between knobs (vLLM refusals and known failure modes). Each can be switched off."""
+    """Rules between knobs (vLLM refusals and known failure modes). Each can be switched off.
+
+    Combinations vLLM refuses outright (a CPU drafter with explicit async scheduling, stochastic rounding without
+    float16 SSM state) are not constraints: no :class:`EngineConfig` can hold them."""
 
     model_config = _STRICT
 
-    cpu_drafter_without_async: bool = Field(
-        default=True, description="CPU drafters (ngram, suffix) refuse explicit async scheduling"
-    )
-    stochastic_rounding_needs_fp16: bool = Field(default=True, description="SR requires float16 SSM state")
     stochastic_rounding_backend: bool = Field(
         default=True, description="SR with the Triton backend needs Blackwell; elsewhere use flashinfer"
     )
@@ -688,15 +686,6 @@ class Policy(BaseModel):
         feasibility oracle is attached)."""
         c, t, out = self.constraints, self.target, []
         k = config.num_speculative_tokens
-        if (
-            c.cpu_drafter_without_async
-            and config.async_scheduling is True
-            and config.speculative_method in CPU_DRAFTERS
-        ):
-            out.append(f"the CPU drafter '{config.speculative_method}' cannot run with explicit async scheduling")
-        sr = config.mamba_cache_stochastic_rounding
-        if c.stochastic_rounding_needs_fp16 and sr and config.mamba_ssm_cache_dtype != "float16":
-            out.append("stochastic rounding needs mamba_ssm_cache_dtype float16")
         if (
             c.stochastic_rounding_backend
             and config.mamba_cache_stochastic_rounding

@@ -74,5 +74,6 @@ buildah commit --quiet --rm "$ctr" "$name" >/dev/null
 trap - EXIT
 rm -f "$archive"
 buildah push --quiet "$name" "oci-archive:$archive:$name"
+buildah rmi "$name" >/dev/null  # the archive is the artifact; keep no copy in local storage
 rm -rf "$work"
 echo "image: $archive ($name, $(du -m "$archive" | cut -f1) MiB, built in $(( $(date +%s) - started )) s)"

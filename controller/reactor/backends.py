@@ -40,6 +40,7 @@ from controller.reactor.settings import OperatorSettings
 from controller.reconcile import Ports, Reconciler, rules_from_policy
 from controller.trials.launchers import KubernetesTrialManifest, OwnerRef
 from controller.trials.launchers import Toleration as PodToleration
+from controller.trials.quality import quality_gate_for
 from controller.trials.runner import TrialRunner
 
 log = logging.getLogger(__name__)
@@ -329,6 +330,7 @@ class KubernetesBackend:
                 cluster.image,
                 default_node_selector=self.settings.canary_node_selector,
                 default_tolerations=self.settings.canary_tolerations,
+                policy=policy,
             ),
             router=router,
             advisor=advisors.advisor,
@@ -365,10 +367,12 @@ def canary_trials(
     *,
     default_node_selector: Mapping[str, str] | None = None,
     default_tolerations: Sequence[CanaryToleration] = (),
+    policy: Policy | None = None,
 ) -> TrialRunner:
     """Trials as Pods on the TunedService's canary pool, owned by it (garbage-collected with it). A pool that sets
     no node selector (or no tolerations) gets the operator's defaults (``SHIFTLIGHT_CANARY_NODE_SELECTOR``,
-    ``SHIFTLIGHT_CANARY_TOLERATIONS``)."""
+    ``SHIFTLIGHT_CANARY_TOLERATIONS``). With a ``policy``, its lossy configs must pass the policy's quality gate
+    against the stable variant (the TunedService's Service, in its namespace)."""
     pool = spec.canary_pool
     node_selector = dict(pool.node_selector) or dict(default_node_selector or {})
     tolerations = tuple(pool.tolerations) or tuple(default_tolerations)
@@ -400,11 +404,17 @@ def canary_trials(
         container=spec.workload.container,
         stable_service=spec.workload.service,
     )
+    gate = None
+    if policy is not None:
+        stable = f"http://{spec.workload.service}.{target.namespace}.svc:{spec.workload.port}"
+        gate = quality_gate_for(policy, stable, manifest.served_model_name or spec.model.name)
     return TrialRunner(
         KubernetesLauncher(api, manifest, pod_source=lambda: template.pod_source(target)),
         model=spec.model.name,
         gpu_type=spec.gpu_type,
         engine_version=manifest.image,
+        quality_gate=gate,
+        gate_if=policy.is_lossy if policy is not None else None,
     )
 
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from controller.domain.trial import QualityReport
 from controller.errors import InvalidInput, TemporaryError
+from controller.policy import Policy
 
 
 class _Logprobs(BaseModel):
@@ -158,3 +159,17 @@ class QualityGate:
             passed=not problems,
             reason="; ".join(problems),
         )
+
+
+def quality_gate_for(policy: Policy, baseline_endpoint: str, baseline_model: str) -> QualityGate:
+    """The quality gate the policy asks for (``quality_gate``: the prompt count and both thresholds), comparing a
+    candidate with the stable variant at ``baseline_endpoint``."""
+    gate = policy.quality_gate
+    return QualityGate(
+        baseline_endpoint,
+        baseline_model,
+        prompts=fixed_prompts(count=gate.prompts),
+        min_exact_match=gate.min_exact_match,
+        max_logprob_divergence=gate.max_logprob_divergence,
+    )
+

@@ -34,6 +34,7 @@ from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import Policy
 from controller.ports import AdvisorContext, TrialRequest
 from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.trials.quality import quality_gate_for
 
 #: Metadata: fields that name or describe a policy and are meant to change nothing.
 EXEMPT = {
@@ -44,17 +45,8 @@ EXEMPT = {
 
 #: Fields that reach nothing yet, each with why. The test also fails when one of these starts to have an effect,
 #: so the entry is removed when it is fixed.
-NOT_YET_CONSUMED = {
-    "constraints.cpu_drafter_without_async": (
-        "EngineConfig itself refuses a CPU drafter with explicit async scheduling, so the constraint never fires"
-    ),
-    "constraints.stochastic_rounding_needs_fp16": (
-        "EngineConfig itself refuses stochastic rounding without float16 SSM state, so the constraint never fires"
-    ),
-    "quality_gate.min_exact_match": "no code builds the trial runner's quality gate from the policy",
-    "quality_gate.max_logprob_divergence": "no code builds the trial runner's quality gate from the policy",
-    "quality_gate.prompts": "no code builds the trial runner's quality gate from the policy",
-}
+#: Fields that reach nothing yet, with why (each must say what would consume it). Empty: every field has an effect.
+NOT_YET_CONSUMED: dict[str, str] = {}
 
 TARGET = TargetRef("prod", "chat", "llama")
 SHAPE = TrafficShape(
@@ -308,6 +300,7 @@ def effects(policy: Policy) -> dict[str, Any]:
     llm = policy.llm
     endpoint = next((e for e in ENDPOINTS if e.name == llm.advisor), ENDPOINTS[0])
     chat = make_chat_model(endpoint, llm)
+    gate = quality_gate_for(policy, "http://127.0.0.1:9", "stable")
     return {
         "rules": repr(rules_from_policy(policy)),
         "space": (
@@ -321,6 +314,7 @@ def effects(policy: Policy) -> dict[str, Any]:
         "trial_request": trial_request(policy).budget,
         "prior": None if prior is None else tuple(round(prior(c, SHAPE), 6) for c in PROBES[:3]),
         "advisor": (llm.enabled, endpoint.name, chat.request_timeout, chat.max_tokens, chat.temperature),
+        "quality_gate": (gate.min_exact_match, gate.max_logprob_divergence, tuple(map(tuple, gate.prompts))),
         "agent": agent_run(policy),
     }
 
