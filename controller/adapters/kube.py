@@ -433,8 +433,14 @@ class KubeCluster:
             served_model_name=self.served_model_name,
         )
         name = body["metadata"]["name"]
-        current = self._get(target, name)
-        with kube_errors(f"deploy {target.namespace}/{name}"):
+        self._upsert(target, name, body, self._get(target, name), what=f"deploy {target.namespace}/{name}")
+        if variant == "candidate" and self.candidate_service:
+            self._ensure_service(target, variant, self.candidate_service)
+        log.info("%s: deployed %s (%s) x%d", target, name, config.label(), replicas)
+
+    def _upsert(self, target: TargetRef, name: str, body: JSON, current: JSON | None, *, what: str) -> None:
+        """Create the Deployment ``body``, or replace ``current`` with it (guarded by its resourceVersion)."""
+        with kube_errors(what):
             if current is None:
                 self.apps.create_namespaced_deployment(target.namespace, client.V1Deployment.model_validate(body))
             else:
@@ -442,9 +448,6 @@ class KubeCluster:
                 self.apps.replace_namespaced_deployment(
                     name, target.namespace, client.V1Deployment.model_validate(body)
                 )
-        if variant == "candidate" and self.candidate_service:
-            self._ensure_service(target, variant, self.candidate_service)
-        log.info("%s: deployed %s (%s) x%d", target, name, config.label(), replicas)
 
     def _ensure_service(self, target: TargetRef, variant: str, name: str) -> None:
         try:
@@ -487,14 +490,7 @@ class KubeCluster:
         stable_name = variant_name(target, "stable")
         stable = self._get(target, stable_name)
         body = self._promoted(target, candidate)
-        with kube_errors(f"promote {target}"):
-            if stable is None:
-                self.apps.create_namespaced_deployment(target.namespace, client.V1Deployment.model_validate(body))
-            else:
-                body["metadata"]["resourceVersion"] = stable["metadata"]["resourceVersion"]
-                self.apps.replace_namespaced_deployment(
-                    stable_name, target.namespace, client.V1Deployment.model_validate(body)
-                )
+        self._upsert(target, stable_name, body, stable, what=f"promote {target}")
         for hook in self.on_promote:
             hook(target)
         self.retire(target, "candidate")

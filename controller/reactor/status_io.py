@@ -156,6 +156,9 @@ class StatusStore:
         else:
             patch = [{"op": "add", "path": "/status", "value": {"conditions": conditions}}]
         guarded = [{"op": "test", "path": "/metadata/resourceVersion", "value": str(meta["resourceVersion"])}, *patch]
+        return self._patch_status(namespace, name, guarded)
+
+    def _patch_status(self, namespace: str, name: str, patch: list[JSON]) -> JSON:
         with kube_errors(f"status of {namespace}/{name}"):
             written: JSON = self.custom.patch_namespaced_custom_object_status(  # type: ignore[assignment]
                 crd.GROUP,
@@ -163,7 +166,7 @@ class StatusStore:
                 namespace,
                 crd.PLURAL_TUNED_SERVICE,
                 name,
-                guarded,
+                patch,
                 _content_type="application/json-patch+json",
             )
         return written
@@ -181,17 +184,7 @@ class StatusStore:
                 observed_generation=generation,
             )
             try:
-                with kube_errors(f"status of {namespace}/{name}"):
-                    written: JSON = self.custom.patch_namespaced_custom_object_status(  # type: ignore[assignment]
-                        crd.GROUP,
-                        crd.VERSION,
-                        namespace,
-                        crd.PLURAL_TUNED_SERVICE,
-                        name,
-                        status_patch(rv, wire),
-                        _content_type="application/json-patch+json",
-                    )
-                return written
+                return self._patch_status(namespace, name, status_patch(rv, wire))
             except ClusterConflict:
                 if attempt == self.retries - 1:
                     raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,9 @@ import yaml
 from kopf.testing import KopfRunner
 from kubernetes import client, config
 
-from controller.reactor.backends import Backend
+from controller.reactor.backends import Backend, make_backend
+from controller.reactor.loop import ControlLoop
+from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.run import OperatorRuntime
 from controller.reactor.settings import ConnectionSettings, LeaderSettings, LoopSettings, OperatorSettings
 from tests.support.kube_api import APICall, KubeAPI, KubeAPIServer, running_kube_api
@@ -242,3 +245,30 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 60.0, int
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+class AlwaysLeader:
+    """Leadership for a control loop driven cycle by cycle in a test."""
+
+    def is_leader(self) -> bool:
+        return True
+
+
+def kubernetes_loop(operator_kubeconfig: Path, policy_dir: Path, **settings: Any) -> ControlLoop:
+    """A control loop on the ``kubernetes`` backend, as the operator's own user, driven by ``loop.cycle``."""
+    operator_settings = OperatorSettings(
+        backend="kubernetes",
+        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
+        policy_dir=policy_dir,
+        health_port=None,
+        metrics_port=None,
+        **settings,
+    )
+    api = config.new_client_from_config(str(operator_kubeconfig))
+    return ControlLoop(operator_settings, api, make_backend(operator_settings, api), AlwaysLeader(), OperatorMetrics())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

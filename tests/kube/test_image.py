@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tomllib
 import urllib.error
@@ -29,7 +28,7 @@ from kubernetes import client
 
 from tests.support.kube_api import KubeAPIServer
 
-from .conftest import REPO, G, V, tuned_service, wait_for
+from .conftest import REPO, G, V, free_port, tuned_service, wait_for
 
 pytestmark = [pytest.mark.image, pytest.mark.kube]
 
@@ -180,12 +179,6 @@ def test_image_runs_as_65532_and_carries_no_secrets_or_caches(image: Image) -> N
     assert [p for p in private_keys if "/site-packages/" not in p] == []  # libraries' test fixtures aside
     size = subprocess.run(["du", "-sm", str(root)], capture_output=True, text=True, check=True).stdout.split()[0]
     print(f"image: {ARCHIVE.name} {ARCHIVE.stat().st_size / 2**20:.0f} MiB archive, {size} MiB unpacked")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def healthz(port: int) -> str:

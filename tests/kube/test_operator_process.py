@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -18,15 +17,9 @@ from controller.crd.models import parse_tuned_service
 from controller.domain.phases import Phase
 from tests.support.kube_api import KubeAPIServer
 
-from .conftest import REPO, G, V, tuned_service, wait_for
+from .conftest import REPO, G, V, free_port, tuned_service, wait_for
 
 pytestmark = pytest.mark.kube
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get(url: str) -> str:

@@ -8,23 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 
-from controller.reactor.backends import make_backend
-from controller.reactor.loop import ControlLoop
-from controller.reactor.metrics import OperatorMetrics
-from controller.reactor.settings import ConnectionSettings, OperatorSettings
-
-from .conftest import G, V, tuned_service
+from .conftest import G, V, kubernetes_loop, tuned_service
 
 pytestmark = [pytest.mark.kube, pytest.mark.security]
 
 SHELL = Path(__file__).resolve().parents[1] / "adapters" / "manifests" / "shell-string.yaml"
-
-
-class AlwaysLeader:
-    def is_leader(self) -> bool:
-        return True
 
 
 def test_a_shell_string_deployment_gets_a_condition_and_nothing_is_deployed(
@@ -36,15 +26,7 @@ def test_a_shell_string_deployment_gets_a_condition_and_nothing_is_deployed(
     ts = tuned_service(route=None)
     ts["spec"]["workload"]["container"] = "mistral-7b"
     client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, "prod", "tunedservices", ts)
-    settings = OperatorSettings(
-        backend="kubernetes",
-        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
-        policy_dir=policy_dir,
-        health_port=None,
-        metrics_port=None,
-    )
-    operator_api = config.new_client_from_config(str(operator_kubeconfig))
-    loop = ControlLoop(settings, operator_api, make_backend(settings, operator_api), AlwaysLeader(), OperatorMetrics())
+    loop = kubernetes_loop(operator_kubeconfig, policy_dir)
     report = loop.cycle("prod", "workhorse")
     assert not report.acted
     body = client.CustomObjectsApi(api).get_namespaced_custom_object(G, V, "prod", "tunedservices", "workhorse")

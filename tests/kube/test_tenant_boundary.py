@@ -21,13 +21,12 @@ from kubernetes import client
 
 from controller.advisor.endpoints import AdvisorEndpoint
 from controller.errors import InvalidInput
-from controller.reactor.backends import make_backend, preset_path
+from controller.reactor.backends import preset_path
 from controller.reactor.loop import ControlLoop
-from controller.reactor.metrics import OperatorMetrics
-from controller.reactor.settings import ConnectionSettings, OperatorSettings
+from controller.reactor.settings import OperatorSettings
 from tests.support.kube_api import KubeAPIServer
 
-from .conftest import REPO, G, V, tuned_service
+from .conftest import REPO, G, V, kubernetes_loop, tuned_service
 
 pytestmark = [pytest.mark.kube, pytest.mark.security]
 
@@ -68,11 +67,6 @@ def receiver() -> Iterator[Receiver]:
         thread.join(timeout=5)
 
 
-class AlwaysLeader:
-    def is_leader(self) -> bool:
-        return True
-
-
 @pytest.fixture
 def token_file(tmp_path: Path) -> Path:
     """Stands in for the operator Pod's ServiceAccount token: what the hostile policy wants sent to its server."""
@@ -83,18 +77,8 @@ def token_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def loop(operator_kubeconfig: Path, policy_dir: Path) -> ControlLoop:
-    settings = OperatorSettings(
-        backend="kubernetes",
-        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
-        policy_dir=policy_dir,
-        health_port=None,
-        metrics_port=None,
-        llm_advisors=(AdvisorEndpoint(name="default", base_url="http://127.0.0.1:9/v1", model="admins-model"),),
-    )
-    from kubernetes import config
-
-    api = config.new_client_from_config(str(operator_kubeconfig))
-    return ControlLoop(settings, api, make_backend(settings, api), AlwaysLeader(), OperatorMetrics())
+    admin_advisor = AdvisorEndpoint(name="default", base_url="http://127.0.0.1:9/v1", model="admins-model")
+    return kubernetes_loop(operator_kubeconfig, policy_dir, llm_advisors=(admin_advisor,))
 
 
 #: What a tenant's stored status already holds: it must survive the refusal.
