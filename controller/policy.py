@@ -653,6 +653,38 @@ class Policy(BaseModel):
         data["space"]["base"] = declared.base.model_dump()
         return Policy.model_validate(data)
 
+    def based_on(self, running: EngineConfig) -> Policy:
+        """This policy for a workload that runs ``running`` today: the knobs the space does not tune keep the
+        running values (a Deployment's own ``--tensor-parallel-size 2`` stays 2), except those the policy fixes
+        itself in ``space.base``. Raises :class:`InvalidInput` (field ``space.base``) when they cannot combine."""
+        declared = self._declared_space or self.space
+        fixed = declared.base.model_fields_set if "base" in declared.model_fields_set else set()
+        values = running.model_dump()
+        values.update({k: getattr(declared.base, k) for k in fixed})
+        try:
+            base = EngineConfig.model_validate(values)
+        except ValidationError as exc:
+            raise InvalidInput(
+                f"the running config and the policy's space.base cannot combine: {exc.errors()[0]['msg']}",
+                source=f"policy {self.name}",
+                field="space.base",
+            ) from None
+        data = self.model_dump(exclude={"space"})
+        data["space"] = declared.model_dump(exclude_unset=True)
+        data["space"]["base"] = base.model_dump()
+        if "gpus" not in self.target.model_fields_set:  # a replica that runs TP=n has n GPUs
+            data["target"]["gpus"] = max(self.target.gpus, running.tensor_parallel_size)
+        rebased = Policy.model_validate(data).with_feasibility(self._feasibility)
+        if next(rebased.space.configs(), None) is None:
+            first = next(rebased.space.raw_configs(), None)
+            why = "; ".join(rebased.constraint_violations(first)) if first is not None else "the space is empty"
+            raise InvalidInput(
+                f"no config of the space is valid with the knobs the running config fixes ({running.label()}): {why}",
+                source=f"policy {self.name}",
+                field="space",
+            )
+        return rebased
+
     def with_feasibility(self, feasibility: Feasibility | None) -> Policy:
         """A copy that checks memory fit with ``feasibility``."""
         clone = self.model_copy()

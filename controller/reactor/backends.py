@@ -27,6 +27,7 @@ from kubernetes import client
 from controller.adapters.gateway import GatewayRouter, gateway_installed
 from controller.adapters.kube import KubeCluster, KubeEvents, KubernetesLauncher, kube_errors
 from controller.adapters.memory import NopNotifier, RecordingNotifier
+from controller.adapters.vllm_pod import baseline_config
 from controller.crd.models import API_VERSION, TunedServiceSpec
 from controller.crd.models import Toleration as CanaryToleration
 from controller.decide.capacity import ScalingRules
@@ -56,6 +57,8 @@ class TargetRuntime:
     """Move (simulated) time forward by the previous cycle's requeue, before the next cycle."""
     generation: int | None = None
     notifier: Notifier | None = None
+    initial_config: EngineConfig | None = None
+    """What the workload runs before Shiftlight changed anything (a TunedService without a status starts there)."""
 
 
 class Backend(Protocol):
@@ -302,6 +305,12 @@ class KubernetesBackend:
             stable_service=spec.workload.service,
         )
         cluster.check_template(target)  # a pod template Shiftlight cannot rewrite: refused, nothing deployed
+        # the config the user's pods run today: the starting point, and the value of every knob the policy does not
+        # tune (a Deployment's own --tensor-parallel-size stays as it is)
+        source = cluster.pod_source(target)
+        running = baseline_config(source, fallback_model=target.model) if source is not None else None
+        if running is not None:
+            policy = policy.based_on(running)
         router = GatewayRouter(
             self.api,
             cluster,
@@ -343,6 +352,7 @@ class KubernetesBackend:
         rules = rules_from_policy(policy, spec.schedule, scaling=scaling, digest=digest_rules(spec, self.settings))
         runtime = TargetRuntime(
             reconciler=Reconciler(ports, policy, windows=spec.schedule, rules=rules),
+            initial_config=running,
             ports=ports,
             notifier=ports.notifier,
         )
