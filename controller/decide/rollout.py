@@ -406,12 +406,16 @@ def start(
         return RolloutStep(
             state,
             Phase.AWAITING_APPROVAL,
-            (deploy, RequestApproval(rollout_id, 0, why), Notify(Severity.WARNING, "Approval needed", why)),
+            (
+                deploy,
+                RequestApproval(rollout_id, 0, why),
+                Notify(Severity.WARNING, "Approval needed", why, code="approval-required"),
+            ),
         )
     return RolloutStep(
         state,
         Phase.ROLLING_OUT,
-        (deploy, Notify(Severity.INFO, "Rollout started", f"rollout {rollout_id} started: {reason}")),
+        (deploy, Notify(Severity.INFO, "Rollout started", f"rollout {rollout_id} started: {reason}", code="started")),
     )
 
 
@@ -420,22 +424,24 @@ def candidate_replicas_for(fleet_replicas: int, weight: int) -> int:
     return max(1, math.ceil(max(1, fleet_replicas) * weight / 100 - 1e-9))
 
 
-def _apply_step(state: RolloutState, index: int, now: datetime, reason: str) -> RolloutStep:
+def _apply_step(state: RolloutState, index: int, now: datetime, reason: str, code: str = "step") -> RolloutStep:
     weight = state.steps[index]
     new = state.model_copy(update={"step_index": index, "weight": weight, "step_started_at": now})
     why = f"{reason}; step {index + 1}/{len(state.steps)}: {weight}% of traffic to {state.to_config.label()}"
     return RolloutStep(
         new,
         Phase.ROLLING_OUT,
-        (SetWeights(weight, why, step=index), Notify(Severity.INFO, f"Rollout at {weight}%", why)),
+        (SetWeights(weight, why, step=index), Notify(Severity.INFO, f"Rollout at {weight}%", why, code=code)),
     )
 
 
-def _rollback(state: RolloutState, now: datetime, reason: str, analysis: AnalysisRecord | None = None) -> RolloutStep:
+def _rollback(
+    state: RolloutState, now: datetime, reason: str, analysis: AnalysisRecord | None = None, code: str = "rollback"
+) -> RolloutStep:
     analyses = (*state.analyses, analysis) if analysis else state.analyses
     new = state.model_copy(update={"weight": 0, "analyses": analyses})
     why = f"rolled back {state.to_config.label()} at {state.weight}%: {reason}"
-    return RolloutStep(new, Phase.ROLLED_BACK, (Rollback(why), Notify(Severity.CRITICAL, "Rollback", why)))
+    return RolloutStep(new, Phase.ROLLED_BACK, (Rollback(why), Notify(Severity.CRITICAL, "Rollback", why, code=code)))
 
 
 def advance(
@@ -457,7 +463,7 @@ def advance(
     candidate replicas are ready (``candidate_ready_replicas``; None: readiness is not reported, assume ready).
     """
 
-    def apply(index: int, base: RolloutState, reason: str) -> RolloutStep:
+    def apply(index: int, base: RolloutState, reason: str, code: str) -> RolloutStep:
         need = candidate_replicas_for(fleet_replicas, base.steps[index])
         if candidate_ready_replicas is not None and candidate_ready_replicas < need:
             why = (
@@ -465,10 +471,12 @@ def advance(
                 f"{candidate_ready_replicas} are ready"
             )
             return RolloutStep(base, Phase.ROLLING_OUT, (Scale("candidate", need, why),), notes=(why,))
-        return _apply_step(base, index, now, reason)
+        return _apply_step(base, index, now, reason, code)
 
     if state.abort_requested:
-        return _rollback(state, now, f"aborted by a user{': ' + state.abort_reason if state.abort_reason else ''}")
+        return _rollback(
+            state, now, f"aborted by a user{': ' + state.abort_reason if state.abort_reason else ''}", code="aborted"
+        )
 
     if phase is Phase.AWAITING_APPROVAL:
         if state.rejected():
@@ -477,12 +485,14 @@ def advance(
                 f": {rejection.comment}" if rejection.comment else ""
             )
             if state.weight > 0:
-                return _rollback(state, now, why)
-            return RolloutStep(None, Phase.OBSERVING, (Notify(Severity.INFO, "Rollout rejected", why),))
+                return _rollback(state, now, why, code="rejected")
+            return RolloutStep(
+                None, Phase.OBSERVING, (Notify(Severity.INFO, "Rollout rejected", why, code="rejected"),)
+            )
         next_index = state.step_index if state.weight == 0 else state.step_index + 1
         if state.approved_step(next_index):
             approver = next(a.by for a in state.approvals if a.step == next_index and a.decision == "approved")
-            return apply(next_index, state, f"approved by {approver}")
+            return apply(next_index, state, f"approved by {approver}", "approved")
         return RolloutStep(state, phase, notes=(f"waiting for approval of step {next_index + 1}",))
 
     if phase is Phase.PAUSED or state.paused:
@@ -493,7 +503,7 @@ def advance(
         return RolloutStep(resumed, Phase.ROLLING_OUT, notes=("resumed",))
 
     if state.weight == 0:
-        return apply(0, state, f"candidate {state.to_config.label()} is ready")
+        return apply(0, state, f"candidate {state.to_config.label()} is ready", "candidate-ready")
 
     if observation is None:
         return RolloutStep(state, phase, notes=(f"frozen at {state.weight}%: metrics unavailable, not promoting",))
@@ -518,7 +528,7 @@ def advance(
         reason=analysis.reason,
     )
     if analysis.verdict == "Failed":
-        return _rollback(state, now, analysis.reason, record)
+        return _rollback(state, now, analysis.reason, record, code=analysis.code)
     if analysis.verdict == "Inconclusive" and analysis.lacks_data:
         why = f"holding step {state.step_index + 1} at {state.weight}% ({analysis.code}): {analysis.reason}"
         return RolloutStep(state, Phase.ROLLING_OUT, notes=(why,))
@@ -538,7 +548,10 @@ def advance(
         return RolloutStep(
             with_record,
             Phase.AWAITING_APPROVAL,
-            (RequestApproval(state.id, state.step_index + 1, why), Notify(Severity.WARNING, "Approval needed", why)),
+            (
+                RequestApproval(state.id, state.step_index + 1, why),
+                Notify(Severity.WARNING, "Approval needed", why, code=analysis.code),
+            ),
         )
 
     # Successful and baked.
@@ -547,7 +560,7 @@ def advance(
         return RolloutStep(
             _finished(with_record),
             Phase.OBSERVING,
-            (Promote(state.to_config, why), Notify(Severity.INFO, "Rollout complete", why)),
+            (Promote(state.to_config, why), Notify(Severity.INFO, "Rollout complete", why, code=analysis.code)),
         )
     next_index = state.step_index + 1
     if next_index in rules.manual_gates and not state.approved_step(next_index):
@@ -555,9 +568,12 @@ def advance(
         return RolloutStep(
             with_record,
             Phase.AWAITING_APPROVAL,
-            (RequestApproval(state.id, next_index, why), Notify(Severity.WARNING, "Approval needed", why)),
+            (
+                RequestApproval(state.id, next_index, why),
+                Notify(Severity.WARNING, "Approval needed", why, code="manual-gate"),
+            ),
         )
-    return apply(next_index, with_record, f"step {state.step_index + 1} passed: {analysis.reason}")
+    return apply(next_index, with_record, f"step {state.step_index + 1} passed: {analysis.reason}", analysis.code)
 
 
 def _finished(state: RolloutState) -> RolloutState:

@@ -91,6 +91,8 @@ class Notify:
     title: str
     reason: str
     fields: tuple[tuple[str, str], ...] = ()
+    code: str = ""
+    """Machine-readable reason (e.g. a rollout analysis code such as ``slo-breach``); empty when none applies."""
 
 
 Action = RunTrial | SetWeights | Scale | DeployCandidate | Promote | RequestApproval | Rollback | Notify

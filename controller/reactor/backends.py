@@ -327,7 +327,7 @@ class KubernetesBackend:
         except ValueError as exc:
             raise InvalidInput(str(exc), source="environment", field="SHIFTLIGHT_PROMETHEUS_URL") from None
         advisors = advisors_for(policy, self.settings.llm_advisors)
-        metrics = PrometheusMetrics(prom, slo=policy.slo)
+        metrics: PrometheusMetrics = self.settings.metrics_source(prom, slo=policy.slo)
         ports = Ports(
             metrics=metrics,
             forecaster=ProfileForecaster.from_prometheus(metrics),

@@ -13,7 +13,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from controller.advisor.endpoints import AdvisorEndpoint, advisor_endpoints_from_env
 from controller.crd.models import Toleration
+from controller.domain.slo import SLO
 from controller.errors import InvalidInput
+from controller.observe.grafana import GrafanaSettings, metrics_source
+from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 
 Backend = Literal["simulator", "kubernetes"]
 LogFormat = Literal["text", "json"]
@@ -106,6 +109,14 @@ class OperatorSettings:
     slack_channel: str = ""
     llm_advisors: tuple[AdvisorEndpoint, ...] = ()
     """The LLM advisors a policy may name (``llm.advisor``): endpoint, model and key file are admin settings."""
+    grafana: GrafanaSettings | None = None
+    """Grafana: the metrics source (its datasource proxy, when a datasource UID is set; ``prometheus_url`` is then
+    the proxy's URL) and/or where decisions are annotated. Its token is a mounted Secret file."""
+
+    def metrics_source(self, prometheus: PrometheusSettings, *, slo: SLO | None = None) -> PrometheusMetrics:
+        """The MetricsSource these settings choose: Prometheus, or Prometheus through Grafana's datasource proxy
+        (``prometheus`` gives the timeout and label settings either way)."""
+        return metrics_source(prometheus, self.grafana, slo=slo)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> OperatorSettings:
@@ -177,6 +188,53 @@ class OperatorSettings:
                 )
             return value
 
+        def grafana() -> GrafanaSettings | None:
+            names = ("URL", "TOKEN_FILE", "DATASOURCE_UID", "ANNOTATIONS", "DASHBOARD_UIDS")
+            raw = {n: (e.get(f"SHIFTLIGHT_GRAFANA_{n}") or "").strip() for n in names}
+            if not any(raw.values()):
+                return None
+            for needed, why in (("URL", "Grafana's URL"), ("TOKEN_FILE", "the service-account token file")):
+                if not raw[needed]:
+                    given = ", ".join(f"SHIFTLIGHT_GRAFANA_{n}" for n in names if raw[n])
+                    raise InvalidInput(
+                        f"{why} is required when {given} is set",
+                        source="environment",
+                        field=f"SHIFTLIGHT_GRAFANA_{needed}",
+                    )
+            if raw["DATASOURCE_UID"] and (e.get("SHIFTLIGHT_PROMETHEUS_URL") or "").strip():
+                raise InvalidInput(
+                    "metrics come from exactly one place: set either SHIFTLIGHT_PROMETHEUS_URL (prometheus.url) or "
+                    "SHIFTLIGHT_GRAFANA_URL with SHIFTLIGHT_GRAFANA_DATASOURCE_UID (grafana.url, "
+                    "grafana.datasourceUid), not both",
+                    source="environment",
+                    field="SHIFTLIGHT_PROMETHEUS_URL",
+                )
+            annotations = raw["ANNOTATIONS"].lower()
+            if annotations not in ("", "true", "false", "1", "0", "yes", "no"):
+                raise InvalidInput(
+                    f"must be true or false, got {annotations!r}",
+                    source="environment",
+                    field="SHIFTLIGHT_GRAFANA_ANNOTATIONS",
+                )
+            fields = {
+                "url": raw["URL"],
+                "token_file": raw["TOKEN_FILE"],
+                "datasource_uid": raw["DATASOURCE_UID"] or None,
+                "annotations": annotations in ("true", "1", "yes"),
+                "dashboard_uids": tuple(u.strip() for u in raw["DASHBOARD_UIDS"].split(",") if u.strip()),
+            }
+            env_names = {"url": "URL", "token_file": "TOKEN_FILE", "datasource_uid": "DATASOURCE_UID"}
+            try:
+                return GrafanaSettings.model_validate(fields)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                name = env_names.get(str(first["loc"][0]), "DASHBOARD_UIDS")
+                raise InvalidInput(first["msg"], source="environment", field=f"SHIFTLIGHT_GRAFANA_{name}") from None
+
+        grafana_settings = grafana()
+        prometheus_url = e.get("SHIFTLIGHT_PROMETHEUS_URL") or "http://127.0.0.1:9090"
+        if grafana_settings is not None and grafana_settings.datasource_uid is not None:
+            prometheus_url = grafana_settings.proxy_url()
         selector = from_json("SHIFTLIGHT_CANARY_NODE_SELECTOR", "{}", _NODE_SELECTOR)  # type: ignore[arg-type]
         tolerations = from_json("SHIFTLIGHT_CANARY_TOLERATIONS", "[]", _TOLERATIONS)  # type: ignore[arg-type]
         leader = LeaderSettings(
@@ -194,7 +252,7 @@ class OperatorSettings:
             leader=leader,
             loop=LoopSettings(time_scale=num("SHIFTLIGHT_TIME_SCALE", 1.0)),
             policy_dir=Path(e.get("SHIFTLIGHT_POLICY_DIR", "policies/v1")),
-            prometheus_url=e.get("SHIFTLIGHT_PROMETHEUS_URL", "http://127.0.0.1:9090"),
+            prometheus_url=prometheus_url,
             health_port=port("SHIFTLIGHT_HEALTH_PORT", 8080),
             metrics_port=port("SHIFTLIGHT_METRICS_PORT", 9090),
             canary_node_selector=dict(selector),  # type: ignore[call-overload]
@@ -209,6 +267,7 @@ class OperatorSettings:
             slack_channel=e.get("SHIFTLIGHT_SLACK_CHANNEL", ""),
             verify_approvals=e.get("SHIFTLIGHT_VERIFY_APPROVALS", "true").lower() not in ("0", "false", "no"),
             llm_advisors=advisor_endpoints_from_env(e),
+            grafana=grafana_settings,
         )
         if overrides:
             from dataclasses import replace

@@ -1,0 +1,151 @@
+"""Prometheus through Grafana's datasource proxy: the same queries, answers and checks, another door.
+
+Many teams can reach Grafana but not the Prometheus behind it. Grafana forwards
+``{grafana}/api/datasources/proxy/uid/{datasource_uid}/api/v1/query`` (and ``query_range``) to the datasource, with
+Grafana's own authentication: a service-account token sent as ``Authorization: Bearer``. :class:`GrafanaMetrics` is
+:class:`~controller.observe.prometheus.PrometheusMetrics` on that base URL, so the PromQL
+(:mod:`controller.observe.queries`) and the reading of answers are one code path for both ways in.
+
+What differs is the failures Grafana itself answers, each a :class:`GrafanaUnavailable` (a
+:class:`~controller.errors.MetricsUnavailable`, so the loop freezes instead of acting) with a machine-readable
+``reason``:
+
+* 401 / 403: ``grafana-token-rejected`` (the token is wrong, expired or lacks the datasource's query permission);
+* 404: ``grafana-datasource-not-found`` (no datasource with that UID);
+* 502: ``grafana-datasource-down`` (Grafana could not reach the Prometheus behind it).
+
+The token is an admin setting: it lives in a Secret-mounted file (re-read every query, so rotation needs no
+restart) and never appears in a message, a log record, the status or an Event: every error text is scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import requests
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from controller.domain.slo import SLO
+from controller.errors import InvalidInput, MetricsUnavailable
+from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
+
+GrafanaReason = Literal[
+    "grafana-token-rejected",
+    "grafana-datasource-not-found",
+    "grafana-datasource-down",
+    "grafana-token-unreadable",
+    "grafana-http-error",
+    "grafana-unreachable",
+]
+#: The reason of each HTTP status Grafana answers itself.
+STATUS_REASONS: Mapping[int, GrafanaReason] = {
+    401: "grafana-token-rejected",
+    403: "grafana-token-rejected",
+    404: "grafana-datasource-not-found",
+    502: "grafana-datasource-down",
+}
+REDACTED = "<redacted-grafana-token>"
+_STATUS = re.compile(r"HTTP Status Code (\d{3})")
+_UID = r"^[A-Za-z0-9_.-]{1,40}$"
+
+
+class GrafanaUnavailable(MetricsUnavailable):
+    """Metrics could not be read through Grafana; ``reason`` says why (see :data:`GrafanaReason`)."""
+
+    def __init__(self, reason: GrafanaReason, message: str, *, delay_s: float = 30.0) -> None:
+        super().__init__(f"{reason}: {message}", delay_s=delay_s)
+        self.reason = reason
+
+
+class GrafanaSettings(BaseModel):
+    """How to reach Grafana: its URL, the service-account token file, the Prometheus datasource, the dashboards."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str = Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", description="Grafana's base URL")
+    token_file: Path = Field(description="Secret-mounted service-account token, re-read at every request")
+    datasource_uid: str | None = Field(
+        default=None, pattern=_UID, description="the Prometheus datasource to query; None: metrics come elsewhere"
+    )
+    annotations: bool = Field(default=False, description="post every decision as an annotation")
+    dashboard_uids: tuple[str, ...] = Field(
+        default=(), description="dashboards annotated besides the Shiftlight dashboard"
+    )
+
+    def proxy_url(self) -> str:
+        """The datasource's Prometheus HTTP API root, behind Grafana's proxy."""
+        if self.datasource_uid is None:
+            raise InvalidInput("no datasource UID", source="environment", field="SHIFTLIGHT_GRAFANA_DATASOURCE_UID")
+        return f"{self.url.rstrip('/')}/api/datasources/proxy/uid/{self.datasource_uid}"
+
+    def read_token(self) -> SecretStr:
+        """The token, from its file. Errors name the file, never its content."""
+        try:
+            token = self.token_file.read_text().strip()
+        except OSError as exc:
+            raise GrafanaUnavailable(
+                "grafana-token-unreadable", f"cannot read the token file {self.token_file}: {exc.strerror}"
+            ) from None
+        if not token:
+            raise GrafanaUnavailable("grafana-token-unreadable", f"the token file {self.token_file} is empty")
+        return SecretStr(token)
+
+
+def scrub(text: str, secret: str) -> str:
+    """``text`` without ``secret`` (nor its longer fragments, should something echo part of it)."""
+    if not secret:
+        return text
+    return text.replace(secret, REDACTED)
+
+
+class GrafanaMetrics(PrometheusMetrics):
+    """The MetricsSource of :class:`PrometheusMetrics` through Grafana's datasource proxy."""
+
+    def __init__(
+        self, grafana: GrafanaSettings, settings: PrometheusSettings | None = None, *, slo: SLO | None = None
+    ) -> None:
+        base = settings or PrometheusSettings()
+        # the token is Grafana's, read by this class; the Prometheus settings carry none of their own
+        super().__init__(
+            base.model_copy(update={"url": grafana.proxy_url(), "bearer_token": None, "bearer_token_file": None}),
+            slo=slo,
+        )
+        self.grafana = grafana
+        self._token = ""
+
+    def _headers(self) -> dict[str, str]:
+        headers = super()._headers()
+        self._token = self.grafana.read_token().get_secret_value()
+        headers["Authorization"] = f"Bearer {self._token}"
+        return headers
+
+    def _translate(self, what: str, exc: BaseException) -> MetricsUnavailable:
+        where = f"grafana datasource {self.grafana.datasource_uid} at {self.grafana.url} {what}"
+        if isinstance(exc, PrometheusApiClientException):
+            match = _STATUS.search(str(exc))
+            status = int(match.group(1)) if match else 0
+            reason = STATUS_REASONS.get(status, "grafana-http-error")
+            detail = {
+                "grafana-token-rejected": "Grafana refused the service-account token",
+                "grafana-datasource-not-found": "Grafana has no datasource with this UID",
+                "grafana-datasource-down": "Grafana could not reach the datasource",
+            }.get(reason, "Grafana answered an error")
+            body = scrub(str(exc), self._token)[:300]
+            return GrafanaUnavailable(reason, f"{where}: HTTP {status or '?'}: {detail} ({body})")
+        if isinstance(exc, requests.exceptions.RequestException):
+            kind = "timed out" if "timed out" in str(exc).lower() else "connection failed"
+            return GrafanaUnavailable("grafana-unreachable", f"{where}: {kind}")
+        return MetricsUnavailable(scrub(str(super()._translate(what, exc)), self._token))
+
+
+def metrics_source(
+    prometheus: PrometheusSettings, grafana: GrafanaSettings | None, *, slo: SLO | None = None
+) -> PrometheusMetrics:
+    """The operator's MetricsSource: through Grafana's proxy when a datasource UID is set, else Prometheus."""
+    if grafana is not None and grafana.datasource_uid is not None:
+        return GrafanaMetrics(grafana, prometheus, slo=slo)
+    return PrometheusMetrics(prometheus, slo=slo)
