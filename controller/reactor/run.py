@@ -14,6 +14,7 @@ import kopf
 from kopf._core.engines.peering import Identity  # kopf.run's identity type (a NewType of str)
 from kubernetes import client
 
+from controller.adapters.grafana import FanOutNotifier, GrafanaAnnotator
 from controller.adapters.kube import load_api_client
 from controller.adapters.slack import SlackNotifier
 from controller.ports import Notifier
@@ -42,9 +43,9 @@ class OperatorRuntime:
         self.api = api or load_api_client(settings.connection.kubeconfig, settings.connection.context)
         self.metrics = OperatorMetrics()
         self._slack: SlackNotifier | None = None
-        if notifier is None and settings.slack_webhook_file is not None and settings.slack_webhook_file.exists():
-            self._slack = SlackNotifier.from_secret_file(settings.slack_webhook_file, channel=settings.slack_channel)
-            notifier = self._slack
+        self._annotator: GrafanaAnnotator | None = None
+        if notifier is None:
+            notifier = self._notifier_from_settings(settings)
         self.elector: LeaderElector | AlwaysLeader
         if settings.leader.enabled:
             self.elector = LeaderElector(
@@ -61,6 +62,19 @@ class OperatorRuntime:
             target=self.elector.run, args=(self._stop,), name="shiftlight-leader", daemon=True
         )
         self.servers: list[HealthServer] = []
+
+    def _notifier_from_settings(self, settings: OperatorSettings) -> Notifier | None:
+        """Slack (when its webhook file is mounted) and Grafana annotations (when switched on), as one notifier."""
+        notifiers: list[Notifier] = []
+        if settings.slack_webhook_file is not None and settings.slack_webhook_file.exists():
+            self._slack = SlackNotifier.from_secret_file(settings.slack_webhook_file, channel=settings.slack_channel)
+            notifiers.append(self._slack)
+        if settings.grafana is not None and settings.grafana.annotations:
+            self._annotator = GrafanaAnnotator(settings.grafana)
+            notifiers.append(self._annotator)
+        if not notifiers:
+            return None
+        return notifiers[0] if len(notifiers) == 1 else FanOutNotifier(notifiers)
 
     def health(self) -> tuple[bool, str]:
         alive = self._leader_thread.is_alive()
@@ -86,6 +100,8 @@ class OperatorRuntime:
         self.servers.clear()
         if self._slack is not None:
             self._slack.close()
+        if self._annotator is not None:
+            self._annotator.close()
 
     def kopf_args(self) -> list[str]:
         """Arguments for ``kopf run`` (e.g. under ``KopfRunner``)."""

@@ -1,0 +1,254 @@
+"""Grafana annotations: every decision marked on the dashboards people already watch (the ``Notifier`` port).
+
+Each rollout step, promotion, rollback, config switch and freeze becomes one annotation
+(``POST {grafana}/api/annotations``) per dashboard: the generated Shiftlight dashboard
+(:data:`controller.observe.dashboard.UID`) and the dashboards the admin names by UID. An annotation carries the tags
+``shiftlight``, ``target:<namespace>/<name>``, ``phase:<phase>`` and ``code:<reason code>``, and its text is the
+reason sentence Slack gets. The generated dashboard has an annotation query for the ``shiftlight`` tag, so the marks
+show up without setup.
+
+Like :class:`controller.adapters.slack.SlackNotifier`: :meth:`GrafanaAnnotator.post` only deduplicates (same target,
+title and reason within ``dedup_window_s``), rate-limits (a token bucket; rollbacks, critical messages and
+approval requests always go out) and enqueues into a bounded queue; one background thread delivers. Daily digests
+are not decisions and are not annotated.
+
+The service-account token is read from its Secret-mounted file for every request (rotation needs no restart) and
+is scrubbed from every message this module logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+from controller.adapters import slack_format
+from controller.adapters.slack import TokenBucket
+from controller.domain.actions import Notify, Severity
+from controller.domain.observation import TargetRef
+from controller.errors import MetricsUnavailable
+from controller.observe import dashboard
+from controller.observe.grafana import GrafanaSettings, scrub
+from controller.ports import Notifier
+
+logger = logging.getLogger(__name__)
+
+TAG = "shiftlight"
+_METRICS_REASON = re.compile(r"\b(grafana-[a-z-]+)\b")
+
+
+def decision_phase(notification: Notify) -> str | None:
+    """What kind of decision a notification reports (the ``phase:`` tag); None for what is not a decision."""
+    kind = slack_format.classify(notification)
+    title = notification.title.lower()
+    if kind is slack_format.Kind.DIGEST:
+        return None
+    if "frozen" in title:
+        return "freeze"
+    if kind is slack_format.Kind.ROLLBACK:
+        return "rollback"
+    if kind is slack_format.Kind.APPROVAL:
+        return "approval"
+    if "complete" in title:
+        return "promotion"
+    if kind is slack_format.Kind.STEP:
+        return "rollout-step"
+    if kind is slack_format.Kind.DECISION:
+        return "config-switch"
+    return "note"
+
+
+def reason_code(notification: Notify, phase: str) -> str:
+    """The notification's code; without one, the metrics failure a freeze names, or the phase itself."""
+    if notification.code:
+        return notification.code
+    if phase == "freeze":
+        match = _METRICS_REASON.search(notification.reason)
+        return match.group(1) if match else "metrics-unavailable"
+    return phase
+
+
+def annotation_tags(target: TargetRef, notification: Notify) -> list[str]:
+    phase = decision_phase(notification) or "note"
+    return [TAG, f"target:{target}", f"phase:{phase}", f"code:{reason_code(notification, phase)}"]
+
+
+@dataclass
+class AnnotationStats:
+    """Counters for tests and debugging (never contains the token)."""
+
+    enqueued: int = 0
+    sent: int = 0
+    failed: int = 0
+    dropped_duplicate: int = 0
+    dropped_rate_limited: int = 0
+    dropped_queue_full: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class _Job:
+    label: str
+    payloads: tuple[dict[str, Any], ...] = field(default=())
+
+
+_STOP = _Job("stop")
+
+
+class GrafanaAnnotator:
+    """Posts decisions as Grafana annotations from a background thread. Implements ``Notifier``."""
+
+    def __init__(
+        self,
+        settings: GrafanaSettings,
+        *,
+        dashboard_uid: str = dashboard.UID,
+        dedup_window_s: float = 600.0,
+        burst: int = 10,
+        rate_per_s: float = 1 / 30,
+        queue_size: int = 100,
+        timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.settings = settings
+        self.dashboard_uids = tuple(dict.fromkeys((dashboard_uid, *settings.dashboard_uids)))
+        self.dedup_window_s = dedup_window_s
+        self.timeout_s = timeout_s
+        self.stats = AnnotationStats()
+        self._clock = clock
+        self._wall_ms = wall_clock_ms
+        self._bucket = TokenBucket(capacity=burst, rate_per_s=rate_per_s, clock=clock)
+        self._seen: dict[tuple[str, str, str], float] = {}
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._pending = 0
+        self._stop = threading.Event()
+        self._queue: queue.Queue[_Job] = queue.Queue(maxsize=queue_size)
+        self._session = requests.Session()
+        self._url = f"{settings.url.rstrip('/')}/api/annotations"
+        self._worker = threading.Thread(target=self._run, name="grafana-annotator", daemon=True)
+        self._worker.start()
+
+    def __repr__(self) -> str:
+        return f"GrafanaAnnotator(url={self.settings.url!r}, dashboards={list(self.dashboard_uids)})"
+
+    # ----- the Notifier port ----------------------------------------------------------------------------
+    def post(self, target: TargetRef, notification: Notify) -> None:
+        """Queue the annotations of one decision; returns at once. Never raises for delivery problems."""
+        phase = decision_phase(notification)
+        if phase is None:
+            self.stats.skipped += 1
+            return
+        key = (str(target), notification.title, notification.reason)
+        now = self._clock()
+        with self._lock:
+            self._seen = {k: t for k, t in self._seen.items() if now - t < self.dedup_window_s}
+            if key in self._seen:
+                self.stats.dropped_duplicate += 1
+                return
+            urgent = notification.severity is Severity.CRITICAL or phase in ("rollback", "approval")
+            if not self._bucket.take() and not urgent:
+                self.stats.dropped_rate_limited += 1
+                logger.warning("grafana: rate limit reached; %r for %s not annotated", notification.title, target)
+                return
+            self._seen[key] = now
+        at = self._wall_ms()
+        tags = annotation_tags(target, notification)
+        payloads = tuple(
+            {"dashboardUID": uid, "time": at, "timeEnd": at, "tags": tags, "text": notification.reason}
+            for uid in self.dashboard_uids
+        )
+        self._enqueue(_Job(f"{phase} {notification.title!r} for {target}", payloads))
+
+    def _enqueue(self, job: _Job) -> None:
+        if self._stop.is_set():
+            logger.warning("grafana: annotator closed; %s not annotated", job.label)
+            return
+        with self._lock:
+            self._pending += 1
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            with self._lock:
+                self._pending -= 1
+                self.stats.dropped_queue_full += 1
+            logger.warning("grafana: queue full; %s not annotated", job.label)
+            return
+        with self._lock:
+            self.stats.enqueued += 1
+
+    # ----- delivery -------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is _STOP:
+                return
+            try:
+                for payload in job.payloads:
+                    self._deliver(job.label, payload)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _deliver(self, label: str, payload: dict[str, Any]) -> None:
+        where = f"{label} on dashboard {payload['dashboardUID']}"
+        token = ""
+        try:
+            token = self.settings.read_token().get_secret_value()
+            response = self._session.post(
+                self._url, json=payload, headers={"Authorization": f"Bearer {token}"}, timeout=self.timeout_s
+            )
+        except MetricsUnavailable as exc:  # the token file
+            self.stats.failed += 1
+            logger.warning("grafana: %s not annotated: %s", where, exc)
+            return
+        except requests.exceptions.RequestException as exc:
+            self.stats.failed += 1
+            logger.warning("grafana: %s not annotated: %s", where, scrub(f"{type(exc).__name__}: {exc}", token))
+            return
+        if response.status_code == 200:
+            self.stats.sent += 1
+            logger.info("grafana: annotated %s", where)
+        else:
+            self.stats.failed += 1
+            logger.warning(
+                "grafana: %s not annotated: HTTP %s %s", where, response.status_code, scrub(response.text, token)[:200]
+            )
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued annotation is delivered (or given up); ``False`` on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Deliver what is queued (up to ``timeout``), then stop the worker."""
+        self.flush(timeout)
+        self._stop.set()
+        with contextlib.suppress(queue.Full):
+            self._queue.put(_STOP, timeout=1.0)
+        self._worker.join(timeout=max(timeout, 1.0))
+        self._session.close()
+
+
+class FanOutNotifier:
+    """Several notifiers as one (Slack and Grafana): each gets every notification; one failing stops no other."""
+
+    def __init__(self, notifiers: Sequence[Notifier]) -> None:
+        self.notifiers = tuple(notifiers)
+
+    def post(self, target: TargetRef, notification: Notify) -> None:
+        for notifier in self.notifiers:
+            try:
+                notifier.post(target, notification)
+            except Exception:  # a notifier must not break the loop nor the other notifiers
+                logger.exception("notifier %s failed", type(notifier).__name__)
