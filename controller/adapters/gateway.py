@@ -4,6 +4,11 @@ With a route: every rule's backendRefs get ``stable = 100 - w`` and ``candidate 
 added next to the stable one when missing, with the same port). The route is replaced (PUT) under its
 resourceVersion, retried on a conflict.
 
+When the stable backendRef is an ``InferencePool`` (Gateway API Inference Extension), the split is between the
+stable pool and a candidate pool in the same rule (:mod:`controller.adapters.inference_pool`): the candidate pool
+(and its endpoint picker clone) is created before the route gives it weight, and at weight 0 (rollback, promote)
+the route goes back to the stable pool only, after which the candidate pool is removed.
+
 Without the Gateway API installed (no ``gateway.networking.k8s.io/v1 httproutes`` in discovery) or without a
 route named in the TunedService, traffic is split by replica ratio: of the variants' total replicas,
 ``round(total * w / 100)`` run the candidate (at least one while ``w > 0``, at least one stable while ``w < 100``).
@@ -16,10 +21,12 @@ from typing import Any
 
 from kubernetes import client
 
+from controller.adapters.inference_pool import InferencePools, candidate_name, stable_pool_name
 from controller.adapters.kube import KubeCluster, kube_errors
 from controller.adapters.memory import check_weight
 from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, NotFound
+from controller.trials.launchers import OwnerRef
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +45,19 @@ def gateway_installed(api: client.ApiClient) -> bool:
     return any(r.name == PLURAL for r in (resources.resources or []))
 
 
-def set_route_weights(route: JSON, *, stable: str, candidate: str, candidate_weight: int) -> JSON:
-    """A copy of ``route`` with the stable/candidate backendRef weights set (pure)."""
+def set_route_weights(
+    route: JSON, *, stable: str, candidate: str, candidate_weight: int, drop_candidate_at_zero: bool = False
+) -> JSON:
+    """A copy of ``route`` with the stable/candidate backendRef weights set (pure). With
+    ``drop_candidate_at_zero``, weight 0 removes the candidate backendRef (the stable backend only)."""
     out: JSON = {**route, "spec": {**route.get("spec", {})}}
     rules = []
     for rule in route.get("spec", {}).get("rules", []) or []:
         refs = [dict(r) for r in rule.get("backendRefs", []) or []]
+        if drop_candidate_at_zero and candidate_weight == 0:
+            refs = [r for r in refs if r.get("name") != candidate]
         names = [r.get("name") for r in refs]
-        if stable in names and candidate not in names:
+        if stable in names and candidate not in names and (candidate_weight or not drop_candidate_at_zero):
             template = refs[names.index(stable)]
             refs.append({k: v for k, v in template.items() if k != "weight"} | {"name": candidate})
         for ref in refs:
@@ -92,8 +104,11 @@ class GatewayRouter:
         candidate_service: str,
         use_gateway: bool | None = None,
         retries: int = 5,
+        owner: OwnerRef | None = None,
     ) -> None:
         self.custom = client.CustomObjectsApi(api)
+        self.pools = InferencePools(api, owner=owner)
+        """Candidate InferencePools, when the route's stable backend is one (owned by ``owner``)."""
         self.cluster = cluster
         self.route = route
         self.stable_service = stable_service
@@ -109,12 +124,33 @@ class GatewayRouter:
             )
         return route
 
+    def _backends(self, route: JSON) -> tuple[str, str, bool]:
+        """(stable, candidate, whether they are InferencePools) as the route names them."""
+        pool = stable_pool_name(route, self.stable_service)
+        if pool is not None:
+            return pool, candidate_name(pool), True
+        return self.stable_service, self.candidate_service, False
+
+    def stable_pool_selectors(self, target: TargetRef) -> tuple[dict[str, str], ...]:
+        """The stable InferencePool's ``matchLabels`` (candidate and trial pods must stay out of it); () when the
+        route's stable backend is not a pool, or there is no route."""
+        if not self.use_gateway:
+            return ()
+        try:
+            stable, _, pool = self._backends(self._read(target))
+        except NotFound:
+            return ()
+        selector = self.pools.selector(target, stable) if pool else {}
+        return (selector,) if selector else ()
+
     def get_weight(self, target: TargetRef) -> int:
         if not self.use_gateway:
             stable = self.cluster.replicas(target, "stable")
             cand = self.cluster.replicas(target, "candidate")
             return round(100 * cand / (stable + cand)) if stable + cand else 0
-        return route_weight(self._read(target), stable=self.stable_service, candidate=self.candidate_service)
+        route = self._read(target)
+        stable_ref, candidate_ref, _ = self._backends(route)
+        return route_weight(route, stable=stable_ref, candidate=candidate_ref)
 
     def set_weight(self, target: TargetRef, candidate_weight: int) -> None:
         check_weight(candidate_weight)
@@ -127,10 +163,27 @@ class GatewayRouter:
             log.info("%s: replica split stable=%d candidate=%d (%d%%)", target, stable, cand, candidate_weight)
             return
         assert self.route is not None
+        route = self._read(target)
+        stable_ref, candidate_ref, pool = self._backends(route)
+        if pool and candidate_weight > 0:
+            self.pools.ensure_candidate(target, stable_ref)  # before the route gives it traffic
+        self._write_weights(target, route, stable_ref, candidate_ref, candidate_weight, pool)
+        if pool and candidate_weight == 0:
+            self.pools.remove_candidate(target, stable_ref)  # once the route no longer names it
+
+    def _write_weights(
+        self, target: TargetRef, route: JSON, stable: str, candidate: str, candidate_weight: int, pool: bool
+    ) -> None:
+        assert self.route is not None
         for attempt in range(self.retries):
-            route = self._read(target)
+            if attempt:
+                route = self._read(target)
             updated = set_route_weights(
-                route, stable=self.stable_service, candidate=self.candidate_service, candidate_weight=candidate_weight
+                route,
+                stable=stable,
+                candidate=candidate,
+                candidate_weight=candidate_weight,
+                drop_candidate_at_zero=pool,
             )
             try:
                 with kube_errors(f"httproute {target.namespace}/{self.route}"):

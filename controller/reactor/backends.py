@@ -6,8 +6,8 @@
   onto the route too. Simulated time moves by each cycle's ``requeue_after_s`` (compressed by
   ``loop.time_scale`` in real time).
 * ``kubernetes``: Prometheus metrics, Deployments per variant (:class:`KubeCluster`) and HTTPRoute weights
-  (:class:`GatewayRouter`, replica-ratio fallback). Trials run on the simulated load tester until a canary-Pod
-  load tester is configured.
+  (:class:`GatewayRouter`, replica-ratio fallback; a candidate InferencePool next to an InferencePool backend).
+  Trials run on the simulated load tester until a canary-Pod load tester is configured.
 
 Runtimes live as long as the operator process; all decision state lives in the CR status.
 """
@@ -249,6 +249,7 @@ class SimulatorBackend:
                     stable_service=spec.workload.service,
                     candidate_service=f"{spec.workload.service}-candidate",
                     use_gateway=True,
+                    owner=tuned_service_owner(target, body["metadata"]),
                 )
                 router = MirroredRouter(router, mirror)
         cluster = EventingCluster(SimulatedCluster(fleet), events)
@@ -317,9 +318,13 @@ class KubernetesBackend:
             route=spec.workload.http_route,
             stable_service=spec.workload.service,
             candidate_service=f"{spec.workload.service}-candidate",
+            owner=tuned_service_owner(target, meta),
         )
+        pool_selectors: tuple[dict[str, str], ...] = ()
         if router.use_gateway:
             cluster.on_promote.append(lambda t: router.set_weight(t, 0))  # all traffic to the new stable
+            pool_selectors = router.stable_pool_selectors(target)  # an InferencePool backend's selector
+            cluster.selectors = (*cluster.selectors, *pool_selectors)  # candidates stay out of the stable pool
         try:
             prom = PrometheusSettings.model_validate(
                 {"url": self.settings.prometheus_url, "timeout_s": self.settings.prometheus_timeout_s}
@@ -340,6 +345,7 @@ class KubernetesBackend:
                 default_node_selector=self.settings.canary_node_selector,
                 default_tolerations=self.settings.canary_tolerations,
                 policy=policy,
+                selectors=pool_selectors,
             ),
             router=router,
             advisor=advisors.advisor,
@@ -360,6 +366,11 @@ class KubernetesBackend:
         return runtime
 
 
+def tuned_service_owner(target: TargetRef, meta: Mapping[str, Any]) -> OwnerRef:
+    """The TunedService as the owner of what Shiftlight creates for it (collected when it is deleted)."""
+    return OwnerRef(api_version=API_VERSION, kind="TunedService", name=target.name, uid=str(meta.get("uid", "")))
+
+
 def digest_rules(spec: TunedServiceSpec, settings: OperatorSettings) -> DigestRules | None:
     """The daily digest's hour: the TunedService's ``notifications.slack.digestHour``, or the operator's default
     (``SHIFTLIGHT_SLACK_DIGEST_HOUR``) when its spec has no Slack settings; None: no digest."""
@@ -378,11 +389,13 @@ def canary_trials(
     default_node_selector: Mapping[str, str] | None = None,
     default_tolerations: Sequence[CanaryToleration] = (),
     policy: Policy | None = None,
+    selectors: Sequence[Mapping[str, str]] = (),
 ) -> TrialRunner:
     """Trials as Pods on the TunedService's canary pool, owned by it (garbage-collected with it). A pool that sets
     no node selector (or no tolerations) gets the operator's defaults (``SHIFTLIGHT_CANARY_NODE_SELECTOR``,
     ``SHIFTLIGHT_CANARY_TOLERATIONS``). With a ``policy``, its lossy configs must pass the policy's quality gate
-    against the stable variant (the TunedService's Service, in its namespace)."""
+    against the stable variant (the TunedService's Service, in its namespace). Trial pods stay out of
+    ``selectors`` (a stable InferencePool's) besides the production Deployment's and the stable Service's."""
     pool = spec.canary_pool
     node_selector = dict(pool.node_selector) or dict(default_node_selector or {})
     tolerations = tuple(pool.tolerations) or tuple(default_tolerations)
@@ -413,6 +426,7 @@ def canary_trials(
         template_deployment=spec.workload.deployments[0],
         container=spec.workload.container,
         stable_service=spec.workload.service,
+        selectors=selectors,
     )
     gate = None
     if policy is not None:

@@ -15,7 +15,8 @@ real HTTP. :class:`KubeAPI` replaces its object handling with behaviour closer t
 - ``authorization.k8s.io/v1`` SubjectAccessReview answered from the same per-user denials;
 - ``kind``/``apiVersion`` on lists and on every item; ``GET /api/v1/namespaces`` (namespaces are created on
   first use); discovery for the Shiftlight CRDs, Leases, Deployments, Pods, Services, Events and
-  (optionally) Gateway API HTTPRoutes; ``authentication.k8s.io/v1`` SelfSubjectReview;
+  (optionally) Gateway API HTTPRoutes and InferencePools (from the published CRD); ``authentication.k8s.io/v1``
+  SelfSubjectReview;
 - optional bearer-token users and per-user denials (403) to exercise error paths;
 - a record of every request as an :class:`APICall` (user, Kubernetes verb, API group, resource[/subresource],
   namespace or cluster scope) in :attr:`KubeAPI.calls`, so tests can prove which rights a client needs.
@@ -52,6 +53,8 @@ JSON = dict[str, Any]
 SHIFTLIGHT_GROUP = "shiftlight.dev"
 SHIFTLIGHT_VERSION = "v1alpha1"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
+INFERENCE_POOL_CRD = Path(__file__).resolve().parents[1] / "kube/crds/inference.networking.k8s.io_inferencepools.yaml"
+"""The published InferencePool CRD (Gateway API Inference Extension), served when ``KubeAPI.inference_pools``."""
 
 _NAMESPACES_PATH = re.compile(r"/api/v1/namespaces(?:/([^/]+))?")
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
@@ -182,6 +185,7 @@ class KubeAPI(kmock.KubernetesEmulator):
     """A stateful fake kube-apiserver. Use as ``async with KubeAPI() as api, kmock.Server(api): ...``."""
 
     gateway: bool = True  # serve Gateway API HTTPRoutes in discovery
+    inference_pools: bool = True  # serve InferencePools (the published CRD, INFERENCE_POOL_CRD)
     tokens: dict[str, str] = attrs.field(factory=dict)  # bearer token -> username (empty: no auth)
     denials: set[tuple[str, str, str]] = attrs.field(factory=set)  # (user, verb, resource[/sub]) -> 403
 
@@ -243,6 +247,15 @@ class KubeAPI(kmock.KubernetesEmulator):
             self.resources[f"{GATEWAY_GROUP}/v1/httproutes"] = info(
                 kind="HTTPRoute", singular="httproute", namespaced=True, verbs=_VERBS, subresources=status
             )
+        if self.inference_pools:
+            crd = yaml.safe_load(INFERENCE_POOL_CRD.read_text())["spec"]
+            names = crd["names"]
+            for version in (v for v in crd["versions"] if v.get("served")):
+                self.resources[f"{crd['group']}/{version['name']}/{names['plural']}"] = info(
+                    kind=names["kind"], singular=names["singular"], namespaced=crd["scope"] == "Namespaced",
+                    verbs=_VERBS, subresources=set(version.get("subresources") or {}),
+                    shortnames=set(names.get("shortNames") or ()),
+                )  # fmt: skip
 
     # ----- plumbing ---------------------------------------------------------------------------------
 
