@@ -3,9 +3,11 @@
 Each rollout step, promotion, rollback, config switch and freeze becomes one annotation
 (``POST {grafana}/api/annotations``) per dashboard: the generated Shiftlight dashboard
 (:data:`controller.observe.dashboard.UID`) and the dashboards the admin names by UID. An annotation carries the tags
-``shiftlight``, ``target:<namespace>/<name>``, ``phase:<phase>`` and ``code:<reason code>``, and its text is the
-reason sentence Slack gets. The generated dashboard has an annotation query for the ``shiftlight`` tag, so the marks
-show up without setup.
+``shiftlight``, ``target:<namespace>/<name>``, ``phase:<phase>`` and ``code:<reason code>``, plus
+``dashboard:<uid>`` naming the dashboard the copy is for; its text is the reason sentence Slack gets. The generated
+dashboard's annotation query selects the tags ``shiftlight`` and ``dashboard:<its uid>``, so its marks show up
+without setup and the copies made for other dashboards do not show twice (Grafana's tag queries search every
+dashboard).
 
 Like :class:`controller.adapters.slack.SlackNotifier`: :meth:`GrafanaAnnotator.post` only deduplicates (same target,
 title and reason within ``dedup_window_s``), rate-limits (a token bucket; rollbacks, critical messages and
@@ -42,6 +44,7 @@ from controller.ports import Notifier
 logger = logging.getLogger(__name__)
 
 TAG = "shiftlight"
+DASHBOARD_TAG_PREFIX = "dashboard:"
 _METRICS_REASON = re.compile(r"\b(grafana-[a-z-]+)\b")
 
 
@@ -164,7 +167,13 @@ class GrafanaAnnotator:
         at = self._wall_ms()
         tags = annotation_tags(target, notification)
         payloads = tuple(
-            {"dashboardUID": uid, "time": at, "timeEnd": at, "tags": tags, "text": notification.reason}
+            {
+                "dashboardUID": uid,
+                "time": at,
+                "timeEnd": at,
+                "tags": [*tags, f"{DASHBOARD_TAG_PREFIX}{uid}"],
+                "text": notification.reason,
+            }
             for uid in self.dashboard_uids
         )
         self._enqueue(_Job(f"{phase} {notification.title!r} for {target}", payloads))

@@ -199,7 +199,38 @@ def build() -> dict[str, Any]:
         "time": {"from": "now-6h", "to": "now"},
         "refresh": "30s",
         "templating": _templating(),
+        "annotations": _annotations(),
         "panels": panels,
+    }
+
+
+#: Tags every Shiftlight decision mark on this dashboard carries (see :mod:`controller.adapters.grafana`).
+ANNOTATION_TAGS = ("shiftlight", f"dashboard:{UID}")
+
+
+def _annotations() -> dict[str, Any]:
+    """Grafana's own annotations (off: the decision marks posted for this dashboard would show twice) and the
+    Shiftlight decisions, selected by their tags."""
+    grafana = {"type": "grafana", "uid": "-- Grafana --"}
+    return {
+        "list": [
+            {
+                "builtIn": 1,
+                "datasource": grafana,
+                "enable": False,
+                "hide": True,
+                "iconColor": "rgba(0, 211, 255, 1)",
+                "name": "Annotations & Alerts",
+                "type": "dashboard",
+            },
+            {
+                "datasource": grafana,
+                "enable": True,
+                "iconColor": "#FF9830",
+                "name": "Shiftlight decisions",
+                "target": {"type": "tags", "tags": list(ANNOTATION_TAGS), "matchAny": False, "limit": 500},
+            },
+        ]
     }
 
 

@@ -9,6 +9,7 @@ annotation POSTs. Times are injected (a fake clock for the loop, a fixed wall cl
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -134,10 +135,11 @@ def test_a_promoted_rollout_marks_each_step_and_the_promotion_once(grafana: Graf
     decisions = [n for _, n in slack_like.posted]
     boards = by_dashboard(grafana)
     assert set(boards) == {dashboard.UID, "team-latency"}  # the Shiftlight dashboard and the admin's
-    for marks in boards.values():
+    for uid, marks in boards.items():
         # one per decision (each was posted twice), in order, with the text Slack gets
         assert [m["text"] for m in marks] == list(dict.fromkeys(n.reason for n in decisions))
-        assert [m["tags"] for m in marks] == [
+        assert all(m["tags"][-1] == f"dashboard:{uid}" for m in marks)
+        assert [m["tags"][:-1] for m in marks] == [
             ["shiftlight", "target:team-a/chat", "phase:rollout-step", "code:candidate-ready"],
             ["shiftlight", "target:team-a/chat", "phase:rollout-step", "code:within-slo"],
             ["shiftlight", "target:team-a/chat", "phase:promotion", "code:within-slo"],
@@ -158,7 +160,13 @@ def test_a_rollback_is_marked_with_its_analysis_code(grafana: GrafanaStandIn, tm
     assert len(rollback) == 1
     marks = [m for m in by_dashboard(grafana)[dashboard.UID] if "phase:rollback" in m["tags"]]
     assert len(marks) == 1
-    assert marks[0]["tags"] == ["shiftlight", "target:team-a/chat", "phase:rollback", "code:slo-breach"]
+    assert marks[0]["tags"] == [
+        "shiftlight",
+        "target:team-a/chat",
+        "phase:rollback",
+        "code:slo-breach",
+        f"dashboard:{dashboard.UID}",
+    ]
     assert marks[0]["text"] == rollback.pop().reason
 
 
@@ -231,3 +239,21 @@ def test_one_failing_notifier_does_not_stop_the_others(caplog: pytest.LogCapture
     FanOutNotifier([Broken(), recording]).post(TARGET, Notify(Severity.INFO, "New config chosen", "a"))
     assert recording.titles() == ["New config chosen"]
     assert "Broken" in caplog.text
+
+
+def test_the_dashboards_annotation_query_shows_each_decision_once(grafana: GrafanaStandIn, tmp_path: Path) -> None:
+    """The generated dashboard selects its marks by tag; Grafana's tag queries search every dashboard, so only the
+    copy made for it may match (the copies for the admin's dashboards carry the same decision)."""
+    board = json.loads(dashboard.OUTPUT.read_text())
+    queries = [a for a in board["annotations"]["list"] if a.get("enable")]
+    assert len(queries) == 1 and queries[0]["target"]["type"] == "tags" and not queries[0]["target"]["matchAny"]
+    wanted = set(queries[0]["target"]["tags"])
+    assert "shiftlight" in wanted
+
+    grafana_notifier = annotator(grafana, tmp_path)
+    grafana_notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back", code="slo-breach"))
+    assert grafana_notifier.flush()
+    grafana_notifier.close()
+    shown = [m for m in grafana.annotations if wanted <= set(m["tags"])]
+    assert [m["dashboardUID"] for m in shown] == [dashboard.UID]
+    assert len(grafana.annotations) == 2  # the admin's dashboard has its copy
