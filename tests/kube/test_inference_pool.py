@@ -259,3 +259,43 @@ def test_a_picker_without_pool_name_flag_is_refused_and_nothing_changes(
     assert _refs(api) == before  # no weight on a pool that has no picker
     assert _pool(api, "qwen-pool-candidate") is None
     assert "qwen-pool-epp-candidate" not in _deployments(api)
+
+
+def test_the_kubernetes_backend_keeps_candidates_and_trials_out_of_the_stable_pool(
+    api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
+) -> None:
+    from kubernetes import config
+
+    from controller.adapters.kube import KubernetesLauncher
+    from controller.crd.models import parse_tuned_service
+    from controller.reactor.backends import KubernetesBackend
+    from controller.reactor.settings import ConnectionSettings, OperatorSettings
+    from controller.trials.runner import TrialRunner
+
+    from .conftest import G, V, tuned_service
+
+    _apply(api, _stack())
+    ts = tuned_service(route="qwen-route")
+    ts["spec"]["workload"] = {"deployments": ["qwen"], "service": "qwen", "httpRoute": "qwen-route"}
+    body = client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, "prod", "tunedservices", ts)
+    settings = OperatorSettings(
+        backend="kubernetes",
+        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
+        policy_dir=policy_dir,
+        health_port=None,
+        metrics_port=None,
+    )
+    operator_api = config.new_client_from_config(str(operator_kubeconfig))
+    spec, _ = parse_tuned_service(body)
+    target = TargetRef(namespace="prod", name="workhorse", model=spec.model.name)
+    runtime = KubernetesBackend(settings, operator_api).runtime(target, spec, body)
+    pool_selector = {"llm-d.ai/model": "qwen3-32b", "llm-d.ai/role": "decode"}
+    cluster = runtime.ports.cluster
+    assert isinstance(cluster, KubeCluster) and pool_selector in cluster.selectors
+    runner = runtime.ports.load_tester
+    assert isinstance(runner, TrialRunner) and isinstance(runner.launcher, KubernetesLauncher)
+    assert runner.launcher.pod_source is not None
+    source = runner.launcher.pod_source()
+    assert source is not None and pool_selector in source.selectors  # trial pods are kept out of it too
+    assert isinstance(runtime.ports.router, GatewayRouter) and runtime.ports.router.pools.owner is not None
+    assert runtime.ports.router.pools.owner.uid == body["metadata"]["uid"]
