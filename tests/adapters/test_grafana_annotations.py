@@ -257,3 +257,30 @@ def test_the_dashboards_annotation_query_shows_each_decision_once(grafana: Grafa
     shown = [m for m in grafana.annotations if wanted <= set(m["tags"])]
     assert [m["dashboardUID"] for m in shown] == [dashboard.UID]
     assert len(grafana.annotations) == 2  # the admin's dashboard has its copy
+
+
+def test_the_operator_notifies_slack_and_grafana_when_both_are_set(tmp_path: Path) -> None:
+    from kubernetes import client
+
+    from controller.adapters.slack import SlackNotifier
+    from controller.reactor.run import OperatorRuntime
+    from controller.reactor.settings import OperatorSettings
+
+    (tmp_path / "token").write_text(TOKEN)
+    (tmp_path / "webhook").write_text("http://127.0.0.1:9/hook")
+    env = {
+        "SHIFTLIGHT_GRAFANA_URL": "http://127.0.0.1:9",
+        "SHIFTLIGHT_GRAFANA_TOKEN_FILE": str(tmp_path / "token"),
+        "SHIFTLIGHT_GRAFANA_ANNOTATIONS": "true",
+        "SHIFTLIGHT_SLACK_WEBHOOK_FILE": str(tmp_path / "webhook"),
+        "SHIFTLIGHT_LEADER_ELECTION": "false",
+    }
+    runtime = OperatorRuntime(OperatorSettings.from_env(env), api=client.ApiClient())
+    try:
+        notifier = runtime.backend.notifier  # type: ignore[attr-defined]
+        assert isinstance(notifier, FanOutNotifier)
+        assert [type(n) for n in notifier.notifiers] == [SlackNotifier, GrafanaAnnotator]
+    finally:
+        for closable in (runtime._slack, runtime._annotator):
+            if closable is not None:
+                closable.close()
