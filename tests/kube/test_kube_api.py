@@ -277,6 +277,32 @@ def test_watch_streams_changes_filtered_by_selector(server: KubeAPIServer) -> No
     assert events[0]["object"]["spec"] == {"model": "y"}
 
 
+def test_a_watch_opened_after_the_changes_replays_them_with_their_types(server: KubeAPIServer) -> None:
+    """A watch from a resourceVersion replays what changed since then, as the API server does: an object that
+    existed then comes back MODIFIED, one created since then ADDED (whenever the watch request arrives)."""
+    base = f"{server.url}/apis/{G}/{V}"
+    httpx.post(f"{base}/namespaces/default/tunedservices", json=_tsvc("seen", {"w": "1"}))
+    since = httpx.get(f"{base}/tunedservices").json()["metadata"]["resourceVersion"]
+    httpx.patch(
+        f"{base}/namespaces/default/tunedservices/seen",
+        json={"spec": {"model": "y"}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    httpx.post(f"{base}/namespaces/default/tunedservices", json=_tsvc("new", {"w": "1"}))
+    events: list[dict[str, Any]] = []
+    params = {"watch": "true", "labelSelector": "w=1", "resourceVersion": since}
+    with httpx.stream("GET", f"{base}/tunedservices", params=params, timeout=30) as r:
+        for line in r.iter_lines():
+            if line.strip():
+                events.append(json.loads(line))
+            if len(events) == 2:
+                break
+    assert sorted((e["type"], e["object"]["metadata"]["name"]) for e in events) == [
+        ("ADDED", "new"),
+        ("MODIFIED", "seen"),
+    ]
+
+
 def test_discovery_serves_crds_leases_deployments_httproutes_events(api_client: client.ApiClient) -> None:
     apis = client.ApisApi(api_client).get_api_versions()
     groups = {g.name for g in apis.groups}

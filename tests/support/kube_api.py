@@ -194,6 +194,9 @@ class KubeAPI(kmock.KubernetesEmulator):
 
     _rv: int = attrs.field(default=0, init=False)
     _namespaces: dict[str, JSON] = attrs.field(factory=dict, init=False)
+    _created_rv: dict[str, int] = attrs.field(factory=dict, init=False)
+    """The resourceVersion each object (by uid) was created at: a watch that replays changes made since some
+    resourceVersion reports an object created since then as ADDED, and one only changed since then as MODIFIED."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -490,7 +493,8 @@ class KubeAPI(kmock.KubernetesEmulator):
             existing = [o for o in self._selected(request) if int(o["metadata"].get("resourceVersion", "0")) > since_rv]
         for obj in existing:
             if wanted(obj):
-                yield {"type": "ADDED", "object": obj}
+                created = self._created_rv.get(str(obj["metadata"].get("uid", "")), 0)
+                yield {"type": "ADDED" if created > since_rv else "MODIFIED", "object": obj}
         async for event in self._buses[resource]:
             if wanted(event.get("object", {})):
                 yield event
@@ -549,6 +553,7 @@ class KubeAPI(kmock.KubernetesEmulator):
             meta["creationTimestamp"] = _now()
             meta["generation"] = 1
             meta["resourceVersion"] = self._bump()
+            self._created_rv[meta["uid"]] = int(meta["resourceVersion"])
             for stale in ("deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(stale, None)
             await self._store(resource, namespace, name, obj)
