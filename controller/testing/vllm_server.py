@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.domain.config import EngineConfig
+from controller.domain.invocation import parse_invocation
 from controller.trials.launchers import CPU_ENGINE_ENV, CPU_TEST_ARGS, LocalProcessLauncher, default_engine_python
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +70,13 @@ def running_vllm(
     served_model_name: str = TINY_MODEL_NAME,
     startup_timeout_s: float = 300.0,
 ) -> Iterator[VllmServer]:
-    """Start a vLLM OpenAI server on a free loopback port; stop its whole process group on exit."""
+    """Start a vLLM OpenAI server on a free loopback port; stop its whole process group on exit.
+
+    Without a ``config``, the server runs what ``extra_args`` say: tuned flags there (``--speculative-config``,
+    ``--max-num-seqs``...) are read into the config, since the launcher renders tuned flags from the config."""
+    if config is None:
+        module = ["python", "-m", "vllm.entrypoints.openai.api_server"]
+        config = parse_invocation(module, ["--model", str(model_dir), *extra_args], where="test engine").config
     launcher = LocalProcessLauncher(
         model_dir,
         served_model_name=served_model_name,
@@ -78,7 +85,7 @@ def running_vllm(
         startup_timeout_s=startup_timeout_s,
         cache_root=cache_root(),
     )
-    launch = launcher.start(config or EngineConfig())
+    launch = launcher.start(config)
     try:
         if not launch.ready or launch.pid is None:
             tail = "\n".join(launch.log_tail)
