@@ -105,7 +105,10 @@ class GatewayRouter:
         use_gateway: bool | None = None,
         retries: int = 5,
         owner: OwnerRef | None = None,
+        manage_pools: bool = True,
     ) -> None:
+        """``manage_pools=False`` (the simulator backend's mirror): a route whose stable backend is an InferencePool
+        is left alone, since no candidate pods exist for a candidate pool to select."""
         self.custom = client.CustomObjectsApi(api)
         self.pools = InferencePools(api, owner=owner)
         """Candidate InferencePools, when the route's stable backend is one (owned by ``owner``)."""
@@ -115,6 +118,7 @@ class GatewayRouter:
         self.candidate_service = candidate_service
         self.use_gateway = (gateway_installed(api) if use_gateway is None else use_gateway) and route is not None
         self.retries = retries
+        self.manage_pools = manage_pools
 
     def _read(self, target: TargetRef) -> JSON:
         assert self.route is not None
@@ -165,6 +169,11 @@ class GatewayRouter:
         assert self.route is not None
         route = self._read(target)
         stable_ref, candidate_ref, pool = self._backends(route)
+        if pool and not self.manage_pools:
+            log.info(
+                "%s: route %s routes to InferencePool %s; not mirroring weights onto it", target, self.route, stable_ref
+            )
+            return
         if pool and candidate_weight > 0:
             self.pools.ensure_candidate(target, stable_ref)  # before the route gives it traffic
         self._write_weights(target, route, stable_ref, candidate_ref, candidate_weight, pool)

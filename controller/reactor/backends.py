@@ -249,6 +249,7 @@ class SimulatorBackend:
                     stable_service=spec.workload.service,
                     candidate_service=f"{spec.workload.service}-candidate",
                     use_gateway=True,
+                    manage_pools=False,
                     owner=tuned_service_owner(target, body["metadata"]),
                 )
                 router = MirroredRouter(router, mirror)

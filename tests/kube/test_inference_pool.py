@@ -299,3 +299,24 @@ def test_the_kubernetes_backend_keeps_candidates_and_trials_out_of_the_stable_po
     assert source is not None and pool_selector in source.selectors  # trial pods are kept out of it too
     assert isinstance(runtime.ports.router, GatewayRouter) and runtime.ports.router.pools.owner is not None
     assert runtime.ports.router.pools.owner.uid == body["metadata"]["uid"]
+
+
+def test_the_simulator_mirror_leaves_a_pool_backed_route_alone(
+    api: client.ApiClient, operator_api: client.ApiClient
+) -> None:
+    """The simulator backend mirrors weights onto the user's route; with InferencePool backends there are no
+    candidate pods for a candidate pool to select, so the mirror changes nothing in the cluster."""
+    _apply(api, _stack())
+    before = _refs(api)
+    mirror = GatewayRouter(
+        operator_api,
+        KubeCluster(operator_api),
+        route="qwen-route",
+        stable_service="qwen",
+        candidate_service="qwen-candidate",
+        use_gateway=True,
+        manage_pools=False,
+    )
+    mirror.set_weight(T, 25)
+    assert _refs(api) == before
+    assert _pool(api, "qwen-pool-candidate") is None
