@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import aiohttp
@@ -175,6 +176,14 @@ class RequestRecord:
     e2e_s: float = 0.0
     output_tokens: int = 0
     itl_s: list[float] = field(default_factory=list)
+    planned_s: float = 0.0  # when the plan wanted it sent (open loop: its send time; closed: its stream freed)
+    sent_s: float | None = None  # when its headers were on the wire (None: never sent)
+    end_s: float | None = None  # when the client was done with it (answer read to the end, or failed)
+
+    @property
+    def send_lag_s(self) -> float | None:
+        """How late the request went out against the plan (connection setup and client stalls included)."""
+        return None if self.sent_s is None else max(self.sent_s - self.planned_s, 0.0)
 
     @property
     def tpot_s(self) -> float:
@@ -188,6 +197,72 @@ def percentiles(values: Sequence[float]) -> Percentiles | None:
     return Percentiles(p50=max(p50, 0.0), p95=max(p95, p50, 0.0), p99=max(p99, p95, p50, 0.0))
 
 
+#: The client's event-loop monitor wakes this often; a wake-up later than ``LOOP_TICK_S + LOOP_STALL_SLACK_S``
+#: marks the time past the slack as a stall (the client could neither read answers nor send requests then).
+LOOP_TICK_S = 0.01
+LOOP_STALL_SLACK_S = 0.005
+#: ``min_in_flight`` is the lowest mean in-flight count over any window of this length in the steady phase.
+IN_FLIGHT_WINDOW_S = 0.1
+_GRID_S = 0.001
+
+
+@dataclass(frozen=True)
+class Adherence:
+    """What the run planned and what the client achieved, measured from the client's side.
+
+    In-flight counts a request from its headers going out until its answer was read to the end; time the
+    client's event loop was stalled counts as nothing in flight (the client neither reads nor sends then).
+    Both in-flight figures cover the steady phase: closed loop from the moment every stream has sent its first
+    request until the first stream finds the plan exhausted; open loop from the first to the last send.
+    """
+
+    mode: Mode
+    planned_concurrency: int  # closed loop: streams to keep in flight; open loop: the in-flight cap (0 = none)
+    mean_in_flight: float
+    min_in_flight: float  # lowest mean over any IN_FLIGHT_WINDOW_S window of the steady phase
+    planned_rate_rps: float  # open loop: the plan's send rate over the requests sent; closed loop: 0
+    achieved_rate_rps: float  # open loop: sends per second between the first and the last send; closed loop: 0
+    send_lag_s: Percentiles | None  # how late requests went out against the plan
+    max_send_lag_s: float
+    loop_stall_s: float  # total time the client's event loop was stalled during the run
+    max_loop_stall_s: float  # the longest single stall
+    client_cpu_s: float  # CPU time of the client's whole process over the run
+    loop_cpu_s: float  # CPU time of the thread running the client's event loop
+    connections_opened: int  # TCP connections the client opened (a closed loop reuses one per stream)
+
+
+def in_flight_profile(
+    intervals: Sequence[tuple[float, float]],
+    stalls: Sequence[tuple[float, float]],
+    window: tuple[float, float],
+    *,
+    min_window_s: float = IN_FLIGHT_WINDOW_S,
+) -> tuple[float, float]:
+    """``(mean, min)`` in-flight count over ``window`` from request ``(sent, end)`` intervals, with ``stalls``
+    ``(start, end)`` counted as nothing in flight. ``min`` is the lowest mean over any ``min_window_s`` window
+    (the whole window when it is shorter). Times in seconds on one clock."""
+    start, end = window
+    n_bins = math.ceil((end - start) / _GRID_S - 1e-9)
+    if n_bins <= 0:
+        return 0.0, 0.0
+    delta = np.zeros(n_bins + 1)
+    for lo, hi in intervals:
+        a, b = max(lo, start), min(hi, end)
+        if b <= a:
+            continue
+        delta[round((a - start) / _GRID_S)] += 1
+        delta[round((b - start) / _GRID_S)] -= 1
+    level = np.cumsum(delta)[:n_bins]
+    for lo, hi in stalls:
+        a, b = max(lo, start), min(hi, end)
+        if b > a:
+            level[round((a - start) / _GRID_S) : round((b - start) / _GRID_S)] = 0
+    mean = float(level.mean())
+    width = max(1, min(n_bins, round(min_window_s / _GRID_S)))
+    total = np.concatenate([[0.0], np.cumsum(level)])
+    return mean, float((total[width:] - total[:-width]).min() / width)
+
+
 @dataclass
 class LoadReport:
     plan: LoadPlan
@@ -195,6 +270,7 @@ class LoadReport:
     duration_s: float
     max_in_flight: int
     cancelled: bool = False
+    adherence: Adherence | None = None  # what was planned and achieved (None for reports built by hand)
 
     @property
     def completed(self) -> list[RequestRecord]:
@@ -227,6 +303,7 @@ class LoadReport:
             itl_s=percentiles([x for r in done for x in r.itl_s]),
             e2e_s=percentiles([r.e2e_s for r in done]),
             max_in_flight=self.max_in_flight,
+            adherence=self.adherence,
         )
 
 
@@ -247,6 +324,16 @@ class LoadSummary:
     itl_s: Percentiles | None
     e2e_s: Percentiles | None
     max_in_flight: int
+    adherence: Adherence | None = None
+
+
+class _Sent:
+    """Per-request tracing context: set when the request's headers are on the wire."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at: float | None = None
 
 
 class LoadGenerator:
@@ -269,6 +356,9 @@ class LoadGenerator:
         self._in_flight = 0
         self._max_in_flight = 0
         self._done = 0
+        self._connections = 0
+        self._stalls: list[tuple[float, float]] = []
+        self._max_stall = 0.0
 
     def _payload(self, req: PlannedRequest) -> bytes:
         return json.dumps(
@@ -284,28 +374,66 @@ class LoadGenerator:
             }
         ).encode()
 
-    async def _one(self, session: aiohttp.ClientSession, req: PlannedRequest, t0: float, total: int) -> RequestRecord:
+    def _trace_config(self) -> aiohttp.TraceConfig:
+        trace = aiohttp.TraceConfig()
+
+        async def headers_sent(_s: object, ctx: SimpleNamespace, _p: aiohttp.TraceRequestHeadersSentParams) -> None:
+            sent = ctx.trace_request_ctx
+            if isinstance(sent, _Sent) and sent.at is None:
+                sent.at = time.perf_counter()
+                self._in_flight += 1
+                self._max_in_flight = max(self._max_in_flight, self._in_flight)
+
+        async def connection_made(_s: object, _c: SimpleNamespace, _p: aiohttp.TraceConnectionCreateEndParams) -> None:
+            self._connections += 1
+
+        trace.on_request_headers_sent.append(headers_sent)
+        trace.on_connection_create_end.append(connection_made)
+        return trace
+
+    async def _watch_loop(self) -> None:
+        """Wake every LOOP_TICK_S and record how much later than that the loop let us run (a stall)."""
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(LOOP_TICK_S)
+            now = time.perf_counter()
+            late = now - last - LOOP_TICK_S
+            if late > LOOP_STALL_SLACK_S:
+                self._stalls.append((now - late + LOOP_STALL_SLACK_S, now))
+                self._max_stall = max(self._max_stall, late)
+            last = now
+
+    async def _one(
+        self, session: aiohttp.ClientSession, req: PlannedRequest, t0: float, total: int, planned: float
+    ) -> RequestRecord:
         rec = RequestRecord(index=req.index, prompt_tokens=req.prompt_tokens, max_tokens=req.max_tokens)
-        self._in_flight += 1
-        self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        rec.planned_s = planned - t0
+        sent = _Sent()
         start = time.perf_counter()
         rec.start_s = start - t0
         last = 0.0
         chunks = 0
         usage_tokens: int | None = None
+        done = False
         try:
             async with session.post(
-                self.url, data=self._payload(req), headers={"Content-Type": "application/json"}
+                self.url,
+                data=self._payload(req),
+                headers={"Content-Type": "application/json"},
+                trace_request_ctx=sent,
             ) as resp:
                 if resp.status != 200:
                     rec.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
                     return rec
+                # read the answer to its end: a response left unread past ``[DONE]`` (the chunked terminator
+                # still on the wire) cannot go back to the pool, so every request would open a new connection
                 async for raw in resp.content:
-                    if not raw.startswith(b"data:"):
+                    if done or not raw.startswith(b"data:"):
                         continue
                     data = raw[5:].strip()
                     if data == b"[DONE]":
-                        break
+                        done = True
+                        continue
                     now = time.perf_counter()
                     if b'"choices":[{' in data and b'"usage":{' not in data and b'"error"' not in data:
                         choices: list[object] = [True]  # a token chunk: no need to parse it (hot path)
@@ -329,7 +457,7 @@ class LoadGenerator:
                     if usage:
                         usage_tokens = int(usage.get("completion_tokens", 0))
                         rec.prompt_tokens = int(usage.get("prompt_tokens", rec.prompt_tokens))
-            rec.e2e_s = time.perf_counter() - start
+            rec.e2e_s = (last if chunks else time.perf_counter()) - start
             rec.output_tokens = usage_tokens if usage_tokens is not None else chunks
             if chunks == 0 or rec.output_tokens == 0:
                 rec.error = "stream ended without any token"
@@ -338,7 +466,11 @@ class LoadGenerator:
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:300]
         finally:
-            self._in_flight -= 1
+            now = time.perf_counter()
+            rec.end_s = now - t0
+            if sent.at is not None:
+                rec.sent_s = sent.at - t0
+                self._in_flight -= 1
             self._done += 1
             if self.progress is not None:
                 self.progress(self._done, total)
@@ -354,12 +486,18 @@ class LoadGenerator:
         """Send the plan; stop issuing new requests after ``max_duration_s`` or when ``cancel`` is set (in-flight
         requests are then cancelled too). Returns what was measured."""
         n = len(plan.requests)
-        self._in_flight = self._max_in_flight = self._done = 0
-        connector = aiohttp.TCPConnector(limit=0, force_close=False, ttl_dns_cache=300)
+        self._in_flight = self._max_in_flight = self._done = self._connections = 0
+        self._stalls, self._max_stall = [], 0.0
+        connector = aiohttp.TCPConnector(limit=0, force_close=False, ttl_dns_cache=300, keepalive_timeout=60)
         timeout = aiohttp.ClientTimeout(total=self.request_timeout_s, sock_connect=30)
         cancel = cancel or asyncio.Event()
         records: list[RequestRecord] = []
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        steady_end: list[float] = []  # closed loop: when the first stream found the plan exhausted
+        cpu0, loop_cpu0 = time.process_time(), time.thread_time()
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, trace_configs=[self._trace_config()]
+        ) as session:
+            watcher = asyncio.create_task(self._watch_loop())
             t0 = time.perf_counter()
             deadline = t0 + max_duration_s if max_duration_s else math.inf
             tasks: list[asyncio.Task[RequestRecord]] = []
@@ -368,9 +506,9 @@ class LoadGenerator:
 
                 async def limited(req: PlannedRequest) -> RequestRecord:
                     if sem is None:
-                        return await self._one(session, req, t0, n)
+                        return await self._one(session, req, t0, n, t0 + req.send_at_s)
                     async with sem:
-                        return await self._one(session, req, t0, n)
+                        return await self._one(session, req, t0, n, t0 + req.send_at_s)
 
                 for req in plan.requests:
                     now = time.perf_counter()
@@ -385,10 +523,14 @@ class LoadGenerator:
                 queue = iter(plan.requests)
 
                 async def worker() -> None:
+                    freed = t0
                     for req in queue:
                         if cancel.is_set() or time.perf_counter() >= deadline:
                             break
-                        records.append(await self._one(session, req, t0, n))
+                        rec = await self._one(session, req, t0, n, freed)
+                        records.append(rec)
+                        freed = t0 + (rec.end_s or 0.0)
+                    steady_end.append(time.perf_counter() - t0)
 
                 workers = [asyncio.create_task(worker()) for _ in range(min(plan.concurrency, n))]
                 await _wait_or_cancel(workers, cancel)
@@ -396,14 +538,80 @@ class LoadGenerator:
                 await _wait_or_cancel(tasks, cancel)
                 records.extend(t.result() for t in tasks if t.done() and not t.cancelled())
             duration = time.perf_counter() - t0
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+        cpu, loop_cpu = time.process_time() - cpu0, time.thread_time() - loop_cpu0
         records.sort(key=lambda r: r.index)
+        stalls = [(a - t0, b - t0) for a, b in self._stalls]
         return LoadReport(
             plan=plan,
             records=records,
             duration_s=duration,
             max_in_flight=self._max_in_flight,
             cancelled=cancel.is_set(),
+            adherence=measure_adherence(
+                plan,
+                records,
+                stalls,
+                duration_s=duration,
+                steady_end_s=min(steady_end) if steady_end else None,
+                max_loop_stall_s=self._max_stall,
+                client_cpu_s=cpu,
+                loop_cpu_s=loop_cpu,
+                connections_opened=self._connections,
+            ),
         )
+
+
+def measure_adherence(
+    plan: LoadPlan,
+    records: Sequence[RequestRecord],
+    stalls: Sequence[tuple[float, float]],
+    *,
+    duration_s: float,
+    steady_end_s: float | None = None,
+    max_loop_stall_s: float = 0.0,
+    client_cpu_s: float = 0.0,
+    loop_cpu_s: float = 0.0,
+    connections_opened: int = 0,
+) -> Adherence:
+    """Planned against achieved, from the records of one run (times relative to its start)."""
+    sent = sorted(r.sent_s for r in records if r.sent_s is not None)
+    intervals = [(r.sent_s, r.end_s if r.end_s is not None else duration_s) for r in records if r.sent_s is not None]
+    lags = [lag for r in records if (lag := r.send_lag_s) is not None]
+    planned_rate = achieved_rate = 0.0
+    if plan.mode == "closed":
+        streams = min(plan.concurrency, len(plan.requests))
+        # every stream is up once the first ``streams`` requests are out (each stream's first request is sent
+        # before any stream sends its second)
+        start = sent[streams - 1] if len(sent) >= streams else (sent[-1] if sent else 0.0)
+        end = steady_end_s if steady_end_s is not None else duration_s
+    else:
+        start, end = (sent[0], sent[-1]) if sent else (0.0, 0.0)
+        by_plan = sorted(r.planned_s for r in records if r.sent_s is not None)
+        if len(sent) > 1 and by_plan[-1] > by_plan[0]:
+            planned_rate = (len(by_plan) - 1) / (by_plan[-1] - by_plan[0])
+        if len(sent) > 1 and end > start:
+            achieved_rate = (len(sent) - 1) / (end - start)
+    if end <= start:  # too short for a steady phase: judge the whole run
+        start, end = (sent[0] if sent else 0.0), duration_s
+    mean, low = in_flight_profile(intervals, stalls, (start, end))
+    return Adherence(
+        mode=plan.mode,
+        planned_concurrency=plan.concurrency,
+        mean_in_flight=mean,
+        min_in_flight=low,
+        planned_rate_rps=planned_rate,
+        achieved_rate_rps=achieved_rate,
+        send_lag_s=percentiles(lags),
+        max_send_lag_s=max(lags, default=0.0),
+        loop_stall_s=sum(b - a for a, b in stalls),
+        max_loop_stall_s=max_loop_stall_s,
+        client_cpu_s=client_cpu_s,
+        loop_cpu_s=loop_cpu_s,
+        connections_opened=connections_opened,
+    )
 
 
 async def _wait_or_cancel(
