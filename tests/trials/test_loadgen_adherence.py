@@ -152,6 +152,7 @@ def test_blocked_event_loop_shows_in_the_closed_loop_in_flight(make_fake_engine)
     assert kept.max_loop_stall_s >= 0.98 and kept.loop_stall_s >= 0.98
     assert kept.min_in_flight == 0.0  # the planned 8 streams were not kept during the stall
     assert kept.mean_in_flight < 8
+    assert kept.max_send_lag_s >= 1.0  # the stream whose callback blocked sent its next request a second late
 
 
 def test_blocked_event_loop_shows_in_the_open_loop_send_lag(make_fake_engine) -> None:
