@@ -210,8 +210,8 @@ _GRID_S = 0.001
 class Adherence:
     """What the run planned and what the client achieved, measured from the client's side.
 
-    In-flight counts a request from its headers going out until its answer was read to the end; time the
-    client's event loop was stalled counts as nothing in flight (the client neither reads nor sends then).
+    In-flight counts a request from its headers going out until its answer was read to the end; an answer
+    whose end the client could read only after a stall of its event loop counts as ended when the stall began.
     Both in-flight figures cover the steady phase: closed loop from the moment every stream has sent its first
     request until the first stream finds the plan exhausted; open loop from the first to the last send.
     """
@@ -238,25 +238,27 @@ def in_flight_profile(
     *,
     min_window_s: float = IN_FLIGHT_WINDOW_S,
 ) -> tuple[float, float]:
-    """``(mean, min)`` in-flight count over ``window`` from request ``(sent, end)`` intervals, with ``stalls``
-    ``(start, end)`` counted as nothing in flight. ``min`` is the lowest mean over any ``min_window_s`` window
-    (the whole window when it is shorter). Times in seconds on one clock."""
+    """``(mean, min)`` in-flight count over ``window`` from request ``(sent, end)`` intervals. A request whose end
+    the client read inside a stall ``(start, end)`` of its event loop, or in the burst right after it, finished
+    some time during the stall: it counts as done from the stall's start. ``min`` is the lowest mean over any
+    ``min_window_s`` window (the whole window when it is shorter). Times in seconds on one clock."""
     start, end = window
     n_bins = math.ceil((end - start) / _GRID_S - 1e-9)
     if n_bins <= 0:
         return 0.0, 0.0
+    grace = LOOP_TICK_S + LOOP_STALL_SLACK_S
+    latest_first = sorted(stalls, reverse=True)
     delta = np.zeros(n_bins + 1)
     for lo, hi in intervals:
+        for s_lo, s_hi in latest_first:  # latest first, so a chain of stalls is followed back to its start
+            if lo < s_lo < hi <= s_hi + grace:
+                hi = s_lo
         a, b = max(lo, start), min(hi, end)
         if b <= a:
             continue
         delta[round((a - start) / _GRID_S)] += 1
         delta[round((b - start) / _GRID_S)] -= 1
     level = np.cumsum(delta)[:n_bins]
-    for lo, hi in stalls:
-        a, b = max(lo, start), min(hi, end)
-        if b > a:
-            level[round((a - start) / _GRID_S) : round((b - start) / _GRID_S)] = 0
     mean = float(level.mean())
     width = max(1, min(n_bins, round(min_window_s / _GRID_S)))
     total = np.concatenate([[0.0], np.cumsum(level)])
