@@ -368,8 +368,8 @@ class LoadGenerator:
                 "model": self.model,
                 "prompt": list(req.prompt_token_ids),
                 "max_tokens": req.max_tokens,
-                "min_tokens": req.max_tokens,
-                "ignore_eos": True,
+                "ignore_eos": True,  # forces max_tokens (vLLM then adds no stop ids); min_tokens would add work
+                # to every engine step (a logits processor), which ``vllm bench serve`` does not ask for
                 "temperature": self.temperature,
                 "stream": True,
                 "stream_options": {"include_usage": True},
