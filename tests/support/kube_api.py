@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import json
 import re
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -176,8 +177,13 @@ def field_selector_matches(selector: str, obj: Mapping[str, Any]) -> bool:
 # ----- the emulator ---------------------------------------------------------------------------------
 
 
+#: The fake API's clock: a fixed instant that advances one second per stamp, so no test depends on the hour it runs.
+_EPOCH = datetime(2026, 1, 5, tzinfo=UTC)
+_stamps = itertools.count()
+
+
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return (_EPOCH + timedelta(seconds=next(_stamps))).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @attrs.define(kw_only=True)
