@@ -38,10 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
-from controller.testing.vllm_server import build_tiny_model, running_vllm  # noqa: E402
 from controller.trials.launchers import free_port, stop_process_group  # noqa: E402
 from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests, run_plan  # noqa: E402
 from controller.trials.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset  # noqa: E402
+from tests.support.vllm_server import build_tiny_model, running_vllm  # noqa: E402
 
 MODEL_NAME = "sim"
 #: The tiny test model's vocabulary is 4,096 ids; prompts stay inside it and above its special tokens.

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from controller.domain.observation import TargetRef
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.synthetic import SyntheticTarget, write_openmetrics_files
-from controller.testing.prometheus_server import backfill_openmetrics, start_prometheus
+from tests.support.prometheus_server import backfill_openmetrics, start_prometheus
 
 
 def synthetic_targets(n: int) -> list[SyntheticTarget]:

@@ -3,7 +3,7 @@
 Each :class:`SyntheticTarget` exports the vLLM families the observe queries read, with vLLM's names, labels and
 bucket boundaries, as deterministic functions of an arrival-rate curve: counters grow by ``rate * step`` requests
 per step, histograms split each step's requests over buckets by fixed log-normal shares. Load the file with
-:func:`controller.testing.prometheus_server.backfill_openmetrics`.
+:func:`tests.support.prometheus_server.backfill_openmetrics`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ to its rollback, each decision annotated once per dashboard with the tags ``shif
 the reason code, and the reason sentence Slack gets as the text; duplicates within the window are dropped as Slack
 drops them; the token appears in no log record.
 
-Grafana is a local stand-in (:mod:`controller.testing.grafana_server`) that enforces the bearer token and records
+Grafana is a local stand-in (:mod:`tests.support.grafana_server`) that enforces the bearer token and records
 annotation POSTs. Times are injected (a fake clock for the loop, a fixed wall clock for the annotations).
 """
 
@@ -31,7 +31,7 @@ from controller.observe.grafana import GrafanaSettings
 from controller.policy import Policy
 from controller.ports import AdvisorContext, Proposal, TrialRequest
 from controller.reconcile import Ports, Reconciler
-from controller.testing.grafana_server import GrafanaStandIn, running_grafana
+from tests.support.grafana_server import GrafanaStandIn, running_grafana
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 WALL_MS = 1_790_000_000_000

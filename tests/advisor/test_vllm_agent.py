@@ -14,7 +14,7 @@ from controller.advisor.endpoints import AdvisorEndpoint
 from controller.decide.guardrails import check_proposals
 from controller.policy import LlmSettings, Policy
 from controller.ports import AdvisorContext
-from controller.testing.vllm_server import VllmServer, build_tiny_model, running_vllm
+from tests.support.vllm_server import VllmServer, build_tiny_model, running_vllm
 
 from .conftest import measure
 

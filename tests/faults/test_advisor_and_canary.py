@@ -6,7 +6,8 @@ import pytest
 
 from controller.advisor.graph import AgentAdvisor
 from controller.domain.trial import TrialStatus
-from controller.testing.faults import GarbageAdvisor, UnavailableAdvisor, run_scenario
+from controller.testing.faults import GarbageAdvisor, UnavailableAdvisor
+from tests.support.faults import run_scenario
 
 pytestmark = pytest.mark.faults
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.domain.phases import Phase
-from controller.testing.faults import run_scenario
+from tests.support.faults import run_scenario
 
 pytestmark = pytest.mark.faults
 

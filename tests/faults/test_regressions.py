@@ -63,7 +63,7 @@ def test_a_promote_whose_status_write_was_lost_does_not_wedge_the_operator() -> 
     already became stable; the simulated, in-memory and Kubernetes adapters all do this). ``NotFound`` is a
     PermanentError, which ``Reconciler.reconcile`` does not catch: every cycle raises from then on. A promote that
     finds the candidate already promoted should count as done and the cycle should reach Observing."""
-    from controller.testing.faults import run_scenario
+    from tests.support.faults import run_scenario
 
     o = run_scenario("lost-write-Promote")
     assert o.data["errors"] == [], o.outcome
@@ -78,7 +78,7 @@ def test_a_latency_x2_config_is_rolled_back_at_the_step_the_fault_appears() -> N
     the full per-replica load (256 streams); at 25% the candidate carries a quarter of it and should be faster than
     that, so the measured ratio hides a doubling. The 50% step rolled it back (exposure 50%, 34% of requests, 3
     cycles after the analysis had enough samples). Now the trade-off is scaled by the candidate's share."""
-    from controller.testing.faults import run_scenario
+    from tests.support.faults import run_scenario
 
     d = run_scenario("bad-config").data
     assert d["max_weight_while_bad"] == 25, run_scenario("bad-config").outcome

@@ -154,7 +154,7 @@ def test_trials_pause_with_a_reason_while_the_canary_pool_is_gone() -> None:
     ends with "no trial met the SLO", and the next cycle starts a new round: 10 attempts in 4 rounds over 12 cycles.
     Expected: after a trial fails because the pool is unavailable, the loop stops starting trials for a while (one
     round at most in 12 minutes) and says why in status."""
-    from controller.testing.faults import run_scenario
+    from tests.support.faults import run_scenario
 
     d = run_scenario("canary-gone").data
     assert d["rounds"] <= 1, f"{d['rounds']} rounds, {d['trial_calls']} trial attempts in {d['cycles']} cycles"

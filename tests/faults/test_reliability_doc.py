@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.testing.faults import render_table, run_all
+from tests.support.faults import render_table, run_all
 
 pytestmark = pytest.mark.faults
 
@@ -18,4 +18,4 @@ def test_committed_table_matches_a_fresh_run() -> None:
     text = DOC.read_text(encoding="utf-8")
     committed = text.split(BEGIN, 1)[1].split(END, 1)[0]
     fresh = render_table(run_all())
-    assert committed == fresh, "docs/reliability.md is stale: run `python -m controller.testing.faults --table`"
+    assert committed == fresh, "docs/reliability.md is stale: run `python -m tests.support.faults --table`"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from controller.domain.phases import Phase
-from controller.testing.faults import PHASE_SCRIPTS, CycleRecord, SimWorld, _reference, run_scenario
+from tests.support.faults import PHASE_SCRIPTS, CycleRecord, SimWorld, run_scenario
+from tests.support.faults.rollout import _reference
 
 pytestmark = pytest.mark.faults
 

@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 
 from controller.domain.phases import Phase
-from controller.testing.faults import (
-    _GOOD_POLICY,
-    CR_CASES,
-    POLICY_CASES,
-    SimWorld,
-    _example_cr,
-    operator_cycle,
-    run_scenario,
-)
+from tests.support.faults import CR_CASES, POLICY_CASES, SimWorld, operator_cycle, run_scenario
+from tests.support.faults.bad_inputs import _GOOD_POLICY, _example_cr
 
 pytestmark = pytest.mark.faults
 

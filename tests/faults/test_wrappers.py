@@ -20,13 +20,13 @@ from controller.testing.faults import (
     ConflictingRouter,
     FaultyLoadTester,
     GarbageAdvisor,
-    SimWorld,
     UnavailableAdvisor,
     canary_failure_result,
     fail_calls,
     restart_operator,
     wire_roundtrip,
 )
+from tests.support.faults import SimWorld
 
 pytestmark = pytest.mark.faults
 

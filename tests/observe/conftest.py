@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.testing.vllm_server import VllmServer, build_tiny_model, running_vllm
 from tests.observe.support import NGRAM
+from tests.support.vllm_server import VllmServer, build_tiny_model, running_vllm
 
 
 @pytest.fixture(scope="package")

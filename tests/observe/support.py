@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from controller.testing.prometheus_server import free_port
+from tests.support.prometheus_server import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 #: The speculative config of the suite's one vLLM server.

@@ -29,8 +29,8 @@ from controller.observe.synthetic import SyntheticTarget, write_openmetrics_file
 from controller.policy import Policy
 from controller.ports import AdvisorContext, Proposal, TrialRequest
 from controller.reconcile import Ports, Reconciler
-from controller.testing.grafana_server import GrafanaStandIn, running_grafana
-from controller.testing.prometheus_server import PrometheusServer, backfill_openmetrics, free_port, start_prometheus
+from tests.support.grafana_server import GrafanaStandIn, running_grafana
+from tests.support.prometheus_server import PrometheusServer, backfill_openmetrics, free_port, start_prometheus
 
 pytestmark = pytest.mark.prometheus
 

@@ -20,8 +20,8 @@ from controller.observe.forecast import forecast
 from controller.observe.profile import TrafficProfile, build_profile
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.synthetic import SyntheticTarget, write_openmetrics_files
-from controller.testing.prometheus_server import PrometheusServer, backfill_openmetrics, start_prometheus
 from tests.observe.support import DelayProxy
+from tests.support.prometheus_server import PrometheusServer, backfill_openmetrics, start_prometheus
 
 pytestmark = pytest.mark.prometheus
 

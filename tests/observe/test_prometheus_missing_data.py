@@ -20,7 +20,7 @@ from controller.domain.slo import SLO
 from controller.observe import queries as q
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.synthetic import TTFT_BUCKETS, SyntheticTarget, write_openmetrics_files
-from controller.testing.prometheus_server import PrometheusServer, backfill_openmetrics, start_prometheus
+from tests.support.prometheus_server import PrometheusServer, backfill_openmetrics, start_prometheus
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.security]
 

@@ -26,8 +26,8 @@ from controller.errors import MetricsUnavailable
 from controller.observe import queries as q
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.report import TrafficReport
-from controller.testing.prometheus_server import PrometheusServer, ScrapeTarget, running_prometheus
 from tests.observe.support import DelayProxy, LoadResult, poisson_load, running_simulator
+from tests.support.prometheus_server import PrometheusServer, ScrapeTarget, running_prometheus
 
 pytestmark = pytest.mark.prometheus
 

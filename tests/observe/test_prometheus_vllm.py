@@ -20,9 +20,9 @@ from controller.domain.observation import TargetRef
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.report import TrafficReport
 from controller.observe.synthetic import TPOT_BUCKETS, TTFT_BUCKETS
-from controller.testing.prometheus_server import ScrapeTarget, running_prometheus
-from controller.testing.vllm_server import VllmServer
 from tests.observe.support import NGRAM, LoadResult, bucket_index, client_quantile, poisson_load
+from tests.support.prometheus_server import ScrapeTarget, running_prometheus
+from tests.support.vllm_server import VllmServer
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.vllm]
 

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 
 from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.testing.vllm_server import VllmServer, build_tiny_model, running_vllm
 from controller.trials.launchers import free_port
+from tests.support.vllm_server import VllmServer, build_tiny_model, running_vllm
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 Usage (any test area)::
 
-    from controller.testing.vllm_server import build_tiny_model, running_vllm
+    from tests.support.vllm_server import build_tiny_model, running_vllm
 
     model_dir = build_tiny_model(tmp_path_factory.mktemp("tiny"), seed=0)
     with running_vllm(model_dir, ["--max-num-seqs", "8"]) as server:
