@@ -31,7 +31,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.adapters.kube import LABEL_MANAGED, LABEL_TARGET, LABEL_VARIANT, MANAGER, kube_errors
+from controller.adapters.kube_client import kube_errors
+from controller.adapters.kube_manifests import LABEL_MANAGED, LABEL_TARGET, LABEL_VARIANT, MANAGER
 from controller.adapters.vllm_pod import hygienic_labels, selector_matches
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound

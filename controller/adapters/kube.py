@@ -1,307 +1,59 @@
-"""Kubernetes adapters on the official ``kubernetes`` client: the Cluster port, Events, canary trial Pods.
+"""Kubernetes adapters on the official ``kubernetes`` client: the Cluster port and Events.
 
-* :func:`load_api_client`: in-cluster config, or a kubeconfig (and context).
-* :func:`kube_errors`: translates ``ApiException`` / urllib3 errors into :mod:`controller.errors` types
-  (404 -> NotFound, 409/422 -> ClusterConflict, 403 -> KubeForbidden, 401 -> KubeUnauthorized,
-  connection failures -> KubeUnavailable).
 * :class:`KubeCluster` (Cluster): one Deployment per variant (``<target>-stable`` / ``<target>-candidate``) whose
   pods are the production Deployment's own with only the tuned flags replaced (:mod:`controller.adapters.vllm_pod`;
   a bare ``vllm serve MODEL`` without one), one Service per variant, replica counts, promotion, readiness from
   Deployment status, and Kubernetes Events carrying each action's reason.
-* :class:`KubernetesLauncher`: canary trial Pods on the canary pool (manifest from
-  :class:`controller.trials.launchers.KubernetesTrialManifest`), as a trial Launcher.
+* :class:`KubeEvents`: Kubernetes Events about a TunedService.
+
+The API client and error translation live in :mod:`controller.adapters.kube_client`, the manifests in
+:mod:`controller.adapters.kube_manifests`, canary trial Pods (:class:`KubernetesLauncher`) in
+:mod:`controller.adapters.kube_trial_pods`; all are importable from here too.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.adapters.memory import check_replicas, check_variant
-from controller.adapters.vllm_pod import PodSource, config_map_name, derive_pod_template, engine_invocation
-from controller.domain.config import EngineConfig
-from controller.domain.invocation import parse_invocation, render_invocation
-from controller.domain.observation import TargetRef
-from controller.errors import (
-    ClusterConflict,
-    InvalidInput,
-    NotFound,
-    PermanentError,
-    ShiftlightError,
-    TemporaryError,
+from controller.adapters.kube_client import (
+    KubeForbidden,
+    KubeUnauthorized,
+    KubeUnavailable,
+    api_message,
+    kube_errors,
+    load_api_client,
+    translate,
 )
-from controller.trials.launchers import KubernetesTrialManifest, Launch
+from controller.adapters.kube_manifests import (
+    ANNOTATION_CONFIG_JSON,
+    JSON,
+    LABEL_TARGET,
+    LABEL_VARIANT,
+    TS_GROUP,
+    TS_PLURAL,
+    TS_VERSION,
+    deployment_manifest,
+    engine_container,
+    event_manifest,
+    service_manifest,
+    variant_name,
+)
+from controller.adapters.kube_trial_pods import KubernetesLauncher
+from controller.adapters.memory import check_replicas, check_variant
+from controller.adapters.vllm_pod import PodSource, config_map_name, engine_invocation
+from controller.domain.config import EngineConfig
+from controller.domain.observation import TargetRef
+from controller.errors import NotFound, ShiftlightError
 
 log = logging.getLogger(__name__)
-
-JSON = dict[str, Any]
-
-LABEL_TARGET = "shiftlight.dev/tuned-service"
-LABEL_VARIANT = "shiftlight.dev/variant"
-LABEL_CONFIG = "shiftlight.dev/config"
-LABEL_MANAGED = "app.kubernetes.io/managed-by"
-ANNOTATION_CONFIG_JSON = "shiftlight.dev/config-json"
-MANAGER = "shiftlight"
-
-TS_GROUP, TS_VERSION, TS_PLURAL, TS_KIND = "shiftlight.dev", "v1alpha1", "tunedservices", "TunedService"
-
-
-# ----- errors ---------------------------------------------------------------------------------------
-
-
-class KubeForbidden(PermanentError):
-    """RBAC refused the request (HTTP 403)."""
-
-
-class KubeUnauthorized(PermanentError):
-    """The API server did not accept the credentials (HTTP 401)."""
-
-
-class KubeUnavailable(TemporaryError):
-    """The API server could not be reached or answered 5xx."""
-
-
-def api_message(exc: ApiException) -> str:
-    """The API server's own message from a Status body, else the HTTP reason."""
-    try:
-        body = json.loads(exc.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message or exc.reason or f"HTTP {exc.status}")
-
-
-def translate(exc: BaseException, what: str = "") -> ShiftlightError:
-    """One :mod:`controller.errors` exception for a ``kubernetes``/urllib3 failure."""
-    prefix = f"{what}: " if what else ""
-    if isinstance(exc, ApiException):
-        msg = prefix + api_message(exc)
-        if exc.status == 404:
-            return NotFound(msg)
-        if exc.status in (409, 422):
-            return ClusterConflict(msg, delay_s=0.5)
-        if exc.status == 403:
-            return KubeForbidden(msg)
-        if exc.status == 401:
-            return KubeUnauthorized(msg)
-        if exc.status == 0 or exc.status is None or exc.status >= 500:
-            return KubeUnavailable(msg, delay_s=5.0)
-        return PermanentError(msg)
-    if isinstance(exc, urllib3.exceptions.HTTPError | OSError):
-        reason = getattr(exc, "reason", None) or exc
-        return KubeUnavailable(f"{prefix}cannot reach the Kubernetes API: {reason}", delay_s=5.0)
-    return ShiftlightError(prefix + str(exc))
-
-
-@contextmanager
-def kube_errors(what: str = "") -> Iterator[None]:
-    """Translate client exceptions raised inside the block (the adapter boundary)."""
-    try:
-        yield
-    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-        raise translate(exc, what) from None
-
-
-def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
-    """An API client: the given kubeconfig/context, else in-cluster config, else the default kubeconfig."""
-    import os
-
-    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        cfg = client.Configuration()
-        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        return client.ApiClient(cfg)
-    try:
-        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, context=context
-        )
-        return api
-    except config.ConfigException as exc:
-        raise PermanentError(f"kubeconfig: {exc}") from None
-
-
-# ----- manifests (pure) -----------------------------------------------------------------------------------
-
-
-def variant_name(target: TargetRef, variant: str) -> str:
-    return f"{target.name}-{variant}"
-
-
-def variant_labels(target: TargetRef, variant: str) -> dict[str, str]:
-    return {LABEL_TARGET: target.name, LABEL_VARIANT: variant, LABEL_MANAGED: MANAGER}
-
-
-def engine_container(
-    config_: EngineConfig,
-    *,
-    model: str,
-    image: str,
-    port: int = 8000,
-    served_model_name: str | None = None,
-    name: str = "vllm",
-    resources: Mapping[str, Any] | None = None,
-) -> JSON:
-    """The vLLM container running ``config_`` (``vllm serve MODEL --port P <rendered args>``)."""
-    base = ["serve", model, "--port", str(port)]
-    if served_model_name:
-        base += ["--served-model-name", served_model_name]
-    command, args = render_invocation(parse_invocation(["vllm"], base, where=f"container {name}"), config_)
-    container: JSON = {
-        "name": name,
-        "image": image,
-        "args": args,
-        "command": command,
-        "ports": [{"name": "http", "containerPort": port}],
-        "env": [{"name": k, "value": v} for k, v in sorted(config_.env().items())],
-        "readinessProbe": {"httpGet": {"path": "/health", "port": port}, "periodSeconds": 5},
-    }
-    if resources:
-        container["resources"] = dict(resources)
-    return container
-
-
-def _bare_template(
-    config_: EngineConfig,
-    *,
-    model: str,
-    image: str,
-    port: int,
-    served_model_name: str | None,
-    template: Mapping[str, Any] | None,
-) -> JSON:
-    """Production's pod spec (``template``) with its first container rebuilt for a bare model name: the existing
-    rendering when the user's Deployment is not read."""
-    pod_spec: JSON = json.loads(json.dumps(template)) if template else {}
-    containers: list[JSON] = pod_spec.get("containers") or []
-    base = containers[0] if containers else {}
-    engine = engine_container(
-        config_,
-        model=model,
-        image=str(base.get("image") or image),
-        port=port,
-        served_model_name=served_model_name,
-        name=str(base.get("name") or "vllm"),
-        resources=base.get("resources"),
-    )
-    pod_spec["containers"] = [engine, *containers[1:]]
-    return {"metadata": {}, "spec": pod_spec}
-
-
-def deployment_manifest(
-    target: TargetRef,
-    variant: str,
-    config_: EngineConfig,
-    replicas: int,
-    *,
-    image: str,
-    port: int = 8000,
-    template: Mapping[str, Any] | None = None,
-    source: PodSource | None = None,
-    served_model_name: str | None = None,
-) -> JSON:
-    """A Deployment for one variant. With ``source`` (the user's pod template), the pod is the user's own with only
-    the tuned flags replaced and hygienic labels (:func:`derive_pod_template`); otherwise the engine container is
-    built for ``target.model`` (pod spec copied from ``template`` when given)."""
-    labels = {**variant_labels(target, variant), LABEL_CONFIG: config_.key()}
-    if source is not None:
-        pod_template = derive_pod_template(
-            source,
-            config_,
-            variant=variant,
-            labels=labels,
-            served_model_name=served_model_name,
-            fallback_model=target.model,
-            port=port,
-        )
-    else:
-        pod_template = _bare_template(
-            config_, model=target.model, image=image, port=port, served_model_name=served_model_name, template=template
-        )
-        pod_template["metadata"] = {"labels": labels}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {
-            "name": variant_name(target, variant),
-            "namespace": target.namespace,
-            "labels": labels,
-            "annotations": {
-                "shiftlight.dev/config-label": config_.label(),
-                ANNOTATION_CONFIG_JSON: config_.model_dump_json(),
-            },
-        },
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {LABEL_TARGET: target.name, LABEL_VARIANT: variant}},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": pod_template,
-        },
-    }
-
-
-#: Kubernetes injects ``<SERVICE>_PORT`` into every pod of the namespace; vLLM reads ``VLLM_PORT`` as its own.
-FORBIDDEN_SERVICE_NAMES = frozenset({"vllm"})
-
-
-def service_manifest(target: TargetRef, variant: str, *, name: str, port: int = 8000) -> JSON:
-    """The Service in front of one variant's pods. A Service named ``vllm`` is refused: Kubernetes would inject
-    ``VLLM_PORT=tcp://...`` into every pod of the namespace, and vLLM reads that variable as its own setting."""
-    if name in FORBIDDEN_SERVICE_NAMES:
-        raise InvalidInput(
-            f"a Service named {name!r} would set VLLM_PORT in every pod of {target.namespace} (Kubernetes service "
-            "links), which vLLM reads as its own setting: choose another name",
-            source=f"{target}",
-            field="service",
-        )
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": target.namespace, "labels": variant_labels(target, variant)},
-        "spec": {
-            "selector": {LABEL_TARGET: target.name, LABEL_VARIANT: variant},
-            "ports": [{"name": "http", "port": port, "targetPort": port}],
-        },
-    }
-
-
-def event_manifest(
-    target: TargetRef, *, reason: str, message: str, warning: bool, uid: str | None, now: datetime
-) -> JSON:
-    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{target.name}.", "namespace": target.namespace},
-        "involvedObject": {
-            "apiVersion": f"{TS_GROUP}/{TS_VERSION}",
-            "kind": TS_KIND,
-            "name": target.name,
-            "namespace": target.namespace,
-            **({"uid": uid} if uid else {}),
-        },
-        "reason": reason[:128],
-        "message": message[:1024],
-        "type": "Warning" if warning else "Normal",
-        "source": {"component": MANAGER},
-        "reportingComponent": MANAGER,
-        "reportingInstance": MANAGER,
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
-
-
-# ----- the adapters -----------------------------------------------------------------------------------
 
 
 class KubeEvents:
@@ -581,120 +333,6 @@ class KubeCluster:
                 self.core.delete_namespaced_pod(name, target.namespace, _preload_content=False)
         except NotFound:
             pass
-
-
-class KubernetesLauncher:
-    """Trial launcher on the canary pool: creates the trial Pod (:class:`KubernetesTrialManifest`), waits for it to
-    be Ready with an IP, and deletes it at teardown. A Pod that fails, is evicted or never becomes ready is a
-    launch error with the reason (from its status and container state), which the runner turns into an
-    ``infeasible`` result. Use it as ``TrialRunner(KubernetesLauncher(api, manifest), ...)`` (the LoadTester port).
-    The Pod is owned by the TunedService, so Kubernetes collects anything left behind."""
-
-    source = "kubernetes"
-
-    def __init__(
-        self,
-        api: client.ApiClient,
-        manifest: KubernetesTrialManifest,
-        *,
-        poll_s: float = 1.0,
-        endpoint_host: Callable[[JSON], str] | None = None,
-        pod_source: Callable[[], PodSource | None] | None = None,
-    ) -> None:
-        self.core = client.CoreV1Api(api)
-        self.manifest = manifest
-        self.poll_s = poll_s
-        self.endpoint_host = endpoint_host or (lambda pod: str(pod["status"]["podIP"]))
-        self.pod_source = pod_source
-        """The user's pod template, read at each trial (e.g. ``KubeCluster.pod_source``); None: a bare-model Pod.
-        A template Shiftlight cannot rewrite raises :class:`InvalidInput` (no Pod is created)."""
-
-    def _read(self, name: str) -> JSON | None:
-        try:
-            with kube_errors(f"trial pod {self.manifest.namespace}/{name}"):
-                pod = self.core.read_namespaced_pod(name, self.manifest.namespace)
-        except NotFound:
-            return None
-        result: JSON = self.core.api_client.sanitize_for_serialization(pod)
-        return result
-
-    def start(self, config: EngineConfig, *, timeout_s: float | None = None) -> Launch:
-        trial_id = f"{config.key()[:8]}-{uuid.uuid4().hex[:6]}"
-        body = self.manifest.pod(config, trial_id, self.pod_source() if self.pod_source else None)
-        name = body["metadata"]["name"]
-        port = self.manifest.port
-        t0 = time.monotonic()
-        launch = Launch(endpoint="", model=self.manifest.served_model_name, ready=False, startup_s=0.0, _handle=name)
-        try:
-            with kube_errors(f"create trial pod {self.manifest.namespace}/{name}"):
-                self.core.create_namespaced_pod(self.manifest.namespace, body)  # type: ignore[arg-type]
-        except ShiftlightError as exc:
-            launch.error = f"cannot create the trial pod: {exc}"
-            return launch
-        deadline = t0 + (timeout_s if timeout_s is not None else float(self.manifest.startup_timeout_s))
-        while True:
-            try:
-                pod = self._read(name)
-            except TemporaryError:
-                pod = {}
-            status = (pod or {}).get("status") or {}
-            phase = status.get("phase")
-            if pod is None or phase in ("Failed", "Succeeded"):
-                launch.startup_s = time.monotonic() - t0
-                launch.error = _pod_failure(pod, name)
-                launch.log_tail = self.logs(launch)
-                return launch
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-            if ready and status.get("podIP"):
-                launch.ready = True
-                launch.startup_s = time.monotonic() - t0
-                launch.endpoint = f"http://{self.endpoint_host(pod)}:{port}"
-                return launch
-            if time.monotonic() >= deadline:
-                launch.startup_s = time.monotonic() - t0
-                launch.error = f"trial pod {name} not ready within {deadline - t0:.0f} s ({phase or 'Pending'})"
-                launch.log_tail = self.logs(launch)
-                self.stop(launch)
-                return launch
-            time.sleep(self.poll_s)
-
-    def logs(self, launch: Launch) -> tuple[str, ...]:
-        name = launch._handle
-        if not isinstance(name, str):
-            return launch.log_tail
-        try:
-            text = self.core.read_namespaced_pod_log(name, self.manifest.namespace, tail_lines=50)
-        except Exception:  # no logs yet, or the API cannot serve them: the status says why
-            return launch.log_tail
-        text = str(text)
-        if text.lstrip().startswith("{") and "apiVersion" in text:
-            return launch.log_tail  # an API object, not container output: no logs to show
-        return tuple(text.splitlines()[-50:])
-
-    def stop(self, launch: Launch) -> None:
-        name = launch._handle
-        if not isinstance(name, str):
-            return
-        try:
-            with kube_errors(f"delete trial pod {self.manifest.namespace}/{name}"):
-                self.core.delete_namespaced_pod(name, self.manifest.namespace, _preload_content=False)
-        except NotFound:
-            pass
-
-
-def _pod_failure(pod: JSON | None, name: str) -> str:
-    if pod is None:
-        return f"trial pod {name} disappeared (deleted or evicted; is the canary node gone?)"
-    status = pod.get("status") or {}
-    for cs in status.get("containerStatuses") or []:
-        terminated = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
-        if terminated:
-            why = terminated.get("reason") or "Error"
-            code, message = terminated.get("exitCode"), terminated.get("message", "")
-            return f"engine container {why} (exit code {code}): {message}".strip()
-    return (
-        f"trial pod {name} {status.get('phase')}: {status.get('reason') or status.get('message') or 'no reason given'}"
-    )
 
 
 __all__ = [
