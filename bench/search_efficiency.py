@@ -46,11 +46,11 @@ from controller.advisor.scripted import heuristic_model
 from controller.decide.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, TpeSearch
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import Policy, load_policy
-from controller.ports import AdvisorContext
 from controller.simulator.perf import PerformanceModel
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,15 +1,24 @@
-"""The ports: one small Protocol per outside concern. Adapters implement them; the domain only sees these.
+"""The ports: one small Protocol per outside concern, and the requests they take. Adapters implement them; the
+control loop (``controller.reconcile``) holds them. The values the ports pass (observations, trial results,
+proposals) live in :mod:`controller.domain`; ``controller.decide`` never imports this module.
 
-| port          | simulated / in-memory adapter             | real adapter (later)                    |
-|---------------|-------------------------------------------|-----------------------------------------|
-| MetricsSource | adapters.simulated.SimulatedMetrics       | adapters.prometheus                     |
-| LoadTester    | adapters.simulated.SimulatedLoadTester    | trials (local vLLM process, Kubernetes) |
-| TrafficRouter | adapters.memory.InMemoryRouter            | Gateway API HTTPRoute weights           |
-| Advisor       | decide.search.DeterministicAdvisor        | LangGraph agent on an OpenAI endpoint   |
-| Notifier      | adapters.memory.RecordingNotifier         | Slack incoming webhook                  |
-| Cluster       | adapters.memory.InMemoryCluster           | Kubernetes API                          |
-| Forecaster    | adapters.simulated.SimulatedForecaster    | observe.forecast (hour-of-week profile) |
-| Clock         | clock.SystemClock / clock.FakeClock       |                                         |
+Port: in-memory / simulated adapter -> real adapter (module paths under ``controller``):
+
+* ``MetricsSource``: adapters.simulated.SimulatedMetrics -> observe.prometheus.PrometheusMetrics,
+  observe.grafana.GrafanaMetrics;
+* ``Forecaster``: adapters.simulated.SimulatedForecaster -> observe.forecaster.ProfileForecaster;
+* ``LoadTester``: adapters.simulated_loadtester.SimulatedLoadTester -> trials.runner.TrialRunner (a local vLLM
+  process or a Kubernetes canary pod);
+* ``TrafficRouter``: adapters.memory.InMemoryRouter, adapters.simulated.SimulatedRouter ->
+  adapters.gateway.GatewayRouter (Gateway API HTTPRoute weights);
+* ``Advisor``: decide.optimizer.OptimizerAdvisor (in process, no I/O) -> advisor.graph.AgentAdvisor (LangGraph
+  agent on an OpenAI-compatible endpoint);
+* ``Notifier``: adapters.memory.RecordingNotifier -> adapters.slack.SlackNotifier, adapters.grafana.GrafanaAnnotator;
+* ``Cluster``: adapters.memory.InMemoryCluster, adapters.simulated.SimulatedCluster -> adapters.kube.KubeCluster;
+* ``Clock``: clock.FakeClock -> clock.SystemClock.
+
+``controller.testing.faults`` wraps any of these with faults (failing canaries, 409 on writes, advisors that are
+down or answer garbage) for testing an integration.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from controller.domain.actions import Notify
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, TargetRef
 from controller.domain.profile import TrafficProfile
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult
@@ -117,25 +127,6 @@ class TrafficRouter(Protocol):
     def set_weight(self, target: TargetRef, candidate_weight: int) -> None:
         """Route ``candidate_weight`` percent to the candidate and the rest to stable."""
         ...
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """A candidate config someone (agent or optimizer) suggests, with why."""
-
-    config: EngineConfig
-    rationale: str
-    proposed_by: str
-
-
-@dataclass(frozen=True)
-class AdvisorContext:
-    target: TargetRef
-    shape: TrafficShape
-    slo: SLO
-    active: EngineConfig
-    history: tuple[TrialResult, ...]
-    max_proposals: int
 
 
 @runtime_checkable

@@ -28,6 +28,7 @@ from controller.domain.actions import (
 )
 from controller.domain.observation import Observation, TargetRef
 from controller.domain.phases import Phase
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
@@ -35,14 +36,12 @@ from controller.errors import MetricsUnavailable, NotFound, ShiftlightError, Tem
 from controller.policy import Policy
 from controller.ports import (
     Advisor,
-    AdvisorContext,
     Clock,
     Cluster,
     Forecaster,
     LoadTester,
     MetricsSource,
     Notifier,
-    Proposal,
     TrafficRouter,
     TrialBudget,
     TrialRequest,

@@ -58,12 +58,12 @@ from controller.decide.guardrails import budget_left, check_proposals
 from controller.decide.optimizer import OptimizerAdvisor
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.slo import SLO
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
 from controller.errors import InvalidInput
 from controller.policy import Policy
-from controller.ports import AdvisorContext, Proposal
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from controller.domain.config import STOCK, EngineConfig
+from controller.domain.proposal import AdvisorContext
 from controller.domain.trial import TrialResult
 from controller.policy import Policy
-from controller.ports import AdvisorContext
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029]")
 _DELIMS = re.compile(r"<{2,}|>{2,}|`{3,}")

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from controller.domain.config import EngineConfig
+from controller.domain.proposal import Proposal
 from controller.domain.trial import TrialResult
 from controller.policy import Policy
-from controller.ports import Proposal
 
 
 class RejectKind(StrEnum):

@@ -36,10 +36,10 @@ import numpy as np
 import optuna
 
 from controller.domain.config import EngineConfig
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
 from controller.policy import Feasibility, Policy, SearchSpace
-from controller.ports import AdvisorContext, Proposal
 
 Prior = Callable[[EngineConfig], float]
 ShapePrior = Callable[[EngineConfig, TrafficShape], float]

@@ -31,11 +31,11 @@ from controller.domain.actions import Action, Notify, Promote, Rollback, RunTria
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import Observation
 from controller.domain.phases import Phase, transition
+from controller.domain.proposal import Proposal
 from controller.domain.slo import SLO
 from controller.domain.status import DriftState, ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult
-from controller.ports import Proposal
 
 ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
 

@@ -22,17 +22,11 @@ from enum import StrEnum
 
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import AdvisorUnavailable, ClusterConflict
-from controller.ports import (
-    AdvisorContext,
-    Cluster,
-    LoadTester,
-    Proposal,
-    TrafficRouter,
-    TrialRequest,
-)
+from controller.ports import Cluster, LoadTester, TrafficRouter, TrialRequest
 from controller.reconcile import Reconciler
 
 __all__ = [

@@ -24,12 +24,13 @@ from controller.domain.actions import (
 )
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.slo import SLO
 from controller.domain.status import TargetStatus, TuningRound
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import Policy
-from controller.ports import AdvisorContext, Proposal, TrialRequest
+from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
 
 TARGET = TargetRef("team-a", "chat", "llama")

@@ -25,11 +25,12 @@ from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef, VariantStats
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import RolloutState, TargetStatus
 from controller.observe import dashboard
 from controller.observe.grafana import GrafanaSettings
 from controller.policy import Policy
-from controller.ports import AdvisorContext, Proposal, TrialRequest
+from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
 from tests.support.grafana_server import GrafanaStandIn, running_grafana
 

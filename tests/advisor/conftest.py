@@ -6,11 +6,11 @@ import pytest
 
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import Policy, parse_policy
-from controller.ports import AdvisorContext
 
 POLICY_YAML = """
 name: agent-test

@@ -15,9 +15,10 @@ from controller.advisor.prompt import DATA_CLOSE, DATA_OPEN, read_data_block
 from controller.advisor.scripted import ScriptedChatModel, heuristic_model
 from controller.decide.guardrails import check_proposals
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext
 from controller.domain.trial import TrialResult
 from controller.policy import Policy
-from controller.ports import Advisor, AdvisorContext
+from controller.ports import Advisor
 
 from .conftest import measure
 

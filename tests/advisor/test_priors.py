@@ -8,8 +8,8 @@ from controller.advisor.priors import policy_prior
 from controller.decide.optimizer import OptimizerAdvisor
 from controller.domain.config import STOCK
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext
 from controller.policy import Policy, load_policy
-from controller.ports import AdvisorContext
 
 from .conftest import SHAPE
 

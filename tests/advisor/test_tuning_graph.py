@@ -13,8 +13,8 @@ from controller.advisor.checkpoint import SerializableSaver
 from controller.advisor.graph import mermaid
 from controller.advisor.scripted import ScriptedChatModel, heuristic_model
 from controller.domain.config import EngineConfig
+from controller.domain.proposal import AdvisorContext
 from controller.policy import Policy
-from controller.ports import AdvisorContext
 
 from .conftest import measure, surface
 

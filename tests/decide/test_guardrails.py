@@ -6,11 +6,11 @@ import pytest
 
 from controller.decide.guardrails import RejectKind, budget_left, check_proposals
 from controller.domain.config import STOCK, EngineConfig
+from controller.domain.proposal import Proposal
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import Policy, parse_policy
-from controller.ports import Proposal
 
 POLICY = parse_policy(
     "target: {gpu_family: hopper, hybrid: false, has_mtp: false}\n"

@@ -10,11 +10,12 @@ import pytest
 from controller.decide.optimizer import OptimizerAdvisor, optimize
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import parse_policy
-from controller.ports import Advisor, AdvisorContext
+from controller.ports import Advisor
 
 POLICY = parse_policy(
     "target: {gpu_family: blackwell, hybrid: true, has_mtp: true, gpu_memory_gib: 252}\n"

@@ -29,7 +29,7 @@ from controller.domain import (
     TrialStatus,
     VariantStats,
 )
-from controller.ports import Proposal
+from controller.domain.proposal import Proposal
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)

@@ -29,10 +29,11 @@ from controller.decide.guardrails import budget_left
 from controller.domain import STOCK, EngineConfig, LengthDistribution, TrafficShape
 from controller.domain.actions import RunTrial
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import Policy
-from controller.ports import AdvisorContext, TrialRequest
+from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler, rules_from_policy
 from controller.trials.quality import quality_gate_for
 

@@ -12,9 +12,10 @@ from controller.adapters.memory import InMemoryCluster, InMemoryRouter, Recordin
 from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import RolloutState, TargetStatus
 from controller.policy import Policy
-from controller.ports import AdvisorContext, Proposal, TrialRequest
+from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

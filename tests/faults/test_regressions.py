@@ -175,9 +175,9 @@ def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
     from controller.domain.config import EngineConfig
     from controller.domain.observation import Observation
     from controller.domain.phases import Phase
+    from controller.domain.proposal import Proposal
     from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
     from controller.domain.traffic import LengthDistribution, TrafficShape
-    from controller.ports import Proposal
     from controller.simulator.traffic import DiurnalTraffic
 
     now = datetime(2026, 12, 1, 9, 5, tzinfo=UTC)

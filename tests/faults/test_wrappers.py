@@ -8,11 +8,12 @@ from controller.adapters.memory import InMemoryCluster, InMemoryRouter
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
+from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import AdvisorUnavailable, ClusterConflict
-from controller.ports import AdvisorContext, TrialRequest
+from controller.ports import TrialRequest
 from controller.testing.faults import (
     CanaryFailure,
     ConflictBudget,

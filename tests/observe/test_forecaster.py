@@ -57,10 +57,11 @@ def test_reconciler_keeps_the_profile_in_status_across_a_restart() -> None:
     from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
     from controller.clock import FakeClock
     from controller.domain.observation import Observation
+    from controller.domain.proposal import AdvisorContext, Proposal
     from controller.domain.status import TargetStatus
     from controller.errors import MetricsUnavailable
     from controller.policy import Policy
-    from controller.ports import AdvisorContext, Proposal, TrialRequest
+    from controller.ports import TrialRequest
     from controller.reconcile import Ports, Reconciler
 
     class DownMetrics:

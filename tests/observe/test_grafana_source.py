@@ -20,6 +20,7 @@ from controller.adapters.memory import InMemoryCluster, InMemoryRouter, Recordin
 from controller.clock import FakeClock
 from controller.domain import STOCK, Phase
 from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.slo import SLO
 from controller.domain.status import TargetStatus
 from controller.errors import MetricsUnavailable
@@ -27,7 +28,7 @@ from controller.observe.grafana import GrafanaMetrics, GrafanaSettings, GrafanaU
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.synthetic import SyntheticTarget, write_openmetrics_files
 from controller.policy import Policy
-from controller.ports import AdvisorContext, Proposal, TrialRequest
+from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
 from tests.support.grafana_server import GrafanaStandIn, running_grafana
 from tests.support.prometheus_server import PrometheusServer, backfill_openmetrics, free_port, start_prometheus

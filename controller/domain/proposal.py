@@ -1,0 +1,31 @@
+"""What an advisor is asked and what it answers: the context of one tuning round and the candidate configs it
+suggests. Plain values; the :class:`~controller.ports.Advisor` port is defined over them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.domain.config import EngineConfig
+from controller.domain.observation import TargetRef
+from controller.domain.slo import SLO
+from controller.domain.traffic import TrafficShape
+from controller.domain.trial import TrialResult
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A candidate config someone (agent or optimizer) suggests, with why."""
+
+    config: EngineConfig
+    rationale: str
+    proposed_by: str
+
+
+@dataclass(frozen=True)
+class AdvisorContext:
+    target: TargetRef
+    shape: TrafficShape
+    slo: SLO
+    active: EngineConfig
+    history: tuple[TrialResult, ...]
+    max_proposals: int
