@@ -59,6 +59,7 @@ class LoadGenerator:
         self._in_flight = 0
         self._max_in_flight = 0
         self._done = 0
+        self.output_tokens = 0  # output tokens of the requests completed so far (live throughput)
         self._connections = 0
         self._stalls: list[tuple[float, float]] = []
         self._max_stall = 0.0
@@ -166,6 +167,7 @@ class LoadGenerator:
                 rec.error = "stream ended without any token"
             else:
                 rec.ok = True
+                self.output_tokens += rec.output_tokens
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             rec.error = f"{type(exc).__name__}: {exc}"[:300]
         finally:
@@ -189,7 +191,7 @@ class LoadGenerator:
         """Send the plan; stop issuing new requests after ``max_duration_s`` or when ``cancel`` is set (in-flight
         requests are then cancelled too). Returns what was measured."""
         n = len(plan.requests)
-        self._in_flight = self._max_in_flight = self._done = self._connections = 0
+        self._in_flight = self._max_in_flight = self._done = self._connections = self.output_tokens = 0
         self._stalls, self._max_stall = [], 0.0
         connector = aiohttp.TCPConnector(limit=0, force_close=False, ttl_dns_cache=300, keepalive_timeout=60)
         timeout = aiohttp.ClientTimeout(total=self.request_timeout_s, sock_connect=30)
