@@ -298,9 +298,23 @@ class TrialSpec(WireModel):
     proposed_by: str = Field(default="optimizer", max_length=253)
 
 
+class TrialProgress(WireModel):
+    """How far a running trial is: its stage, requests done of planned, time since it started, live throughput."""
+
+    stage: str = Field(default="", max_length=32, description="launch, warmup, replay, quality, teardown or done")
+    requests_done: int = Field(default=0, ge=0)
+    requests_planned: int = Field(default=0, ge=0)
+    elapsed_seconds: float = Field(default=0.0, ge=0)
+    output_tokens_per_s: float | None = Field(
+        default=None, ge=0, description="output tokens per second of the replay so far (absent before it starts)"
+    )
+    updated_at: datetime | None = None
+
+
 class TrialStatus(WireModel):
     phase: TrialPhase = "Pending"
     config_label: str = ""
+    progress: TrialProgress | None = None
     pod_name: str | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None

@@ -7,7 +7,8 @@
   ``loop.time_scale`` in real time).
 * ``kubernetes``: Prometheus metrics, Deployments per variant (:class:`KubeCluster`) and HTTPRoute weights
   (:class:`GatewayRouter`, replica-ratio fallback; a candidate InferencePool next to an InferencePool backend).
-  Trials run on the simulated load tester until a canary-Pod load tester is configured.
+  Trials run as Pods on the canary pool; each reports its progress in its Trial CR, and results are cached in a
+  ConfigMap per TunedService (``<name>-trial-cache``), so a restarted operator never re-runs a measured trial.
 
 Runtimes live as long as the operator process; all decision state lives in the CR status.
 """
@@ -26,6 +27,7 @@ from kubernetes import client
 
 from controller.adapters.gateway import GatewayRouter, gateway_installed
 from controller.adapters.kube import KubeCluster, KubeEvents, KubernetesLauncher, kube_errors
+from controller.adapters.kube_result_store import ConfigMapResultStore, cache_name
 from controller.adapters.memory import NopNotifier, RecordingNotifier
 from controller.adapters.vllm_pod import baseline_config
 from controller.crd.models import API_VERSION, TunedServiceSpec
@@ -36,10 +38,13 @@ from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound
 from controller.policy import Policy, load_policy, parse_policy
-from controller.ports import Cluster, Notifier, TrafficRouter
+from controller.ports import Cluster, LoadTester, Notifier, TrafficRouter
 from controller.reactor.settings import OperatorSettings
+from controller.reactor.status_io import owner_references
+from controller.reactor.trial_progress import ReportingLoadTester, TrialCRReporter
 from controller.reconcile import Ports, Reconciler, rules_from_policy
-from controller.trials.launchers import KubernetesTrialManifest, OwnerRef
+from controller.trials.cache import TrialCache
+from controller.trials.launchers import KubernetesTrialManifest, Launcher, OwnerRef
 from controller.trials.launchers import Toleration as PodToleration
 from controller.trials.quality import quality_gate_for
 from controller.trials.runner import TrialRunner
@@ -278,10 +283,19 @@ class SimulatorBackend:
 class KubernetesBackend:
     """Production actions on the cluster: Deployments, HTTPRoute weights, Events; metrics from Prometheus."""
 
-    def __init__(self, settings: OperatorSettings, api: client.ApiClient, *, notifier: Notifier | None = None) -> None:
+    def __init__(
+        self,
+        settings: OperatorSettings,
+        api: client.ApiClient,
+        *,
+        notifier: Notifier | None = None,
+        trial_launcher: Callable[[KubernetesTrialManifest], Launcher] | None = None,
+    ) -> None:
+        """``trial_launcher`` starts the trial engines (default: Pods on the canary pool)."""
         self.settings = settings
         self.api = api
         self.notifier = notifier
+        self.trial_launcher = trial_launcher
         self._runtimes: dict[tuple[str, str, str, int | None], TargetRuntime] = {}
 
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
@@ -334,26 +348,48 @@ class KubernetesBackend:
             raise InvalidInput(str(exc), source="environment", field="SHIFTLIGHT_PROMETHEUS_URL") from None
         advisors = advisors_for(policy, self.settings.llm_advisors)
         metrics: PrometheusMetrics = self.settings.metrics_source(prom, slo=policy.slo)
+        clock = SystemClock()
+        runner = canary_trials(
+            self.api,
+            target,
+            spec,
+            meta,
+            cluster.image,
+            default_node_selector=self.settings.canary_node_selector,
+            default_tolerations=self.settings.canary_tolerations,
+            policy=policy,
+            selectors=pool_selectors,
+            launcher=self.trial_launcher,
+        )
+        runner.cache = TrialCache(
+            ConfigMapResultStore(
+                self.api,
+                namespace=target.namespace,
+                name=cache_name(target.name),
+                owner_references=owner_references(body),
+                labels={"shiftlight.dev/tuned-service": target.name},
+                max_entries=self.settings.trial_cache_max_entries,
+                now=clock.now,
+            )
+        )
+        load_tester: LoadTester = runner
+        if self.settings.mirror_crs:
+            load_tester = ReportingLoadTester(
+                runner,
+                TrialCRReporter(self.api, body),
+                clock,
+                min_interval_s=self.settings.trial_progress_interval_s,
+            )
         ports = Ports(
             metrics=metrics,
             forecaster=ProfileForecaster.from_prometheus(metrics),
-            load_tester=canary_trials(
-                self.api,
-                target,
-                spec,
-                meta,
-                cluster.image,
-                default_node_selector=self.settings.canary_node_selector,
-                default_tolerations=self.settings.canary_tolerations,
-                policy=policy,
-                selectors=pool_selectors,
-            ),
+            load_tester=load_tester,
             router=router,
             advisor=advisors.advisor,
             fallback_advisor=advisors.fallback,
             notifier=self.notifier or NopNotifier(),
             cluster=cluster,
-            clock=SystemClock(),
+            clock=clock,
         )
         scaling = ScalingRules(min_replicas=spec.replicas.min_replicas, max_replicas=spec.replicas.max_replicas)
         rules = rules_from_policy(policy, spec.schedule, scaling=scaling, digest=digest_rules(spec, self.settings))
@@ -391,6 +427,7 @@ def canary_trials(
     default_tolerations: Sequence[CanaryToleration] = (),
     policy: Policy | None = None,
     selectors: Sequence[Mapping[str, str]] = (),
+    launcher: Callable[[KubernetesTrialManifest], Launcher] | None = None,
 ) -> TrialRunner:
     """Trials as Pods on the TunedService's canary pool, owned by it (garbage-collected with it). A pool that sets
     no node selector (or no tolerations) gets the operator's defaults (``SHIFTLIGHT_CANARY_NODE_SELECTOR``,
@@ -434,7 +471,9 @@ def canary_trials(
         stable = f"http://{spec.workload.service}.{target.namespace}.svc:{spec.workload.port}"
         gate = quality_gate_for(policy, stable, manifest.served_model_name or spec.model.name)
     return TrialRunner(
-        KubernetesLauncher(api, manifest, pod_source=lambda: template.pod_source(target)),
+        KubernetesLauncher(api, manifest, pod_source=lambda: template.pod_source(target))
+        if launcher is None
+        else launcher(manifest),
         model=spec.model.name,
         gpu_type=spec.gpu_type,
         engine_version=manifest.image,

@@ -102,6 +102,10 @@ class OperatorSettings:
     """UTC hour of the daily digest for TunedServices whose spec sets no Slack settings (None: no digest)."""
     mirror_crs: bool = True
     """Create Trial and ConfigRollout CRs that mirror the status (for kubectl visibility)."""
+    trial_progress_interval_s: float = 5.0
+    """The least time between two progress patches of a running trial's Trial CR (``kubernetes`` backend)."""
+    trial_cache_max_entries: int = 200
+    """Trial results kept per TunedService in its cache ConfigMap (the oldest go first; also bounded in bytes)."""
     verify_approvals: bool = True
     """Honour approvals only from users allowed to ``approve`` configrollouts (SubjectAccessReview)."""
     slack_webhook_file: Path | None = None

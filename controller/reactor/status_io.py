@@ -22,8 +22,10 @@ from kubernetes import client
 
 from controller.adapters.kube import kube_errors
 from controller.crd import models as crd
+from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import ClusterConflict, NotFound
 
@@ -207,16 +209,21 @@ def _dns(value: str, limit: int = 63) -> str:
     return cleaned[:limit].strip("-") or "x"
 
 
-def trial_name(service: str, result: TrialResult) -> str:
-    digest = hashlib.sha256(f"{result.config.key()}:{result.shape.bucket()}".encode()).hexdigest()[:10]
+def trial_name_for(service: str, config: EngineConfig, shape: TrafficShape) -> str:
+    """The Trial CR of ``config`` under ``shape`` (its bucket): the same name when the trial starts and ends."""
+    digest = hashlib.sha256(f"{config.key()}:{shape.bucket()}".encode()).hexdigest()[:10]
     return _dns(f"{service}-trial-{digest}")
+
+
+def trial_name(service: str, result: TrialResult) -> str:
+    return trial_name_for(service, result.config, result.shape)
 
 
 def rollout_name(service: str, rollout_id: str) -> str:
     return _dns(f"{service}-{rollout_id}", 253)
 
 
-def _owner(body: Mapping[str, Any]) -> list[JSON]:
+def owner_references(body: Mapping[str, Any]) -> list[JSON]:
     meta = body["metadata"]
     return [
         {
@@ -295,11 +302,13 @@ class CRMirror:
                     "name": name,
                     "namespace": namespace,
                     "labels": {"shiftlight.dev/tuned-service": service},
-                    "ownerReferences": _owner(owner),
+                    "ownerReferences": owner_references(owner),
                 },
                 "spec": spec.to_wire(),
             }
-            if self._create(namespace, crd.PLURAL_TRIAL, body):
+            if self._create(namespace, crd.PLURAL_TRIAL, body) or not self._finished(namespace, name):
+                # new, or created when the trial started and not finished yet (its final write failed, or the
+                # operator restarted mid-trial): the result goes in once; a finished Trial is left as it is
                 status = crd.TrialStatus(
                     phase=trial_phase(result),
                     config_label=result.config.label(),
@@ -308,6 +317,17 @@ class CRMirror:
                 )
                 self._status(namespace, crd.PLURAL_TRIAL, name, status.to_wire())
             self._trials.add((namespace, name))
+
+    def _finished(self, namespace: str, name: str) -> bool:
+        """Whether the stored Trial already carries its result (Succeeded or Failed)."""
+        with kube_errors(f"{crd.PLURAL_TRIAL} {namespace}/{name}"):
+            body = self.custom.get_namespaced_custom_object(crd.GROUP, crd.VERSION, namespace, crd.PLURAL_TRIAL, name)
+        status = body.get("status") if isinstance(body, Mapping) else None
+        return (
+            isinstance(status, Mapping)
+            and status.get("phase") in ("Succeeded", "Failed")
+            and bool(status.get("result"))
+        )
 
     def rollout(self, owner: Mapping[str, Any], before: TargetStatus, after: TargetStatus, now: datetime) -> None:
         namespace, service = owner["metadata"]["namespace"], owner["metadata"]["name"]
@@ -358,7 +378,7 @@ class CRMirror:
                     "name": name,
                     "namespace": namespace,
                     "labels": {"shiftlight.dev/tuned-service": service},
-                    "ownerReferences": _owner(owner),
+                    "ownerReferences": owner_references(owner),
                 },
                 "spec": spec.to_wire(),
             }
@@ -377,10 +397,12 @@ __all__ = [
     "StatusStore",
     "conditions_for",
     "merge_user_changes",
+    "owner_references",
     "refusal_conditions",
     "rollout_ended",
     "rollout_name",
     "rollout_outcome",
     "status_patch",
     "trial_name",
+    "trial_name_for",
 ]

@@ -1,13 +1,15 @@
 """Trial result cache: an identical trial is never run twice.
 
 Key: (model, GPU type, engine version, config key, shape bucket). Values are :class:`TrialResult` JSON. Stores
-implement :class:`ResultStore` (``load`` / ``save`` of a ``{key: json}`` mapping); :class:`JsonFileStore` keeps it in
-a local file, and an in-cluster ConfigMap store only has to implement the same two methods.
+implement :class:`ResultStore` (``load`` / ``save`` of a ``{key: json}`` mapping, oldest entry first);
+:class:`JsonFileStore` keeps it in a local file, and the operator keeps it in a ConfigMap per TunedService
+(:mod:`controller.adapters.kube_result_store`), so it outlives the operator's Pod.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -20,7 +22,9 @@ from pydantic import ValidationError
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
-from controller.errors import InvalidInput
+from controller.errors import InvalidInput, ShiftlightError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -110,14 +114,24 @@ class TrialCache:
         try:
             result = TrialResult.model_validate_json(raw)
         except ValidationError as exc:
-            raise InvalidInput(f"cached trial result is invalid: {exc}", field=key.encode()) from exc
+            # a bad entry is a miss (the trial runs again and replaces it), never an error of the cycle
+            log.warning("dropped an invalid cached trial result for %s: %s", key.encode(), exc.errors()[:1])
+            with self._lock:
+                self._entries.pop(key.encode(), None)
+                self.misses += 1
+            return None
         self.hits += 1
         return result
 
     def put(self, key: TrialKey, result: TrialResult) -> None:
+        """Remember ``result``; a store that cannot be written keeps it in memory (logged), never fails the trial."""
         with self._lock:
+            self._entries.pop(key.encode(), None)  # re-inserted last: the newest entry
             self._entries[key.encode()] = result.model_dump_json()
-            self.store.save(dict(self._entries))
+            try:
+                self.store.save(dict(self._entries))
+            except ShiftlightError as exc:
+                log.warning("could not save the trial cache (kept in memory): %s", exc)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -150,10 +150,14 @@ def test_rbac_allows_every_recorded_call_and_nothing_else(helm: Helm, watched: t
 
 
 @pytest.mark.parametrize(("group", "resource"), [("", "configmaps"), ("", "secrets")])
-def test_the_operator_writes_no_configmap_and_reads_no_secret(helm: Helm, group: str, resource: str) -> None:
+def test_the_operator_only_reads_and_patches_configmaps_and_reads_no_secret(
+    helm: Helm, group: str, resource: str
+) -> None:
+    """ConfigMaps: read (a policy's configMapRef, the trial cache), create and patch (its own trial cache); never
+    replaced, deleted or listed. Secrets: nothing."""
     for args in ([], ["--set", "watchNamespaces={team-a}"]):
         verbs = {g.verb for g in operator_grants(helm.template(*args, crds=False)) if g.resource == resource}
-        assert verbs == ({"get"} if resource == "configmaps" else set())
+        assert verbs == ({"get", "create", "patch"} if resource == "configmaps" else set())
 
 
 def test_watch_namespaces_renders_roles_in_those_namespaces_only(helm: Helm) -> None:

@@ -270,6 +270,7 @@ def test_the_kubernetes_backend_keeps_candidates_and_trials_out_of_the_stable_po
     from controller.crd.models import parse_tuned_service
     from controller.reactor.backends import KubernetesBackend
     from controller.reactor.settings import ConnectionSettings, OperatorSettings
+    from controller.reactor.trial_progress import ReportingLoadTester
     from controller.trials.runner import TrialRunner
 
     from .conftest import G, V, tuned_service
@@ -292,7 +293,9 @@ def test_the_kubernetes_backend_keeps_candidates_and_trials_out_of_the_stable_po
     pool_selector = {"llm-d.ai/model": "qwen3-32b", "llm-d.ai/role": "decode"}
     cluster = runtime.ports.cluster
     assert isinstance(cluster, KubeCluster) and pool_selector in cluster.selectors
-    runner = runtime.ports.load_tester
+    reporting = runtime.ports.load_tester
+    assert isinstance(reporting, ReportingLoadTester)  # trials report their progress in their Trial CRs
+    runner = reporting.runner
     assert isinstance(runner, TrialRunner) and isinstance(runner.launcher, KubernetesLauncher)
     assert runner.launcher.pod_source is not None
     source = runner.launcher.pod_source()

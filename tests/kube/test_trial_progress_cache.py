@@ -1,0 +1,307 @@
+"""Trials on the ``kubernetes`` backend, through the fake API: the Trial CR is created when a trial starts and
+carries its progress (stage, requests done of planned, elapsed, live tokens/s) until it ends with the result; the
+result is cached in a ConfigMap owned by the TunedService, so a new operator instance serves the same trial from
+it without launching anything; entries read back from that ConfigMap are validated one by one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from kubernetes import client, config
+
+from controller.adapters.kube_result_store import ConfigMapResultStore, cache_name, data_key
+from controller.crd.models import parse_tuned_service
+from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
+from controller.domain.trial import Percentiles, TrialResult
+from controller.ports import TrialBudget, TrialRequest
+from controller.reactor.backends import KubernetesBackend, TargetRuntime
+from controller.reactor.settings import ConnectionSettings, OperatorSettings
+from controller.reactor.status_io import CRMirror, trial_name_for
+from controller.reactor.trial_progress import ProgressUpdate, ReportingLoadTester, TrialCRReporter
+from controller.trials.cache import TrialCache
+from controller.trials.launchers import KubernetesTrialManifest, Launch, free_port
+from controller.trials.runner import TrialRunner
+from tests.support.kube_api import KubeAPIServer
+
+from .conftest import G, V, tuned_service
+from .test_running_config import production_deployment
+
+pytestmark = pytest.mark.kube
+
+NS = "prod"
+TRIALS = f"{G}/{V}/trials"
+SHAPE = TrafficShape(
+    arrival_rate_rps=0,
+    concurrency=4,
+    prompt_tokens=LengthDistribution(mean=32),
+    output_tokens=LengthDistribution(mean=8),
+)
+BUDGET = TrialBudget(duration_s=20, warmup_s=0, max_requests=12, startup_timeout_s=5)
+
+
+class FakeEngine:
+    """A streaming ``/v1/completions`` + ``/metrics`` + ``/health`` server on loopback (no vLLM)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.generated = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        n = int(body["max_tokens"])
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for _ in range(n):
+            await asyncio.sleep(0.001)
+            chunk = {"choices": [{"index": 0, "text": "x", "finish_reason": None}]}
+            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        self.generated += n
+        usage = {"choices": [], "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}}
+        await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        text = (
+            "# TYPE vllm:generation_tokens counter\n"
+            f'vllm:generation_tokens_total{{engine="0",model_name="fake"}} {self.generated}\n'
+            "# TYPE vllm:kv_cache_usage_perc gauge\n"
+            'vllm:kv_cache_usage_perc{engine="0",model_name="fake"} 0.25\n'
+        )
+        return web.Response(text=text, content_type="text/plain")
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_post("/v1/completions", self._completions)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/health", self._health)
+        runner = web.AppRunner(app, access_log=None)
+        self._loop.run_until_complete(runner.setup())
+        self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(runner.cleanup())
+
+    def __enter__(self) -> FakeEngine:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+class CountingLauncher:
+    """Stands in for the canary Pods: hands out the fake engine and counts every launch."""
+
+    source = "kubernetes"
+
+    def __init__(self, engine: FakeEngine) -> None:
+        self.engine = engine
+        self.launches: list[EngineConfig] = []
+        self.manifests: list[KubernetesTrialManifest] = []
+
+    def __call__(self, manifest: KubernetesTrialManifest) -> CountingLauncher:
+        self.manifests.append(manifest)
+        return self
+
+    def start(self, config: EngineConfig, *, timeout_s: float | None = None) -> Launch:
+        self.launches.append(config)
+        return Launch(self.engine.endpoint, "fake", True, 0.1)
+
+    def logs(self, launch: Launch) -> tuple[str, ...]:
+        return ()
+
+    def stop(self, launch: Launch) -> None:
+        pass
+
+
+@pytest.fixture
+def engine() -> Iterator[FakeEngine]:
+    with FakeEngine() as e:
+        yield e
+
+
+@pytest.fixture
+def tuned(api: client.ApiClient, policy_dir: Path) -> dict[str, Any]:
+    client.AppsV1Api(api).create_namespaced_deployment(
+        NS, client.V1Deployment.model_validate(production_deployment(tensor_parallel=1))
+    )
+    (policy_dir / "plain.yaml").write_text("version: 1\nname: plain\nspace:\n  max_num_seqs: [64, 128]\n")
+    ts = tuned_service(route=None)
+    ts["spec"]["workload"]["container"] = "vllm"
+    ts["spec"]["policy"] = {"preset": "plain"}
+    body: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, NS, "tunedservices", ts)
+    return body
+
+
+def operator_instance(
+    operator_kubeconfig: Path, policy_dir: Path, launcher: CountingLauncher, body: dict[str, Any]
+) -> TargetRuntime:
+    """A fresh operator's runtime for the TunedService (its own API client, backend and in-memory state)."""
+    settings = OperatorSettings(
+        backend="kubernetes",
+        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
+        policy_dir=policy_dir,
+        health_port=None,
+        metrics_port=None,
+        trial_progress_interval_s=0.0,
+    )
+    operator_api = config.new_client_from_config(str(operator_kubeconfig))
+    spec, _ = parse_tuned_service(body)
+    target = TargetRef(namespace=NS, name="workhorse", model=spec.model.name)
+    return KubernetesBackend(settings, operator_api, trial_launcher=launcher).runtime(target, spec, body)
+
+
+def trial_request(config: EngineConfig) -> TrialRequest:
+    return TrialRequest(TargetRef(NS, "workhorse", "m"), config, SHAPE, SLO(ttft_seconds=2, tpot_seconds=0.1), BUDGET)
+
+
+def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_the_configmap(
+    kube: KubeAPIServer,
+    api: client.ApiClient,
+    operator_kubeconfig: Path,
+    policy_dir: Path,
+    engine: FakeEngine,
+    tuned: dict[str, Any],
+) -> None:
+    launcher = CountingLauncher(engine)
+    request = trial_request(EngineConfig(max_num_seqs=64))
+    first = operator_instance(operator_kubeconfig, policy_dir, launcher, tuned)
+    assert isinstance(first.ports.load_tester, ReportingLoadTester)
+    result = first.ports.load_tester.run(request)
+    assert result.status is TrialStatus.MEASURED, result.reason
+    assert len(launcher.launches) == 1
+
+    name = trial_name_for("workhorse", request.config, SHAPE)
+    versions = [v.get("status") or {} for v in kube.api.versions(TRIALS, NS, name)]
+    running = [s for s in versions if s.get("phase") == "Running"]
+    assert running, "the Trial CR was Running while the trial ran"
+    assert running[0]["startedAt"] and running[0]["configLabel"] == request.config.label()
+    replayed = [s["progress"] for s in running if s["progress"]["stage"] in ("replay", "teardown")]
+    assert replayed and replayed[-1]["requestsDone"] == replayed[-1]["requestsPlanned"] == 12
+    assert replayed[-1]["outputTokensPerS"] > 0 and replayed[-1]["elapsedSeconds"] >= 0
+    final = versions[-1]
+    assert final["phase"] == "Succeeded" and final["finishedAt"] and final["progress"]["stage"] == "done"
+    assert TrialResult.model_validate(final["result"]).completed == 12
+    assert [v.get("status", {}).get("phase") for v in kube.api.versions(TRIALS, NS, name)].count("Succeeded") == 1
+
+    # the cycle's result mirror finds the Trial already finished: no second create, no rewrite
+    before = len(kube.api.versions(TRIALS, NS, name))
+    CRMirror(config.new_client_from_config(str(operator_kubeconfig))).trials(tuned, [result], {})
+    assert len(kube.api.versions(TRIALS, NS, name)) == before
+
+    cm = client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS)
+    assert [o.uid for o in cm.metadata.owner_references] == [tuned["metadata"]["uid"]]
+    assert cm.metadata.labels["shiftlight.dev/tuned-service"] == "workhorse"
+    assert len(cm.data) == 1
+
+    # the operator restarts: a new instance on the same API serves the same trial key from the ConfigMap
+    second = operator_instance(operator_kubeconfig, policy_dir, launcher, tuned)
+    again = second.ports.load_tester.run(request)
+    assert len(launcher.launches) == 1, "served from the cache, nothing launched"
+    assert again == result
+    other = second.ports.load_tester.run(trial_request(EngineConfig(max_num_seqs=128)))
+    assert other.ok and len(launcher.launches) == 2  # a new key is measured, and cached next to the first
+    assert len(client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data) == 2
+
+
+def test_a_trial_left_running_by_a_restart_gets_its_result_from_the_mirror(
+    kube: KubeAPIServer, operator_api: client.ApiClient, tuned: dict[str, Any], engine: FakeEngine
+) -> None:
+    request = trial_request(EngineConfig(max_num_seqs=64))
+    reporter = TrialCRReporter(operator_api, tuned)
+    t0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    reporter.started(request, t0)
+    reporter.progress(request, ProgressUpdate(stage="replay", requests_done=3, requests_planned=12, at=t0))
+    name = trial_name_for("workhorse", request.config, SHAPE)
+    assert kube.api.versions(TRIALS, NS, name)[-1]["status"]["phase"] == "Running"
+    runner = TrialRunner(CountingLauncher(engine), model="m", gpu_type="g", engine_version="v")
+    result = runner.run(request)
+    CRMirror(operator_api).trials(tuned, [result], {})  # a new operator's mirror: the CR exists, unfinished
+    status = kube.api.versions(TRIALS, NS, name)[-1]["status"]
+    assert status["phase"] == "Succeeded" and status["result"]["completed"] == result.completed
+    count = len(kube.api.versions(TRIALS, NS, name))
+    CRMirror(operator_api).trials(tuned, [result], {})  # and once finished, it is left alone
+    assert len(kube.api.versions(TRIALS, NS, name)) == count
+
+
+def store(api: client.ApiClient, owner: dict[str, Any], **kw: Any) -> ConfigMapResultStore:
+    clock = iter(datetime(2026, 12, 1, 9, 0, tzinfo=UTC) + timedelta(seconds=i) for i in range(10_000))
+    meta = owner["metadata"]
+    refs = [{"apiVersion": f"{G}/{V}", "kind": "TunedService", "name": meta["name"], "uid": meta["uid"]}]
+    return ConfigMapResultStore(
+        api, namespace=NS, name=cache_name("workhorse"), owner_references=refs, now=lambda: next(clock), **kw
+    )
+
+
+def result_for(config: EngineConfig) -> TrialResult:
+    p = Percentiles(p50=0.1, p95=0.2, p99=0.3)
+    return TrialResult(
+        config=config, shape=SHAPE, slo=SLO(), status=TrialStatus.MEASURED, completed=5, ttft_s=p, tpot_s=p
+    )
+
+
+@pytest.mark.security
+def test_corrupt_or_hostile_cache_entries_are_dropped_and_the_others_served(
+    api: client.ApiClient, operator_api: client.ApiClient, tuned: dict[str, Any]
+) -> None:
+    good = result_for(EngineConfig(max_num_seqs=64))
+    store(operator_api, tuned).save({"k-good": good.model_dump_json()})
+    victim = result_for(EngineConfig(max_num_seqs=128))
+    forged = json.dumps({"key": "k-good", "storedAt": "2026-12-01T09:00:00Z", "result": victim.model_dump(mode="json")})
+    hostile = {
+        "t-notjson": "{not json",
+        "t-extra": json.dumps({"key": "k-x", "storedAt": "2026-12-01T09:00:00Z", "result": {}, "cmd": "rm -rf /"}),
+        data_key("k-bad-result"): json.dumps(
+            {"key": "k-bad-result", "storedAt": "2026-12-01T09:00:00Z", "result": {"status": "measured"}}
+        ),
+        "t-forged": forged,  # claims another entry's key under a data key that is not that key's
+        data_key("k-huge"): "x" * (70 * 1024),
+    }
+    client.CoreV1Api(api).patch_namespaced_config_map(cache_name("workhorse"), NS, {"data": hostile})
+
+    reader = store(operator_api, tuned)
+    entries = reader.load()
+    assert list(entries) == ["k-good"]
+    assert TrialResult.model_validate_json(entries["k-good"]) == good
+    assert sorted(reader.dropped) == sorted(hostile)
+    cache = TrialCache(reader)  # the operator's cache on top: no error, the valid entry is served
+    assert len(cache) == 1
+    newer = result_for(EngineConfig(max_num_seqs=256))
+    reader.save({**entries, "k-new": newer.model_dump_json()})
+    data = client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data
+    assert sorted(data) == sorted([data_key("k-good"), data_key("k-new")])  # the bad entries are removed
+
+
+def test_the_cache_configmap_keeps_the_newest_entries_within_its_bounds(
+    api: client.ApiClient, operator_api: client.ApiClient, tuned: dict[str, Any]
+) -> None:
+    writer = store(operator_api, tuned, max_entries=3)
+    entries: dict[str, str] = {}
+    for seqs in (8, 16, 32, 64, 128):
+        entries[f"k-{seqs}"] = result_for(EngineConfig(max_num_seqs=seqs)).model_dump_json()
+        writer.save(dict(entries))
+    assert list(store(operator_api, tuned).load()) == ["k-32", "k-64", "k-128"]  # oldest first, newest kept
+    one = len(next(iter(client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data.values())))
+    small = store(operator_api, tuned, max_bytes=2 * one + 10)
+    small.load()
+    small.save(dict(entries))
+    assert list(store(operator_api, tuned).load()) == ["k-64", "k-128"]  # bounded in bytes as well
