@@ -305,3 +305,59 @@ def test_the_cache_configmap_keeps_the_newest_entries_within_its_bounds(
     small.load()
     small.save(dict(entries))
     assert list(store(operator_api, tuned).load()) == ["k-64", "k-128"]  # bounded in bytes as well
+
+
+class SteppingClock:
+    """Injected time: one second later at every reading."""
+
+    def __init__(self) -> None:
+        self.t = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        self.t += timedelta(seconds=1)
+        return self.t
+
+
+class RecordingReporter:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.calls: list[tuple[str, Any]] = []
+
+    def _record(self, what: str, value: Any) -> None:
+        self.calls.append((what, value))
+        if self.fail:
+            raise ConnectionError("the API is down")
+
+    def started(self, request: TrialRequest, at: datetime) -> None:
+        self._record("started", at)
+
+    def progress(self, request: TrialRequest, update: ProgressUpdate) -> None:
+        self._record("progress", update)
+
+    def finished(self, request: TrialRequest, result: TrialResult, at: datetime) -> None:
+        self._record("finished", result)
+
+
+def test_progress_reports_are_throttled_and_end_with_the_last_figures(engine: FakeEngine) -> None:
+    reporter = RecordingReporter()
+    runner = TrialRunner(CountingLauncher(engine), model="m", gpu_type="g", engine_version="v")
+    tester = ReportingLoadTester(runner, reporter, SteppingClock(), min_interval_s=3600.0)
+    result = tester.run(trial_request(EngineConfig(max_num_seqs=64)))
+    assert result.ok
+    kinds = [k for k, _ in reporter.calls]
+    assert kinds[0] == "started" and kinds[-1] == "finished"
+    updates = [u for k, u in reporter.calls if k == "progress"]
+    assert 1 <= len(updates) <= 2  # one patch, then nothing until the interval passed, then the last figures
+    last = updates[-1]
+    assert last.stage == "teardown" and last.requests_done == last.requests_planned == 12
+    assert last.elapsed_s > 0 and last.output_tokens_per_s is not None and last.output_tokens_per_s > 0
+    assert runner.progress is None  # the runner's own callback is put back
+
+
+def test_a_reporter_that_fails_never_fails_the_trial(engine: FakeEngine) -> None:
+    reporter = RecordingReporter(fail=True)
+    runner = TrialRunner(CountingLauncher(engine), model="m", gpu_type="g", engine_version="v")
+    tester = ReportingLoadTester(runner, reporter, SteppingClock(), min_interval_s=0.0)
+    result = tester.run(trial_request(EngineConfig(max_num_seqs=64)))
+    assert result.status is not TrialStatus.FAILED and result.completed == 12
+    assert tester.report_errors == len(reporter.calls) >= 3  # started, progress, finished: each logged
