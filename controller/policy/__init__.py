@@ -1,0 +1,71 @@
+"""Declarative tuning policy: what Shiftlight may try, how it rolls out, who approves, and how it may use an LLM.
+
+A policy is a YAML file (presets under ``policies/v1/``; the JSON schema is ``policies/schema.json``)::
+
+    version: 1
+    name: dense-8b-h200
+    target: {model: dense-8b, gpu: h200, gpu_family: hopper, hybrid: false, has_mtp: false}
+    space:
+      max_num_seqs: [64, 128, 256, 512]
+      max_num_batched_tokens: {min: 2048, max: 16384, scale: log2}
+    slo: {ttft_seconds: 2.0, tpot_seconds: 0.05}
+    approval: manual-for-lossy
+
+Entry points: :func:`load_policy` (file -> :class:`Policy`, errors name the file, line, field and allowed values),
+``Policy.space.configs()`` (every valid config of the search space), :meth:`Policy.validate_config` (why a config
+is out of policy), :meth:`Policy.is_lossy`, and :func:`export_json_schema` (``python -m controller.policy schema``).
+
+Modules: :mod:`~controller.policy.space` (the search space and knob bounds), :mod:`~controller.policy.models`
+(the policy document and its checks; pure), :mod:`~controller.policy.loading` (YAML text and files -> Policy) and
+:mod:`~controller.policy.schema` (the command). ``controller.decide`` imports only ``space`` and ``models``.
+
+The memory-fit constraint needs a feasibility oracle ``EngineConfig -> reason | None``; pass one explicitly
+(:meth:`Policy.with_feasibility`) or let :func:`load_policy` attach the one
+:func:`~controller.policy.loading.profile_feasibility` builds from the simulator's performance model when the
+target names a known model and GPU profile.
+"""
+
+from controller.policy.loading import PolicyError, default_policy, load_policy, parse_policy
+from controller.policy.models import (
+    ADMIN_ONLY_LLM_KEYS,
+    Constraints,
+    LlmSettings,
+    LossyRule,
+    Policy,
+    RolloutPolicy,
+    Target,
+    TrialBudgetPolicy,
+)
+from controller.policy.schema import export_json_schema
+from controller.policy.space import (
+    KNOB_BOUNDS,
+    MAX_SPACE_COMBINATIONS,
+    ApprovalMode,
+    Feasibility,
+    FloatRange,
+    IntRange,
+    SearchSpace,
+)
+
+__all__ = [
+    "ADMIN_ONLY_LLM_KEYS",
+    "KNOB_BOUNDS",
+    "MAX_SPACE_COMBINATIONS",
+    "ApprovalMode",
+    "Constraints",
+    "Feasibility",
+    "FloatRange",
+    "IntRange",
+    "LlmSettings",
+    "LossyRule",
+    "Policy",
+    "PolicyError",
+    "RolloutPolicy",
+    "SearchSpace",
+    "Target",
+    "TrialBudgetPolicy",
+    "default_policy",
+    "export_json_schema",
+    "load_policy",
+    "parse_policy",
+]

