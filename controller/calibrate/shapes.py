@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from controller.simulator.profiles import ModelProfile
@@ -70,9 +71,9 @@ def mamba_shape(model: ModelProfile) -> dict[str, Any] | None:
 
 def probe_shapes(
     dense: ModelProfile,
-    others: list[ModelProfile] = (),
+    others: Sequence[ModelProfile] = (),
     *,
-    moe_latent: dict[str, int] | None = None,  # type: ignore[assignment]
+    moe_latent: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The probe's input: ``dense`` gives the GEMM, attention and end-to-end shapes; ``others`` add their MoE and
     Mamba primitives (and their dense GEMMs when they have no experts)."""

@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from controller.domain.config import CPU_DRAFTERS, EngineConfig
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, SpecDecodeStats
 from controller.simulator.profiles import GpuProfile, ModelProfile, load_gpu, load_model
+
+if TYPE_CHECKING:
+    from controller.calibrate.profile import Calibration
 
 GIB = 1024**3
 
@@ -75,6 +79,9 @@ LOOKUP_FRESH_ACCEPTANCE = 0.15
 TPOT_CV_FLOOR = 0.05
 #: How long an overloaded open-loop queue is assumed to have been growing when reported.
 OVERLOAD_HORIZON_S = 60.0
+#: Calibrated model only: small (non-GEMM) kernels per layer in vLLM's forward pass (fused add + RMSNorm twice,
+#: rotary embedding with the cache write, the attention or SSM kernel, the gated activation, one more).
+SMALL_KERNELS_PER_LAYER = 6.0
 
 _Z95 = 1.6448536269514722
 _Z99 = 2.3263478740408408
@@ -158,6 +165,16 @@ class _Plan:
     split_layers_s: float
     tp_comm_s_per_token: float
     tp_comm_fixed_s: float
+    # calibrated model only
+    peak_bw: float = 0.0  # datasheet HBM bytes/s (x TP)
+    dense_peak_s_per_token: float = 0.0  # dense + lm_head GEMM time per token at peak tensor throughput
+    expert_peak_s_per_token: float = 0.0  # routed-expert GEMM time per token at peak
+    attn_peak_flop_s: float = 0.0  # 1 / peak bf16 FLOP/s (x TP)
+    attn_flops_per_work: float = 0.0  # 4 * heads * head_dim: FLOPs per (query x context) pair per layer
+    gemm_kernels: int = 0
+    moe_layers: int = 0
+    small_kernels: float = 0.0
+    state_backend_factor: float = 1.0
 
 
 def _lognormal_quantiles(dist: LengthDistribution) -> tuple[float, float, float, float]:
@@ -189,9 +206,24 @@ def _zero_pcts() -> Percentiles:
 class PerformanceModel:
     """Step time, capacity and steady-state estimates for one model on one GPU type."""
 
-    def __init__(self, model: ModelProfile, gpu: GpuProfile) -> None:
+    def __init__(
+        self,
+        model: ModelProfile,
+        gpu: GpuProfile,
+        calibration: Calibration | None = None,
+        *,
+        prefill_fixes: bool = False,
+        small_kernels_per_layer: float = SMALL_KERNELS_PER_LAYER,
+    ) -> None:
+        """``calibration`` replaces the fixed efficiency constants by the curves measured on this GPU type
+        (``shiftlight calibrate``); ``prefill_fixes`` counts a prompt chunk's attention to its cached context, each
+        prefilling sequence's attention separately, and keeps a request's own prefill out of its TPOT. Both are off
+        by default; :meth:`calibrated` turns both on."""
         self.model = model
         self.gpu = gpu
+        self.calibration = calibration
+        self.prefill_fixes = prefill_fixes
+        self.small_kernels_per_layer = small_kernels_per_layer
         self._plans: dict[EngineConfig, _Plan] = {}
         self._last: tuple[EngineConfig, _Plan] | None = None
         self._acc: dict[tuple[EngineConfig, float], tuple[float, ...]] = {}
@@ -200,6 +232,15 @@ class PerformanceModel:
     def named(cls, model: str, gpu: str) -> PerformanceModel:
         """The model for two shipped profiles, by name."""
         return cls(load_model(model), load_gpu(gpu))
+
+    @classmethod
+    def calibrated(cls, model: str, gpu: str) -> PerformanceModel:
+        """The model for two shipped profiles on what ``shiftlight calibrate`` measured for that GPU, where a
+        calibration profile ships (``profiles/calibration-<gpu>.yaml``); today's constants otherwise. The
+        prefill fixes are on either way."""
+        from controller.calibrate.profile import load_calibration
+
+        return cls(load_model(model), load_gpu(gpu), load_calibration(gpu), prefill_fixes=True)
 
     # ----- config-level facts -------------------------------------------------------------------------------
     def _ssm_dtype(self, config: EngineConfig) -> str:
@@ -395,7 +436,7 @@ class PerformanceModel:
         tp = config.tensor_parallel_size
         cap = self.capacity(config)
         peak_bw = g.hbm_bandwidth_gbs * 1e9 * tp
-        bw = peak_bw * HBM_EFFICIENCY
+        bw = peak_bw * (self.calibration.weight_gemm.bandwidth if self.calibration else HBM_EFFICIENCY)
         if m.mamba_kind == "gdn":
             state_eff = GDN_BANDWIDTH_EFFICIENCY
         else:
@@ -472,7 +513,42 @@ class PerformanceModel:
             split_layers_s=split_layers * PIECEWISE_S_PER_SPLIT_LAYER,
             tp_comm_s_per_token=comm_tok,
             tp_comm_fixed_s=comm_fixed,
+            **self._calibrated_plan(config, peak_bw, tp),
         )
+
+    def _calibrated_plan(self, config: EngineConfig, peak_bw: float, tp: int) -> dict[str, Any]:
+        if self.calibration is None:
+            return {}
+        g, m = self.gpu, self.model
+        bf16_peak = g.dense_bf16_tflops * 1e12 * tp
+        dense_peak = self._tflops(m.weight_bytes_per_param, m.compute_dtype) * 1e12 * tp
+        expert_peak = self._tflops(m.expert_bytes_per_param, m.compute_dtype) * 1e12 * tp
+        expert_p = m.experts_per_token / m.num_experts if m.num_experts else 0.0
+        if m.num_experts and m.has_mamba:
+            moe_layers = max(1, m.num_layers - m.attention_layers - m.mamba_layers)
+        else:
+            moe_layers = m.num_layers if m.num_experts else 0
+        if moe_layers or m.has_mamba:  # qkv + o, in_proj + out_proj, router + shared up + shared down
+            gemm_kernels = 2 * m.attention_layers + 2 * m.mamba_layers + 3 * moe_layers + 1
+        else:  # qkv, o, gate_up, down per layer, and the lm_head
+            gemm_kernels = 4 * m.num_layers + 1
+        backend = self._ssu_backend(config)
+        factor = (
+            1.0
+            if m.mamba_kind != "gdn" and backend == "flashinfer"
+            else SSU_BANDWIDTH_EFFICIENCY["triton"] / (SSU_BANDWIDTH_EFFICIENCY["flashinfer"])
+        )
+        return {
+            "peak_bw": peak_bw,
+            "dense_peak_s_per_token": 2e9 * (m.dense_params_b / dense_peak + m.lm_head_params_b / bf16_peak),
+            "expert_peak_s_per_token": 2e9 * m.routed_expert_params_b * expert_p / expert_peak,
+            "attn_peak_flop_s": 1.0 / bf16_peak,
+            "attn_flops_per_work": 4.0 * m.num_attention_heads * m.head_dim,
+            "gemm_kernels": gemm_kernels,
+            "moe_layers": moe_layers,
+            "small_kernels": self.small_kernels_per_layer * m.num_layers,
+            "state_backend_factor": factor,
+        }
 
     def step(
         self,
@@ -482,9 +558,14 @@ class PerformanceModel:
         prefill_tokens: int,
         mean_context_tokens: float,
         repetitiveness: float = 0.0,
+        prefill_attention_work: float | None = None,
     ) -> StepTiming:
         """Time of one engine iteration: ``decode_seqs`` sequences decode (each verifying 1 + k tokens) next to
-        ``prefill_tokens`` prompt tokens, with ``mean_context_tokens`` of context per decoding sequence."""
+        ``prefill_tokens`` prompt tokens, with ``mean_context_tokens`` of context per decoding sequence.
+
+        ``prefill_attention_work`` is the prompt chunks' (query x context) pairs, ``sum(chunk * (cached +
+        chunk / 2))`` over the prefilling sequences; with ``prefill_fixes`` off, or when it is not given, the
+        chunks count as one causal sequence (``prefill_tokens ** 2 / 2``)."""
         p = self._plan(config)
         tau = self.tokens_per_step(config, repetitiveness) if p.k else 1.0
         q = 1 + p.k
@@ -493,34 +574,18 @@ class PerformanceModel:
         if n <= 0:
             return StepTiming(seconds=0.0, gpu_seconds=0.0, cpu_overhead_s=0.0, tokens_per_seq=tau, bound="overhead")
         ctx = max(0.0, mean_context_tokens)
-        mem = cmp = 0.0
-        # target model: weights (MoE: the experts this many tokens touch) vs GEMM compute
-        touched = 1.0 - (1.0 - p.expert_p) ** n if p.expert_p else 0.0
-        t_mem = (p.dense_bytes + p.routed_bytes * touched) / p.bw
-        t_cmp = p.gemm_s_per_token * n
-        if t_cmp > t_mem:
-            cmp += t_cmp
-        else:
-            mem += t_mem
-        # attention: read every decoding sequence's context once, write the new tokens' KV
-        kv_t = (decode_seqs * ctx + n) * p.kv_bytes_per_token / p.bw
-        at_t = p.attn_s_per_query_ctx * (dec_tokens * ctx + prefill_tokens * prefill_tokens / 2.0)
-        if at_t > kv_t:
-            cmp += at_t
-        else:
-            mem += kv_t
-        # activations written and read between kernels scale with the tokens in the pass
-        mem += n * p.act_bytes_per_token / p.bw
-        # Mamba state: read one slot, write one per verified position (decode); read + write per prefill sequence
+        if prefill_attention_work is None or not self.prefill_fixes:
+            prefill_attention_work = prefill_tokens * prefill_tokens / 2.0
         prefill_seqs = (1 + prefill_tokens // 2048) if prefill_tokens else 0
-        mem += p.slot_bytes * (decode_seqs * (1 + q) + 2 * prefill_seqs) / p.state_bw
-        gpu = mem + cmp + p.tp_comm_fixed_s + p.tp_comm_s_per_token * n
-        # CUDA graphs: FULL for pure decode within the ceiling, piecewise for mixed batches, eager above it
+        if self.calibration is not None:
+            gpu, mem, cmp = self._calibrated_gpu(
+                p, self.calibration, decode_seqs, prefill_tokens, prefill_seqs, n, q, ctx, prefill_attention_work
+            )
+        else:
+            gpu, mem, cmp = self._constant_gpu(
+                p, decode_seqs, dec_tokens, prefill_tokens, prefill_seqs, n, ctx, prefill_attention_work
+            )
         ceiling = p.capacity.cudagraph_ceiling
-        if n > ceiling:  # the CPU launches every kernel: the GPU waits for it or idles between kernels
-            gpu = max(gpu + p.layers_gap_s, p.layers_launch_s)
-        elif prefill_tokens:
-            gpu += p.split_layers_s
         # drafter
         if p.draft_passes and decode_seqs:
             d_touched = 1.0 - (1.0 - p.expert_p) ** decode_seqs if p.expert_p else 0.0
@@ -550,6 +615,103 @@ class PerformanceModel:
             overhead_bound = cpu > gpu
         bound = "overhead" if overhead_bound else ("compute" if cmp > mem else "memory")
         return StepTiming(seconds=seconds, gpu_seconds=gpu, cpu_overhead_s=cpu, tokens_per_seq=tau, bound=bound)
+
+    def _constant_gpu(
+        self,
+        p: _Plan,
+        decode_seqs: int,
+        dec_tokens: int,
+        prefill_tokens: int,
+        prefill_seqs: int,
+        n: int,
+        ctx: float,
+        prefill_work: float,
+    ) -> tuple[float, float, float]:
+        """GPU time of the target model's pass on the fixed efficiency constants: (gpu, memory part, compute part)."""
+        q = 1 + p.k
+        mem = cmp = 0.0
+        # target model: weights (MoE: the experts this many tokens touch) vs GEMM compute
+        touched = 1.0 - (1.0 - p.expert_p) ** n if p.expert_p else 0.0
+        t_mem = (p.dense_bytes + p.routed_bytes * touched) / p.bw
+        t_cmp = p.gemm_s_per_token * n
+        if t_cmp > t_mem:
+            cmp += t_cmp
+        else:
+            mem += t_mem
+        # attention: read every decoding sequence's context once, write the new tokens' KV
+        kv_t = (decode_seqs * ctx + n) * p.kv_bytes_per_token / p.bw
+        at_t = p.attn_s_per_query_ctx * (dec_tokens * ctx + prefill_work)
+        if at_t > kv_t:
+            cmp += at_t
+        else:
+            mem += kv_t
+        # activations written and read between kernels scale with the tokens in the pass
+        mem += n * p.act_bytes_per_token / p.bw
+        # Mamba state: read one slot, write one per verified position (decode); read + write per prefill sequence
+        mem += p.slot_bytes * (decode_seqs * (1 + q) + 2 * prefill_seqs) / p.state_bw
+        gpu = mem + cmp + p.tp_comm_fixed_s + p.tp_comm_s_per_token * n
+        # CUDA graphs: FULL for pure decode within the ceiling, piecewise for mixed batches, eager above it
+        ceiling = p.capacity.cudagraph_ceiling
+        if n > ceiling:  # the CPU launches every kernel: the GPU waits for it or idles between kernels
+            gpu = max(gpu + p.layers_gap_s, p.layers_launch_s)
+        elif prefill_tokens:
+            gpu += p.split_layers_s
+        return gpu, mem, cmp
+
+    def _calibrated_gpu(
+        self,
+        p: _Plan,
+        cal: Calibration,
+        decode_seqs: int,
+        prefill_tokens: int,
+        prefill_seqs: int,
+        n: int,
+        q: int,
+        ctx: float,
+        prefill_work: float,
+    ) -> tuple[float, float, float]:
+        """GPU time of the target model's pass on the measured efficiency curves (docs/simulator.md,
+        "Calibration"): (gpu, memory part, compute part)."""
+        m = self.model
+        peak_bw = p.peak_bw
+        w = cal.weight_gemm
+        t_wmem = p.dense_bytes / (peak_bw * w.bandwidth)
+        t_wcmp = p.dense_peak_s_per_token * n / w.mfu.at(n)
+        mem, cmp = (t_wmem, 0.0) if t_wmem >= t_wcmp else (0.0, t_wcmp)
+        fixed = p.gemm_kernels * w.fixed_s
+        if p.expert_p:
+            touched = 1.0 - (1.0 - p.expert_p) ** n
+            e_mem = p.routed_bytes * touched / peak_bw
+            e_cmp = p.expert_peak_s_per_token * n
+            eff = cal.moe_gemm.efficiency.at(n) if cal.moe_gemm else HBM_EFFICIENCY
+            if e_mem >= e_cmp:
+                mem += e_mem / eff
+            else:
+                cmp += e_cmp / eff
+            fixed += 2 * p.moe_layers * w.fixed_s
+        if decode_seqs:
+            att = cal.decode_attention
+            mem += decode_seqs * ctx * p.kv_bytes_per_token / (peak_bw * att.efficiency(decode_seqs, q))
+            fixed += m.attention_layers * att.fixed_s
+        if prefill_tokens and m.attention_layers:
+            flops = p.attn_flops_per_work * prefill_work  # per layer
+            on_cache = prefill_work > prefill_tokens * prefill_tokens / 2.0 + 1.0
+            curve = cal.prefill_attention.cached if on_cache else cal.prefill_attention.fresh
+            cmp += m.attention_layers * flops * p.attn_peak_flop_s / curve.at(flops)
+        # activations and the new tokens' KV: written and read once, at the measured read + write bandwidth
+        mem += n * (p.act_bytes_per_token + p.kv_bytes_per_token) / (peak_bw * cal.activation_bandwidth)
+        if p.slot_bytes:
+            seqs = decode_seqs + prefill_seqs
+            eff = cal.state.efficiency.at(max(1, seqs)) if cal.state else SSU_BANDWIDTH_EFFICIENCY["flashinfer"]
+            mem += p.slot_bytes * (decode_seqs * (1 + q) + 2 * prefill_seqs) / (peak_bw * eff * p.state_backend_factor)
+        small = p.small_kernels * cal.overhead.graph_kernel_s
+        gpu = mem + cmp + fixed + small + p.tp_comm_fixed_s + p.tp_comm_s_per_token * n
+        kernels = p.gemm_kernels + p.small_kernels + m.attention_layers + 2 * p.moe_layers
+        if n > p.capacity.cudagraph_ceiling:  # eager: the CPU launches every kernel
+            gpu = max(gpu, kernels * cal.overhead.eager_kernel_s)
+        elif prefill_tokens:  # piecewise graphs: attention and Mamba layers run eagerly between graph pieces
+            gpu += (m.attention_layers + m.mamba_layers) * (cal.overhead.eager_kernel_s - cal.overhead.graph_kernel_s)
+        return gpu, mem, cmp
 
     # ----- bounds -------------------------------------------------------------------------------------------
     def single_stream_bound_tokens_per_s(self, config: EngineConfig) -> float:
@@ -630,6 +792,11 @@ class PerformanceModel:
 
         t_step, t_pref = st["t"], st["t_prefill"]
         tpot_mean = t_step / tau
+        if self.prefill_fixes and running > 0:
+            # a request's own prefill steps come before its first token and are not in its TPOT: it sees only the
+            # other running requests' prompt chunks
+            f_seen = st["f"] * max(0.0, running - 1.0) / running
+            tpot_mean = (f_seen * t_pref + (1.0 - f_seen) * st["t_decode"]) / tau
         budget = st["budget"]
 
         extra_per_prefill_token = max(0.0, t_pref - st["t_decode"]) / st["chunk"]
@@ -692,11 +859,20 @@ class PerformanceModel:
         decoding = running * decode_steps / (decode_steps + prefill_steps) if running > 0 else 0.0
         t = t_dec = t_pref = 0.0
         f = 0.0
+        # (query x context) pairs of one prompt chunk: it attends to the cached prefix and, on average, to half
+        # of the request's earlier chunks
+        cached = max(0.0, prompt - p_comp) + max(0.0, p_comp - chunk) / 2.0
+        chunk_work = round(chunk) * (cached + round(chunk) / 2.0) if self.prefill_fixes else None
         for _ in range(3):  # prefill load and decode rate depend on each other; converges in a few rounds
             dec_i = max(1, round(decoding)) if decoding > 0 else 0
             s0 = self.step(config, decode_seqs=dec_i, prefill_tokens=0, mean_context_tokens=mean_ctx, repetitiveness=r)
             s1 = self.step(
-                config, decode_seqs=dec_i, prefill_tokens=round(chunk), mean_context_tokens=mean_ctx, repetitiveness=r
+                config,
+                decode_seqs=dec_i,
+                prefill_tokens=round(chunk),
+                mean_context_tokens=mean_ctx,
+                repetitiveness=r,
+                prefill_attention_work=chunk_work,
             )
             t_dec, t_pref = s0.seconds, s1.seconds
             completions_per_step = decoding * tau / out
@@ -715,6 +891,7 @@ class PerformanceModel:
                 "cv_step": 0.0,
                 "cv_tau": 0.0,
                 "preempt_frac": 0.0,
+                "f": 0.0,
             }
         lam = decoding * tau / (out * t)
         var_step = f * (1 - f) * (t_pref - t_dec) ** 2
@@ -732,6 +909,7 @@ class PerformanceModel:
             "cv_step": math.sqrt(var_step) / t,
             "cv_tau": math.sqrt(max(0.0, e_l2 - e_l * e_l)) / tau,
             "preempt_frac": preempt_frac,
+            "f": f,
         }
 
     @staticmethod

@@ -1,0 +1,320 @@
+"""Fit the probe's raw timings to the efficiency curves of a calibration profile (CPU side, pure).
+
+Each kernel family gets the simplest form its measurements support (see docs/simulator.md, "Calibration"):
+
+* weight GEMMs: a fixed time per GEMM plus ``max(bytes / bandwidth, flops / (peak * mfu(tokens)))``; the bandwidth
+  and the fixed time come from a straight line through the memory-bound points (16 tokens or fewer), ``mfu`` at each
+  token count from the sum over the layer's matrices;
+* MoE expert GEMMs: roofline time over the measured time, against tokens in the pass;
+* decode attention: the faster of the probe's two kernels per point; a fixed time per layer plus KV bytes over a
+  bandwidth that depends on the number of sequences and the query length;
+* prefill attention: FLOPs over the measured time against FLOPs per layer pass, for fresh prompts and for chunks
+  on a cached context;
+* Mamba state: bytes over time against sequences (float32 state);
+* kernel overhead: as measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from controller.calibrate.profile import (
+    Calibration,
+    Ceilings,
+    Curve,
+    DecodeAttention,
+    KernelOverhead,
+    MeasuredOn,
+    MoeGemm,
+    PrefillAttention,
+    RawPoint,
+    StateTraffic,
+    WeightGemm,
+)
+from controller.errors import InvalidInput
+from controller.simulator.profiles import GpuProfile
+
+Point = dict[str, Any]
+#: Points at or below this many tokens are memory-bound for every weight matrix on any current GPU.
+MEMORY_BOUND_TOKENS = 16
+MAX_EFFICIENCY = 1.5
+
+
+def _clamp(v: float) -> float:
+    return min(MAX_EFFICIENCY, max(1e-3, v))
+
+
+def curve(pairs: Iterable[tuple[float, float]]) -> Curve:
+    """A curve through ``(x, efficiency)`` pairs; pairs at the same x are averaged."""
+    by_x: dict[float, list[float]] = defaultdict(list)
+    for x, y in pairs:
+        by_x[float(x)].append(y)
+    xs = sorted(by_x)
+    return Curve(x=tuple(xs), y=tuple(_clamp(statistics.fmean(by_x[x])) for x in xs))
+
+
+def line_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``y = a + b x``: returns ``(a, b)``."""
+    n = len(xs)
+    if n < 2:
+        raise ValueError("a line needs two points")
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        raise ValueError("a line needs two distinct x values")
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - b * mx, b
+
+
+def split_half(points: Sequence[Point]) -> tuple[list[Point], list[Point]]:
+    """Alternate points within each family (in the order the probe took them): (fit half, held-out half).
+
+    The probe sweeps each shape over its sizes in order, so alternation keeps every shape in both halves and
+    holds out every second size."""
+    fit: list[Point] = []
+    held: list[Point] = []
+    counters: dict[str, int] = defaultdict(int)
+    for p in points:
+        key = _split_key(p)
+        (fit if counters[key] % 2 == 0 else held).append(p)
+        counters[key] += 1
+    return fit, held
+
+
+def _split_key(p: Point) -> str:
+    fam = p["family"]
+    if fam == "gemm":
+        return f"gemm:{p['matrix']}"
+    if fam == "attention":
+        return f"attention:{p.get('impl')}:{p['batch']}:{p['query']}"
+    if fam == "prefill_chunk":
+        return f"prefill_chunk:{p['chunk']}"
+    if fam == "prefill_multi":
+        return f"prefill_multi:{p['tokens']}"
+    if fam == "state":
+        return f"state:{p['dtype']}"
+    return str(fam)
+
+
+def gemm_bytes(p: Point) -> float:
+    m, k, n = p["tokens"], p["k"], p["n"]
+    return float((k * n + m * k + m * n) * 2)
+
+
+def gemm_flops(p: Point) -> float:
+    return float(2 * p["tokens"] * p["k"] * p["n"])
+
+
+def fit_weight_gemm(points: Sequence[Point], gpu: GpuProfile) -> WeightGemm:
+    peak_bw, peak = gpu.hbm_bandwidth_gbs * 1e9, gpu.dense_bf16_tflops * 1e12
+    mem = [p for p in points if p["tokens"] <= MEMORY_BOUND_TOKENS]
+    if len(mem) < 2:
+        raise ValueError("weight GEMM fit needs at least two memory-bound points")
+    fixed, slope = line_fit([gemm_bytes(p) for p in mem], [p["seconds"] for p in mem])
+    fixed = max(0.0, fixed)
+    bw = 1.0 / slope
+    by_tokens: dict[int, list[Point]] = defaultdict(list)
+    for p in points:
+        by_tokens[p["tokens"]].append(p)
+    pairs: list[tuple[float, float]] = []
+    for m, group in sorted(by_tokens.items()):
+        if m <= MEMORY_BOUND_TOKENS:
+            continue
+        measured = sum(p["seconds"] for p in group)
+        t_mem = sum(gemm_bytes(p) for p in group) / bw
+        flops = sum(gemm_flops(p) for p in group)
+        compute = measured - fixed * len(group)
+        if compute <= t_mem * 1.02:  # memory-bound: compute efficiency is not seen at this size
+            continue
+        pairs.append((m, flops / (peak * compute)))
+    if not pairs:
+        pairs = [(1.0, 1.0)]
+    return WeightGemm(bandwidth=bw / peak_bw, fixed_s=fixed, mfu=curve(pairs))
+
+
+def predict_gemm(fit: WeightGemm, p: Point, gpu: GpuProfile) -> float:
+    peak_bw, peak = gpu.hbm_bandwidth_gbs * 1e9, gpu.dense_bf16_tflops * 1e12
+    return fit.fixed_s + max(
+        gemm_bytes(p) / (peak_bw * fit.bandwidth), gemm_flops(p) / (peak * fit.mfu.at(p["tokens"]))
+    )
+
+
+def _moe_roofline(p: Point, gpu: GpuProfile) -> float:
+    return max(
+        float(p["weight_bytes"]) / (gpu.hbm_bandwidth_gbs * 1e9), float(p["flops"]) / (gpu.dense_bf16_tflops * 1e12)
+    )
+
+
+def fit_moe(points: Sequence[Point], gpu: GpuProfile) -> MoeGemm:
+    return MoeGemm(efficiency=curve((p["tokens"], _moe_roofline(p, gpu) / p["seconds"]) for p in points))
+
+
+def predict_moe(fit: MoeGemm, p: Point, gpu: GpuProfile) -> float:
+    return _moe_roofline(p, gpu) / fit.efficiency.at(p["tokens"])
+
+
+def best_attention(points: Sequence[Point]) -> list[Point]:
+    """The faster kernel at each (sequences, context, query)."""
+    best: dict[tuple[int, int, int], Point] = {}
+    for p in points:
+        key = (p["batch"], p["context"], p["query"])
+        if key not in best or p["seconds"] < best[key]["seconds"]:
+            best[key] = p
+    return list(best.values())
+
+
+def fit_attention(points: Sequence[Point], gpu: GpuProfile) -> DecodeAttention:
+    peak_bw = gpu.hbm_bandwidth_gbs * 1e9
+    pts = best_attention(points)
+    groups: dict[tuple[int, int], list[Point]] = defaultdict(list)
+    for p in pts:
+        groups[(p["query"], p["batch"])].append(p)
+    intercepts = []
+    for group in groups.values():
+        if len({p["kv_bytes"] for p in group}) >= 2:
+            a, _ = line_fit([p["kv_bytes"] for p in group], [p["seconds"] for p in group])
+            intercepts.append(a)
+    fixed = max(0.0, statistics.median(intercepts)) if intercepts else 0.0
+    per_q: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for (q, b), group in groups.items():
+        num = sum(p["kv_bytes"] * max(1e-9, p["seconds"] - fixed) for p in group)
+        den = sum(p["kv_bytes"] ** 2 for p in group)
+        slope = num / den
+        per_q[q].append((b, 1.0 / (slope * peak_bw)))
+    return DecodeAttention(fixed_s=fixed, bandwidth={q: curve(v) for q, v in sorted(per_q.items())})
+
+
+def predict_attention(fit: DecodeAttention, p: Point, gpu: GpuProfile) -> float:
+    eff = fit.efficiency(p["batch"], p["query"])
+    return fit.fixed_s + float(p["kv_bytes"]) / (gpu.hbm_bandwidth_gbs * 1e9 * eff)
+
+
+def _prefill_eff(p: Point, gpu: GpuProfile) -> float:
+    return float(p["flops"]) / (float(p["seconds"]) * gpu.dense_bf16_tflops * 1e12)
+
+
+def fit_prefill(fresh: Sequence[Point], cached: Sequence[Point], gpu: GpuProfile) -> PrefillAttention:
+    fresh_pts = list(fresh) + [p for p in cached if p["cached"] == 0]
+    cached_pts = [p for p in cached if p["cached"] > 0] or fresh_pts
+    return PrefillAttention(
+        fresh=curve((p["flops"], _prefill_eff(p, gpu)) for p in fresh_pts),
+        cached=curve((p["flops"], _prefill_eff(p, gpu)) for p in cached_pts),
+    )
+
+
+def predict_prefill(fit: PrefillAttention, p: Point, gpu: GpuProfile) -> float:
+    c = fit.cached if p.get("cached", 0) > 0 else fit.fresh
+    return float(p["flops"]) / (gpu.dense_bf16_tflops * 1e12 * c.at(p["flops"]))
+
+
+def fit_state(points: Sequence[Point], gpu: GpuProfile) -> StateTraffic:
+    peak_bw = gpu.hbm_bandwidth_gbs * 1e9
+    pts = [p for p in points if p["dtype"] == "float32"] or list(points)
+    return StateTraffic(efficiency=curve((p["batch"], p["bytes"] / (p["seconds"] * peak_bw)) for p in pts))
+
+
+def predict_state(fit: StateTraffic, p: Point, gpu: GpuProfile) -> float:
+    return float(p["bytes"]) / (gpu.hbm_bandwidth_gbs * 1e9 * fit.efficiency.at(p["batch"]))
+
+
+def _family(points: Sequence[Point], name: str) -> list[Point]:
+    return [p for p in points if p["family"] == name]
+
+
+def _one(points: Sequence[Point], name: str) -> Point:
+    found = _family(points, name)
+    if not found:
+        raise InvalidInput(f"the probe's output has no '{name}' measurement", field="points")
+    return found[0]
+
+
+def fit_calibration(
+    raw: dict[str, Any], gpu: GpuProfile, *, points: Sequence[Point] | None = None, raw_file: str = ""
+) -> Calibration:
+    """A calibration profile from the probe's ``raw.json`` (optionally from a subset of its points)."""
+    pts = list(raw["points"] if points is None else points)
+    allp = raw["points"]
+    copy = _one(allp, "ceiling_copy")
+    read = _one(allp, "ceiling_read") if _family(allp, "ceiling_read") else copy
+    gemm_ceiling = _one(allp, "ceiling_gemm")
+    dev = raw.get("device", {})
+    started = raw.get("started_unix", 0.0)
+    import datetime  # the probe's own timestamp, formatted (not the clock)
+
+    date = datetime.datetime.fromtimestamp(started, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    moe_pts, state_pts = _family(pts, "moe"), _family(pts, "state")
+    return Calibration(
+        gpu=gpu.name,
+        measured_on=MeasuredOn(
+            device=str(dev.get("name", "")),
+            date=date,
+            torch=str(dev.get("torch", "")),
+            cuda=str(dev.get("cuda", "")),
+            driver=str(raw.get("driver", "")),
+            probe_seconds=float(raw.get("elapsed_s", 0.0)),
+            models=tuple(sorted({str(p["model"]) for p in allp if "model" in p})),
+        ),
+        ceilings=Ceilings(copy_gbs=copy["gbs"], read_gbs=read["gbs"], gemm_tflops=gemm_ceiling["tflops"]),
+        activation_bandwidth=copy["gbs"] / gpu.hbm_bandwidth_gbs,
+        weight_gemm=fit_weight_gemm(_family(pts, "gemm"), gpu),
+        moe_gemm=fit_moe(moe_pts, gpu) if moe_pts else None,
+        decode_attention=fit_attention(_family(pts, "attention"), gpu),
+        prefill_attention=fit_prefill(_family(pts, "prefill_multi"), _family(pts, "prefill_chunk"), gpu),
+        state=fit_state(state_pts, gpu) if state_pts else None,
+        overhead=KernelOverhead(
+            graph_kernel_s=_one(allp, "overhead_graph")["seconds"],
+            eager_kernel_s=_one(allp, "overhead_eager")["seconds"],
+        ),
+        raw_file=raw_file,
+        points=tuple(_raw_point(p) for p in allp if not p["family"].startswith(("ceiling", "overhead"))),
+    )
+
+
+def _raw_point(p: Point) -> RawPoint:
+    sizes = {k: v for k, v in p.items() if k not in ("family", "seconds") and isinstance(v, (int, float, str))}
+    return RawPoint(family=p["family"], seconds=p["seconds"], sizes=sizes)
+
+
+Predictor = Callable[[Calibration, Point, GpuProfile], float]
+
+
+def _pred(cal: Calibration, p: Point, gpu: GpuProfile) -> float | None:
+    fam = p["family"]
+    if fam == "gemm":
+        return predict_gemm(cal.weight_gemm, p, gpu)
+    if fam == "moe" and cal.moe_gemm:
+        return predict_moe(cal.moe_gemm, p, gpu)
+    if fam == "attention":
+        return predict_attention(cal.decode_attention, p, gpu)
+    if fam in ("prefill_multi", "prefill_chunk"):
+        return predict_prefill(cal.prefill_attention, p, gpu)
+    if fam == "state" and cal.state and p["dtype"] == "float32":
+        return predict_state(cal.state, p, gpu)
+    return None
+
+
+def errors_by_family(cal: Calibration, points: Sequence[Point], gpu: GpuProfile) -> dict[str, list[float]]:
+    """Relative error ``predicted / measured - 1`` of each point the profile's curves predict, by family."""
+    out: dict[str, list[float]] = defaultdict(list)
+    pts = [p for p in points if p["family"] != "attention"] + best_attention(_family(points, "attention"))
+    for p in pts:
+        pred = _pred(cal, p, gpu)
+        if pred is not None:
+            out[p["family"]].append(pred / p["seconds"] - 1.0)
+    return dict(out)
+
+
+def held_out_summary(raw: dict[str, Any], gpu: GpuProfile) -> dict[str, float]:
+    """Fit on half of the primitive points; median and worst absolute error on the other half, per family."""
+    fit_pts, held = split_half(raw["points"])
+    cal = fit_calibration(raw, gpu, points=fit_pts)
+    out: dict[str, float] = {}
+    for fam, errs in sorted(errors_by_family(cal, held, gpu).items()):
+        a = [abs(e) for e in errs]
+        out[f"{fam}_median"] = round(statistics.median(a), 4)
+        out[f"{fam}_worst"] = round(max(a), 4)
+        out[f"{fam}_points"] = len(a)
+    return out

@@ -1,0 +1,200 @@
+"""The calibration profile: what ``shiftlight calibrate`` measured on one GPU type, and the fit the model runs on.
+
+It lives next to the GPU profile as ``controller/simulator/profiles/calibration-<gpu>.yaml``. Every efficiency is
+a fraction of the GPU profile's datasheet numbers (``hbm_bandwidth_gbs``, ``dense_bf16_tflops``), so the same
+formulas hold for any GPU; curves are piecewise linear in ``log(x)`` and flat beyond their ends.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from controller.errors import InvalidInput
+from controller.simulator.profiles import PROFILE_DIR
+
+CALIBRATION_SCHEMA_VERSION = 1
+
+
+class Curve(BaseModel):
+    """Efficiency against a size (tokens, sequences, FLOPs), linear in ``log(x)`` between points."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    x: tuple[float, ...] = Field(min_length=1)
+    y: tuple[float, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _shape(self) -> Curve:
+        if len(self.x) != len(self.y):
+            raise ValueError(f"x has {len(self.x)} points and y {len(self.y)}; they must pair up")
+        if any(v <= 0 for v in self.x) or any(b <= a for a, b in zip(self.x, self.x[1:], strict=False)):
+            raise ValueError("x must be positive and strictly increasing")
+        if any(not (0.0 < v <= 1.5) for v in self.y):
+            raise ValueError("efficiencies (y) must lie in (0, 1.5]")
+        return self
+
+    def at(self, value: float) -> float:
+        xs, ys = self.x, self.y
+        if value <= xs[0]:
+            return ys[0]
+        if value >= xs[-1]:
+            return ys[-1]
+        i = bisect.bisect_right(xs, value)
+        lo, hi = math.log(xs[i - 1]), math.log(xs[i])
+        w = (math.log(value) - lo) / (hi - lo)
+        return ys[i - 1] + w * (ys[i] - ys[i - 1])
+
+
+class WeightGemm(BaseModel):
+    """Dense weight GEMMs: ``fixed_s + max(bytes / (peak_bw * bandwidth), flops / (peak * mfu(tokens)))``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    bandwidth: float = Field(gt=0, le=1.2)
+    fixed_s: float = Field(ge=0, lt=1e-3)
+    mfu: Curve
+
+
+class MoeGemm(BaseModel):
+    """Routed-expert GEMMs (up and down): roofline over ``efficiency(tokens in the pass)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    efficiency: Curve
+    measured_in: str = "bf16"
+
+
+class DecodeAttention(BaseModel):
+    """Per attention layer: ``fixed_s + kv_bytes / (peak_bw * bandwidth[q](sequences))``, q = query tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    fixed_s: float = Field(ge=0, lt=1e-3)
+    bandwidth: dict[int, Curve] = Field(min_length=1)
+
+    def efficiency(self, sequences: float, query: int) -> float:
+        qs = sorted(self.bandwidth)
+        if query <= qs[0]:
+            return self.bandwidth[qs[0]].at(sequences)
+        if query >= qs[-1]:
+            return self.bandwidth[qs[-1]].at(sequences)
+        i = bisect.bisect_right(qs, query)
+        a, b = qs[i - 1], qs[i]
+        w = (query - a) / (b - a)
+        return (1 - w) * self.bandwidth[a].at(sequences) + w * self.bandwidth[b].at(sequences)
+
+
+class PrefillAttention(BaseModel):
+    """Prompt attention per layer pass: FLOPs over ``peak * efficiency(FLOPs)``, for fresh prompts (causal, one
+    or several sequences) and for a chunk that also attends to the request's cached context."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    fresh: Curve
+    cached: Curve
+
+
+class StateTraffic(BaseModel):
+    """Mamba-state read-modify-write: bytes over ``peak_bw * efficiency(sequences)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    efficiency: Curve
+
+
+class KernelOverhead(BaseModel):
+    """Time of one small kernel in a replayed CUDA graph, and launched one by one (eager)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    graph_kernel_s: float = Field(gt=0, lt=1e-4)
+    eager_kernel_s: float = Field(gt=0, lt=1e-3)
+
+
+class Ceilings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    copy_gbs: float = Field(gt=0)
+    read_gbs: float = Field(gt=0)
+    gemm_tflops: float = Field(gt=0)
+
+
+class MeasuredOn(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    device: str
+    date: str
+    torch: str
+    cuda: str
+    driver: str = ""
+    probe_seconds: float = Field(ge=0)
+    models: tuple[str, ...] = ()
+
+
+class RawPoint(BaseModel):
+    """One measurement as the fit used it: the family, its sizes and the median time of one op."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    family: str
+    seconds: float = Field(gt=0)
+    sizes: dict[str, float | str]
+
+
+class Calibration(BaseModel):
+    """A calibration profile (``calibration-<gpu>.yaml``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    schema_version: int = CALIBRATION_SCHEMA_VERSION
+    gpu: str
+    measured_on: MeasuredOn
+    ceilings: Ceilings
+    activation_bandwidth: float = Field(gt=0, le=1.2)
+    weight_gemm: WeightGemm
+    moe_gemm: MoeGemm | None = None
+    decode_attention: DecodeAttention
+    prefill_attention: PrefillAttention
+    state: StateTraffic | None = None
+    overhead: KernelOverhead
+    held_out: dict[str, float] = {}
+    raw_file: str = ""
+    points: tuple[RawPoint, ...] = ()
+
+    @model_validator(mode="after")
+    def _version(self) -> Calibration:
+        if self.schema_version != CALIBRATION_SCHEMA_VERSION:
+            raise ValueError(f"schema_version {self.schema_version} is not {CALIBRATION_SCHEMA_VERSION}")
+        return self
+
+
+def calibration_path(gpu: str) -> Path:
+    return PROFILE_DIR / f"calibration-{gpu}.yaml"
+
+
+def parse_calibration(data: Any, source: str) -> Calibration:
+    """Validate a loaded YAML mapping; errors name the file and the field."""
+    if not isinstance(data, dict):
+        raise InvalidInput("a calibration profile must be a mapping", source=source)
+    try:
+        return Calibration.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise InvalidInput(f"invalid calibration profile: {err['msg']}", source=source, field=field) from exc
+
+
+def read_calibration(path: Path) -> Calibration:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise InvalidInput(f"cannot read calibration profile: {exc}", source=str(path)) from exc
+    return parse_calibration(data, str(path))
+
+
+def load_calibration(gpu: str) -> Calibration | None:
+    """The shipped calibration profile of ``gpu``, or ``None`` when that GPU has not been measured."""
+    path = calibration_path(gpu)
+    if not path.exists():
+        return None
+    return read_calibration(path)
+
+
+def dump_calibration(cal: Calibration) -> str:
+    data = cal.model_dump(mode="json", exclude_defaults=False)
+    return yaml.safe_dump(data, sort_keys=False, width=120)
