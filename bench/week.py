@@ -71,7 +71,7 @@ from controller.domain.slo import SLO
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TrafficShape
 from controller.errors import MetricsUnavailable
-from controller.policy import Policy, load_policy
+from controller.policy import Policy, load_policy, profile_feasibility
 from controller.reconcile import Ports, Reconciler, rules_from_policy
 from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
@@ -177,7 +177,7 @@ def week_policy(s: WeekSettings) -> Policy:
         update={"max_trials": s.max_trials, "trial_duration_s": s.trial_duration_s, "warmup_s": 10.0}
     )
     policy = policy.model_copy(update={"approval": "auto", "trial_budget": budget})
-    return policy.with_feasibility(policy.profile_feasibility())
+    return policy.with_feasibility(profile_feasibility(policy))
 
 
 def meets(perf: PerformanceModel, config: EngineConfig, shape: TrafficShape, slo: SLO) -> bool:

@@ -22,7 +22,7 @@ from controller.domain.config import STOCK
 from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
-from controller.policy import Policy, load_policy
+from controller.policy import Policy, load_policy, profile_feasibility
 from controller.reconcile import Ports, Reconciler, rules_from_policy
 from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
@@ -67,7 +67,7 @@ def demo_policy(settings: DemoSettings) -> Policy:
     """The policy file, pointed at the simulated model and GPU, with automatic approval so the demo runs alone."""
     policy = load_policy(settings.policy_path).for_target(model=settings.model, gpu=settings.gpu)
     policy = policy.model_copy(update={"approval": "auto"})
-    return policy.with_feasibility(policy.profile_feasibility())
+    return policy.with_feasibility(profile_feasibility(policy))
 
 
 def run_demo(settings: DemoSettings) -> DemoReport:

@@ -25,7 +25,7 @@ The memory-fit constraint needs a feasibility oracle ``EngineConfig -> reason | 
 target names a known model and GPU profile.
 """
 
-from controller.policy.loading import PolicyError, default_policy, load_policy, parse_policy
+from controller.policy.loading import PolicyError, default_policy, load_policy, parse_policy, profile_feasibility
 from controller.policy.models import (
     ADMIN_ONLY_LLM_KEYS,
     Constraints,
@@ -68,4 +68,5 @@ __all__ = [
     "export_json_schema",
     "load_policy",
     "parse_policy",
+    "profile_feasibility",
 ]

@@ -16,6 +16,9 @@ from pydantic import (
 
 from controller.errors import InvalidInput
 from controller.policy.models import Policy
+from controller.policy.space import Feasibility
+from controller.simulator.perf import PerformanceModel
+from controller.simulator.profiles import load_gpu, load_model
 
 
 class PolicyError(InvalidInput):
@@ -213,6 +216,19 @@ def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
     return policy
 
 
+def profile_feasibility(policy: Policy) -> Feasibility | None:
+    """Memory-fit oracle from the simulator's performance model, when the policy's target names known model and
+    GPU profiles (None otherwise)."""
+    if policy.target.model is None or policy.target.gpu is None:
+        return None
+    try:
+        perf = PerformanceModel(load_model(policy.target.model), load_gpu(policy.target.gpu))
+    except Exception:  # unknown profile: no oracle
+        return None
+    fn: Feasibility = perf.feasibility
+    return fn
+
+
 def load_policy(path: str | Path) -> Policy:
     """Read, validate and resolve a policy file; attaches the simulator's memory-fit oracle when available."""
     p = Path(path)
@@ -221,7 +237,7 @@ def load_policy(path: str | Path) -> Policy:
     except OSError as exc:
         raise PolicyError(str(p), [f"{p}: cannot read policy: {exc.strerror or exc}"]) from exc
     policy = parse_policy(text, source=str(p))
-    return policy.with_feasibility(policy.profile_feasibility())
+    return policy.with_feasibility(profile_feasibility(policy))
 
 
 def default_policy() -> Policy:

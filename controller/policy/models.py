@@ -4,7 +4,6 @@ rollout, approval and LLM settings, and the checks a :class:`Policy` answers (in
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import itertools
 from typing import Annotated, Any, Literal
 
@@ -340,20 +339,6 @@ class Policy(BaseModel):
         object.__setattr__(clone, "space", self.space.model_copy())
         clone.space._checker = clone.constraint_violations
         return clone
-
-    def profile_feasibility(self) -> Feasibility | None:
-        """Memory-fit oracle from the simulator's performance model, when the target names known profiles."""
-        if self.target.model is None or self.target.gpu is None:
-            return None
-        try:
-            # imported by name: the policy must load without the simulator installed
-            perf_mod = importlib.import_module("controller.simulator.perf")
-            prof_mod = importlib.import_module("controller.simulator.profiles")
-            perf = perf_mod.PerformanceModel(prof_mod.load_model(self.target.model), prof_mod.load_gpu(self.target.gpu))
-        except Exception:  # unknown profile or no simulator: no oracle
-            return None
-        fn: Feasibility = perf.feasibility
-        return fn
 
     @property
     def feasibility(self) -> Feasibility | None:

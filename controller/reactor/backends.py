@@ -37,7 +37,7 @@ from controller.decide.planner import DigestRules
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound
-from controller.policy import Policy, load_policy, parse_policy
+from controller.policy import Policy, load_policy, parse_policy, profile_feasibility
 from controller.ports import Cluster, LoadTester, Notifier, TrafficRouter
 from controller.reactor.settings import OperatorSettings
 from controller.reactor.status_io import owner_references
@@ -158,7 +158,7 @@ def resolve_policy(
         if text is None:
             raise InvalidInput(f"key {ref.key!r} not found", source=f"configmap {namespace}/{ref.name}")
         policy = parse_policy(text, source=f"configmap {namespace}/{ref.name}:{ref.key}")
-        policy = policy.with_feasibility(policy.profile_feasibility())
+        policy = policy.with_feasibility(profile_feasibility(policy))
     else:
         policy = load_policy(preset_path(settings, spec.policy.preset or settings.default_policy))
     raw_spec = body.get("spec") or {}

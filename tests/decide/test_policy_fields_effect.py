@@ -32,7 +32,7 @@ from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from controller.policy import Policy
+from controller.policy import Policy, profile_feasibility
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler, rules_from_policy
 from controller.trials.quality import quality_gate_for
@@ -296,7 +296,7 @@ def history(policy: Policy) -> tuple[TrialResult, ...]:
 
 def effects(policy: Policy) -> dict[str, Any]:
     """Everything the loop reads from a policy, as comparable values."""
-    policy = policy.with_feasibility(policy.profile_feasibility())
+    policy = policy.with_feasibility(profile_feasibility(policy))
     prior = policy_prior(policy)
     llm = policy.llm
     endpoint = next((e for e in ENDPOINTS if e.name == llm.advisor), ENDPOINTS[0])

@@ -21,7 +21,7 @@ from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
 from controller.domain.status import Approval, TargetStatus
 from controller.domain.trial import TrialResult
-from controller.policy import Policy, load_policy
+from controller.policy import Policy, load_policy, profile_feasibility
 from controller.ports import (
     Advisor,
     Cluster,
@@ -102,7 +102,7 @@ def world_policy(settings: WorldSettings) -> Policy:
         }
     )
     policy = policy.model_copy(update={"approval": settings.approval, "trial_budget": budget})
-    return policy.with_feasibility(policy.profile_feasibility())
+    return policy.with_feasibility(profile_feasibility(policy))
 
 
 Hook = Callable[["SimWorld"], None]
