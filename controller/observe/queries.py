@@ -5,200 +5,58 @@ The Prometheus adapter (:mod:`controller.observe.prometheus`), the hour-of-week 
 expressions from here, so what the operator decides on and what a human looks at can never disagree.
 
 Expressions are built from a :class:`Selector` (which target: model name, namespace, extra deployment labels) and a
-range (``"300s"``, or a Grafana variable such as ``"$__rate_interval"``). Label values are escaped as PromQL string
-literals, so quotes, braces, backslashes or newlines in a model name cannot change the query's structure. Label names
-are checked against Prometheus' label-name grammar.
-
-Metric names are vLLM's own (``vllm/v1/metrics/loggers.py``, ``vllm/v1/spec_decode/metrics.py``); counters carry the
-``_total`` suffix that ``prometheus_client`` appends when they are scraped.
+range (``"300s"``, or a Grafana variable such as ``"$__rate_interval"``). The building blocks (vLLM's metric names,
+label escaping, selectors, aggregations, :func:`batch`) live in :mod:`controller.observe.promql` and are importable
+from here too.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Iterable
 
-#: Label that tags each sub-query's result inside a batched query (see :func:`batch`).
-QUERY_TAG = "shiftlight_query"
-#: Default label carrying the variant (``stable`` / ``candidate``), relabelled from a pod label at scrape time.
-DEFAULT_VARIANT_LABEL = "variant"
-#: Finish reasons counted as failed requests.
-ERROR_FINISH_REASONS = ("error", "abort")
-QUANTILES = (0.5, 0.95, 0.99)
-
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_RANGE = re.compile(r"^(\d+(ms|s|m|h|d|w|y))+$|^\$\{?__\w+\}?$|^\$\w+$")
-
-# vLLM metric names (scraped form).
-REQUEST_SUCCESS = "vllm:request_success_total"
-E2E_LATENCY = "vllm:e2e_request_latency_seconds"
-RUNNING = "vllm:num_requests_running"
-WAITING = "vllm:num_requests_waiting"
-PROMPT_TOKENS = "vllm:request_prompt_tokens"
-GENERATION_TOKENS = "vllm:request_generation_tokens"
-TTFT = "vllm:time_to_first_token_seconds"
-TPOT = "vllm:request_time_per_output_token_seconds"
-GENERATION_TOKENS_TOTAL = "vllm:generation_tokens_total"
-SPEC_DRAFTS = "vllm:spec_decode_num_drafts_total"
-SPEC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-SPEC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-SPEC_ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-PREFIX_HITS = "vllm:prefix_cache_hits_total"
-PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
-PREEMPTIONS = "vllm:num_preemptions_total"
-KV_USAGE = "vllm:kv_cache_usage_perc"
-
-# Metrics the operator itself exports (dashboard only).
-SHIFTLIGHT_DECISIONS = "shiftlight_decisions_total"
-SHIFTLIGHT_ROLLOUT_WEIGHT = "shiftlight_rollout_weight"
-SHIFTLIGHT_TRIALS = "shiftlight_trials_total"
-
-
-def escape_label_value(value: str) -> str:
-    """``value`` as the body of a double-quoted PromQL string literal (Go escaping rules)."""
-    out: list[str] = []
-    for ch in value:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def check_label_name(name: str) -> str:
-    if not _LABEL_NAME.match(name):
-        raise ValueError(f"not a Prometheus label name: {name!r}")
-    return name
-
-
-def check_range(rng: str) -> str:
-    if not _RANGE.match(rng):
-        raise ValueError(f"not a PromQL range or Grafana range variable: {rng!r}")
-    return rng
-
-
-def duration(seconds: float) -> str:
-    """A PromQL duration for ``seconds`` (whole seconds, or milliseconds when fractional)."""
-    if seconds <= 0:
-        raise ValueError(f"duration must be positive, got {seconds}")
-    if float(seconds).is_integer():
-        return f"{int(seconds)}s"
-    return f"{round(seconds * 1000)}ms"
-
-
-@dataclass(frozen=True)
-class Selector:
-    """Which target's series to read: vLLM's ``model_name`` label plus namespace and deployment labels.
-
-    ``model_name=None`` (and ``namespace=None``) selects every model; with ``group_by`` naming the model and namespace
-    labels, every aggregation keeps them, so ONE query answers for a whole fleet (see
-    :meth:`controller.observe.prometheus.PrometheusMetrics.report_many`).
-    """
-
-    model_name: str | None
-    namespace: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
-    model_label: str = "model_name"
-    namespace_label: str = "namespace"
-    group_by: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        check_label_name(self.model_label)
-        check_label_name(self.namespace_label)
-        for name, _ in self.labels:
-            check_label_name(name)
-        for name in self.group_by:
-            check_label_name(name)
-
-    @classmethod
-    def of(cls, model_name: str, namespace: str | None = None, labels: Mapping[str, str] | None = None) -> Selector:
-        return cls(model_name=model_name, namespace=namespace, labels=tuple(sorted((labels or {}).items())))
-
-    def matchers(self, extra: Iterable[str] = ()) -> str:
-        """The ``{...}`` matcher block, with ``extra`` raw matchers (already escaped) appended."""
-        parts = []
-        if self.model_name is not None:
-            parts.append(f'{self.model_label}="{escape_label_value(self.model_name)}"')
-        if self.namespace is not None:
-            parts.append(f'{self.namespace_label}="{escape_label_value(self.namespace)}"')
-        parts.extend(f'{name}="{escape_label_value(value)}"' for name, value in self.labels)
-        parts.extend(extra)
-        return "{" + ",".join(parts) + "}"
-
-
-def _sel(metric: str, selector: Selector, extra: Iterable[str] = ()) -> str:
-    return metric + selector.matchers(extra)
-
-
-def _by(labels: Iterable[str]) -> str:
-    names = [check_label_name(n) for n in labels]
-    return f" by ({', '.join(names)})" if names else ""
-
-
-Kind = Literal["scalar", "by_variant", "buckets", "by_position", "series"]
-
-
-@dataclass(frozen=True)
-class Query:
-    """One named PromQL expression.
-
-    ``kind`` says how its result is read: ``scalar`` (one series, no labels), ``by_variant`` (one series per variant),
-    ``buckets`` (one series per ``le``), ``by_position`` (one series per spec-decode draft position), ``series``
-    (dashboard only: any label set).
-    ``required`` fields must be present and finite or the observe cycle fails with ``MetricsUnavailable``.
-    """
-
-    name: str
-    expr: str
-    kind: Kind
-    description: str
-    required: bool = False
-    unit: str = ""
-    labels: tuple[str, ...] = field(default=())
-
-
-def rate(metric: str, selector: Selector, rng: str, by: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
-    by = (*selector.group_by, *by)
-    return f"sum{_by(by)} (rate({_sel(metric, selector, extra)}[{check_range(rng)}]))"
-
-
-def increase(metric: str, selector: Selector, rng: str, by: Iterable[str] = (), extra: Iterable[str] = ()) -> str:
-    by = (*selector.group_by, *by)
-    return f"sum{_by(by)} (increase({_sel(metric, selector, extra)}[{check_range(rng)}]))"
-
-
-def ratio(num: str, den: str) -> str:
-    return f"({num}) / ({den})"
-
-
-def histogram_mean(histogram: str, selector: Selector, rng: str, by: Iterable[str] = ()) -> str:
-    by = tuple(by)
-    return ratio(rate(f"{histogram}_sum", selector, rng, by), rate(f"{histogram}_count", selector, rng, by))
-
-
-def histogram_quantile(q: float, histogram: str, selector: Selector, rng: str, by: Iterable[str] = ()) -> str:
-    return f"histogram_quantile({q}, {rate(f'{histogram}_bucket', selector, rng, (*by, 'le'))})"
-
-
-def bucket_increase(histogram: str, selector: Selector, rng: str, by: Iterable[str] = ()) -> str:
-    return increase(f"{histogram}_bucket", selector, rng, (*by, "le"))
-
-
-def gauge_mean(metric: str, selector: Selector, rng: str) -> str:
-    """Mean of a gauge over the range, summed over replicas/engines."""
-    return f"sum{_by(selector.group_by)} (avg_over_time({_sel(metric, selector)}[{check_range(rng)}]))"
+from controller.observe.promql import (
+    DEFAULT_VARIANT_LABEL,
+    E2E_LATENCY,
+    ERROR_FINISH_REASONS,
+    GENERATION_TOKENS,
+    GENERATION_TOKENS_TOTAL,
+    KV_USAGE,
+    PREEMPTIONS,
+    PREFIX_HITS,
+    PREFIX_QUERIES,
+    PROMPT_TOKENS,
+    QUANTILES,
+    QUERY_TAG,
+    REQUEST_SUCCESS,
+    RUNNING,
+    SHIFTLIGHT_DECISIONS,
+    SHIFTLIGHT_ROLLOUT_WEIGHT,
+    SHIFTLIGHT_TRIALS,
+    SPEC_ACCEPTED,
+    SPEC_ACCEPTED_PER_POS,
+    SPEC_DRAFT_TOKENS,
+    SPEC_DRAFTS,
+    TPOT,
+    TTFT,
+    WAITING,
+    Kind,
+    Query,
+    Selector,
+    batch,
+    bucket_increase,
+    by_clause,
+    check_label_name,
+    check_range,
+    duration,
+    escape_label_value,
+    gauge_mean,
+    histogram_mean,
+    histogram_quantile,
+    increase,
+    rate,
+    ratio,
+    series,
+)
 
 
 def _error_matcher() -> str:
@@ -233,7 +91,7 @@ def shape_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
         Query("waiting_mean", gauge_mean(WAITING, s, r), "scalar", "mean requests waiting in the queue", True),
         Query(
             "freshest_sample",
-            f"max{_by(s.group_by)} (timestamp({_sel(RUNNING, s)}))",
+            f"max{by_clause(s.group_by)} (timestamp({series(RUNNING, s)}))",
             "scalar",
             "unix time of the newest running-requests sample (staleness check)",
             True,
@@ -329,13 +187,13 @@ def shape_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
         Query("preemptions", increase(PREEMPTIONS, s, r), "scalar", "requests preempted in the window"),
         Query(
             "kv_usage_mean",
-            f"avg{_by(s.group_by)} (avg_over_time({_sel(KV_USAGE, s)}[{check_range(r)}]))",
+            f"avg{by_clause(s.group_by)} (avg_over_time({series(KV_USAGE, s)}[{check_range(r)}]))",
             "scalar",
             "mean KV-cache usage (0-1) across replicas",
         ),
         Query(
             "kv_usage_max",
-            f"max{_by(s.group_by)} (max_over_time({_sel(KV_USAGE, s)}[{check_range(r)}]))",
+            f"max{by_clause(s.group_by)} (max_over_time({series(KV_USAGE, s)}[{check_range(r)}]))",
             "scalar",
             "peak KV-cache usage (0-1) of any replica",
         ),
@@ -440,18 +298,6 @@ def observe_queries(selector: Selector, rng: str, variant_label: str = DEFAULT_V
     return shape_queries(selector, rng) + variant_queries(selector, rng, variant_label)
 
 
-def batch(queries: Iterable[Query]) -> str:
-    """All ``queries`` as ONE PromQL expression: each result is tagged with ``shiftlight_query="<name>"``.
-
-    ``label_replace(v, tag, name, "", "")`` adds the tag to every series of ``v``; ``or`` keeps them all because the
-    tags make the label sets distinct. One HTTP round trip per observe cycle instead of one per field.
-    """
-    parts = [f'label_replace({q.expr}, "{QUERY_TAG}", "{escape_label_value(q.name)}", "", "")' for q in queries]
-    if not parts:
-        raise ValueError("batch of no queries")
-    return " or ".join(parts)
-
-
 # ---- range queries for the hour-of-week profile --------------------------------------------------------------
 
 
@@ -495,7 +341,7 @@ def shiftlight_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
         ),
         Query(
             "shiftlight_rollout_weight",
-            f"max by (variant) ({_sel(SHIFTLIGHT_ROLLOUT_WEIGHT, ops)})",
+            f"max by (variant) ({series(SHIFTLIGHT_ROLLOUT_WEIGHT, ops)})",
             "series",
             "percent of traffic routed to the candidate",
             unit="percent",
@@ -567,3 +413,56 @@ def dashboard_queries(
         ),
     ]
     return observe_queries(s, r, variant_label) + tuple(extra) + shiftlight_queries(s, r)
+
+
+__all__ = [
+    "DEFAULT_VARIANT_LABEL",
+    "E2E_LATENCY",
+    "ERROR_FINISH_REASONS",
+    "GENERATION_TOKENS",
+    "GENERATION_TOKENS_TOTAL",
+    "KV_USAGE",
+    "PREEMPTIONS",
+    "PREFIX_HITS",
+    "PREFIX_QUERIES",
+    "PROMPT_TOKENS",
+    "QUANTILES",
+    "QUERY_TAG",
+    "REQUEST_SUCCESS",
+    "RUNNING",
+    "SHIFTLIGHT_DECISIONS",
+    "SHIFTLIGHT_ROLLOUT_WEIGHT",
+    "SHIFTLIGHT_TRIALS",
+    "SPEC_ACCEPTED",
+    "SPEC_ACCEPTED_PER_POS",
+    "SPEC_DRAFTS",
+    "SPEC_DRAFT_TOKENS",
+    "TPOT",
+    "TTFT",
+    "WAITING",
+    "Kind",
+    "Query",
+    "Selector",
+    "batch",
+    "bucket_increase",
+    "by_clause",
+    "check_label_name",
+    "check_range",
+    "dashboard_queries",
+    "duration",
+    "escape_label_value",
+    "gauge_mean",
+    "histogram_mean",
+    "histogram_quantile",
+    "increase",
+    "observe_queries",
+    "profile_queries",
+    "rate",
+    "ratio",
+    "series",
+    "shape_queries",
+    "shiftlight_queries",
+    "slo_count_queries",
+    "slo_good_ratio",
+    "variant_queries",
+]
