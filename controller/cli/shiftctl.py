@@ -11,7 +11,6 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -24,6 +23,8 @@ from rich.console import Console
 from controller.adapters.kube import KubeForbidden, KubeUnauthorized, KubeUnavailable, kube_errors, load_api_client
 from controller.cli import shiftctl_patches as patches
 from controller.cli import shiftctl_render as render
+from controller.cli import shiftctl_trials as trials_view
+from controller.cli.shiftctl_reads import Conn, events_for, get_body, list_bodies, trial_crs
 from controller.crd import models as crd
 from controller.decide.economics import ApiPrice
 from controller.domain.status import TargetStatus
@@ -60,20 +61,6 @@ NameArg = Annotated[str, typer.Argument(help="TunedService name")]
 
 
 # ----- connection and errors ------------------------------------------------------------------------
-
-
-@dataclass
-class Conn:
-    api: client.ApiClient
-    namespace: str
-    user: str | None
-    kubeconfig: str | None
-    context: str | None
-    impersonate: str | None
-
-    @property
-    def custom(self) -> client.CustomObjectsApi:
-        return client.CustomObjectsApi(self.api)
 
 
 def _context_info(kubeconfig: str | None, context: str | None) -> tuple[str | None, str | None]:
@@ -144,45 +131,11 @@ def console() -> Console:
 # ----- reads ----------------------------------------------------------------------------------------
 
 
-def get_body(conn: Conn, name: str) -> JSON:
-    with kube_errors():  # the API server's message already names the object
-        body: JSON = conn.custom.get_namespaced_custom_object(  # type: ignore[assignment]
-            crd.GROUP, crd.VERSION, conn.namespace, crd.PLURAL_TUNED_SERVICE, name
-        )
-    return body
-
-
 def _status_of(body: JSON) -> TargetStatus:
     _spec, status, error = render.parsed(body)
     if status is None:
         raise InvalidInput(error)
     return status
-
-
-def list_bodies(conn: Conn, all_namespaces: bool) -> list[JSON]:
-    with kube_errors(crd.PLURAL_TUNED_SERVICE):
-        if all_namespaces:
-            listed: JSON = conn.custom.list_cluster_custom_object(  # type: ignore[assignment]
-                crd.GROUP, crd.VERSION, crd.PLURAL_TUNED_SERVICE
-            )
-        else:
-            listed = conn.custom.list_namespaced_custom_object(  # type: ignore[assignment]
-                crd.GROUP, crd.VERSION, conn.namespace, crd.PLURAL_TUNED_SERVICE
-            )
-    items: list[JSON] = listed.get("items", [])
-    return sorted(items, key=lambda b: (b["metadata"].get("namespace", ""), b["metadata"]["name"]))
-
-
-def events_for(conn: Conn, name: str) -> list[JSON]:
-    try:
-        with kube_errors("events"):
-            listed = client.CoreV1Api(conn.api).list_namespaced_event(
-                conn.namespace, field_selector=f"involvedObject.name={name}"
-            )
-    except ShiftlightError:
-        return []  # events are context, not essential
-    out = [e.to_dict() for e in listed.items]
-    return sorted(out, key=lambda e: str(e.get("last_timestamp") or e.get("metadata", {}).get("creation_timestamp")))
 
 
 def dump(data: Any, output: Output) -> None:
@@ -254,18 +207,27 @@ def trials(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     output: OutputOpt = Output.table,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="follow running trials with a progress bar")] = False,
+    timeout: Annotated[float | None, typer.Option(help="stop watching after this many seconds (exit 1)")] = None,
 ) -> None:
-    """The canary trials behind the current decisions, best goodput first."""
+    """The TunedService's Trial CRs (phase, progress, result); without any, the trials in its status, best first."""
     with cli_errors():
         conn = connect(kubeconfig, context, namespace)
-        status = _status_of(get_body(conn, name))
+        status = _status_of(get_body(conn, name))  # the TunedService must exist
+        items = trial_crs(conn, name)
         if output in (Output.json, Output.yaml):
-            dump([t.model_dump(mode="json") for t in status.trials], output)
-            return
-        if not status.trials:
+            dump(items if items else [t.model_dump(mode="json") for t in status.trials], output)
+        elif watch:
+            done, rows = trials_view.watch_trials(lambda: trial_crs(conn, name), console(), timeout_s=timeout)
+            console().print(trials_view.trial_crs_table(rows))
+            if not done:
+                raise fail(f"timed out after {timeout:g} s with trials still running")
+        elif items:
+            console().print(trials_view.trial_crs_table(trials_view.rows_of(items)))
+        elif status.trials:
+            console().print(render.trials_table(status.trials, wide=output is Output.wide))
+        else:
             typer.echo(f"No trials recorded for {name} yet.", err=True)
-            return
-        console().print(render.trials_table(status.trials, wide=output is Output.wide))
 
 
 @app.command()

@@ -9,9 +9,9 @@ from types import FrameType
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from controller.cli.progress_bar import trial_progress
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
@@ -74,14 +74,7 @@ def run_trial_command(
         slo=SLO(ttft_seconds=ttft_slo, tpot_seconds=tpot_slo),
         budget=TrialBudget(duration_s=duration, warmup_s=0.0, max_requests=requests),
     )
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
+    with trial_progress(err) as progress:
         task = progress.add_task("starting", total=None)
 
         def on_progress(phase: str, done: int, total: int) -> None:

@@ -1,0 +1,143 @@
+"""`shiftctl trials [-w]`: a TunedService's Trial CRs, and following the running ones with a progress bar.
+
+The rows come from each Trial's status (phase, progress, result); ``watch_trials`` polls them through an injected
+``fetch`` and sleeps through an injected ``sleep``/``now``, so it is driven without waiting in tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import TaskID
+from rich.table import Table
+
+from controller.cli.progress_bar import trial_progress
+from controller.crd import models as crd
+
+JSON = dict[str, Any]
+Fetch = Callable[[], list[JSON]]
+
+#: Seconds between two reads of the Trial CRs while watching.
+DEFAULT_WATCH_INTERVAL_S = 2.0
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    name: str
+    config: str
+    phase: str
+    stage: str
+    done: int
+    planned: int
+    elapsed_s: float | None
+    tokens_per_s: float | None
+    result: str
+
+    @property
+    def running(self) -> bool:
+        return self.phase in ("Pending", "Running")
+
+
+def _elapsed(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    return f"{whole}s" if whole < 60 else f"{whole // 60}m{whole % 60:02d}s"
+
+
+def trial_row(body: Mapping[str, Any]) -> TrialRow:
+    """One Trial CR as a row; a status that does not parse shows as ``Unknown`` with the reason."""
+    name = str((body.get("metadata") or {}).get("name", "?"))
+    try:
+        spec, status = crd.parse_trial(body)
+    except (ValidationError, ValueError) as exc:
+        return TrialRow(name, "?", "Unknown", "", 0, 0, None, None, f"unreadable: {str(exc).splitlines()[0]}")
+    progress = status.progress
+    result = status.result
+    if result is not None:
+        summary = result.status.value
+        if result.ok:
+            summary += f", goodput {result.goodput_tokens_per_s:,.0f} tok/s"
+        elif result.reason:
+            summary += f": {result.reason}"
+    else:
+        summary = status.message
+    rate = progress.output_tokens_per_s if progress is not None else None
+    if rate is None and result is not None and result.ok:
+        rate = result.output_tokens_per_s
+    return TrialRow(
+        name=name,
+        config=status.config_label or spec.config.label(),
+        phase=status.phase,
+        stage=progress.stage if progress is not None else "",
+        done=progress.requests_done if progress is not None else (result.completed if result is not None else 0),
+        planned=progress.requests_planned if progress is not None else 0,
+        elapsed_s=progress.elapsed_seconds if progress is not None else None,
+        tokens_per_s=rate,
+        result=summary[:120],
+    )
+
+
+def rows_of(items: Sequence[Mapping[str, Any]]) -> list[TrialRow]:
+    """Running trials first, then by name."""
+    rows = [trial_row(b) for b in items]
+    return sorted(rows, key=lambda r: (not r.running, r.name))
+
+
+def trial_crs_table(rows: Sequence[TrialRow]) -> Table:
+    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
+    for c in ("NAME", "CONFIG", "PHASE", "STAGE", "DONE", "ELAPSED", "TOK/S", "RESULT"):
+        table.add_column(c, no_wrap=c != "RESULT")
+    for r in rows:
+        table.add_row(
+            r.name,
+            r.config,
+            r.phase,
+            r.stage or "-",
+            f"{r.done}/{r.planned}" if r.planned else (str(r.done) if r.done else "-"),
+            _elapsed(r.elapsed_s),
+            f"{r.tokens_per_s:,.0f}" if r.tokens_per_s is not None else "-",
+            r.result or "-",
+        )
+    return table
+
+
+def watch_trials(
+    fetch: Fetch,
+    console: Console,
+    *,
+    interval_s: float = DEFAULT_WATCH_INTERVAL_S,
+    timeout_s: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], float] = time.monotonic,
+) -> tuple[bool, list[TrialRow]]:
+    """Follow the trials with a bar each until none is running (True) or ``timeout_s`` passed (False); the rows
+    as last read."""
+    started = now()
+    with trial_progress(console, get_time=now) as bar:
+        tasks: dict[str, TaskID] = {}
+        while True:
+            rows = rows_of(fetch())
+            for r in rows:
+                if r.name not in tasks and not r.running:
+                    continue  # finished before the watch began: in the table, not on a bar
+                label = f"{r.config} {r.stage or r.phase.lower()}" if r.running else f"{r.config} {r.phase}"
+                total = r.planned or None
+                if r.name not in tasks:
+                    tasks[r.name] = bar.add_task(label, total=total, completed=r.done)
+                else:
+                    done = r.done if r.running or not r.planned else r.planned
+                    bar.update(tasks[r.name], description=label, completed=done, total=total)
+            if not any(r.running for r in rows):
+                return True, rows
+            if timeout_s is not None and now() - started >= timeout_s:
+                return False, rows
+            sleep(interval_s)
+
+
+__all__ = ["DEFAULT_WATCH_INTERVAL_S", "TrialRow", "rows_of", "trial_crs_table", "trial_row", "watch_trials"]
