@@ -41,6 +41,9 @@ Point = dict[str, Any]
 #: Points at or below this many tokens are memory-bound for every weight matrix on any current GPU.
 MEMORY_BOUND_TOKENS = 16
 MAX_EFFICIENCY = 1.5
+#: Decode attention kernel the profile is fitted to: PyTorch's fused SDPA kernel (the one the end-to-end steps
+#: were validated with); ``None`` takes the faster of the probe's kernels at each point.
+ATTENTION_IMPL: str | None = "sdpa"
 
 
 def _clamp(v: float) -> float:
@@ -156,19 +159,21 @@ def predict_moe(fit: MoeGemm, p: Point, gpu: GpuProfile) -> float:
     return _moe_roofline(p, gpu) / fit.efficiency.at(p["tokens"])
 
 
-def best_attention(points: Sequence[Point]) -> list[Point]:
-    """The faster kernel at each (sequences, context, query)."""
+def best_attention(points: Sequence[Point], impl: str | None = None) -> list[Point]:
+    """The faster kernel at each (sequences, context, query), or only ``impl``'s points."""
     best: dict[tuple[int, int, int], Point] = {}
     for p in points:
+        if impl is not None and p.get("impl") != impl:
+            continue
         key = (p["batch"], p["context"], p["query"])
         if key not in best or p["seconds"] < best[key]["seconds"]:
             best[key] = p
     return list(best.values())
 
 
-def fit_attention(points: Sequence[Point], gpu: GpuProfile) -> DecodeAttention:
+def fit_attention(points: Sequence[Point], gpu: GpuProfile, impl: str | None = None) -> DecodeAttention:
     peak_bw = gpu.hbm_bandwidth_gbs * 1e9
-    pts = best_attention(points)
+    pts = best_attention(points, impl)
     groups: dict[tuple[int, int], list[Point]] = defaultdict(list)
     for p in pts:
         groups[(p["query"], p["batch"])].append(p)
@@ -232,7 +237,12 @@ def _one(points: Sequence[Point], name: str) -> Point:
 
 
 def fit_calibration(
-    raw: dict[str, Any], gpu: GpuProfile, *, points: Sequence[Point] | None = None, raw_file: str = ""
+    raw: dict[str, Any],
+    gpu: GpuProfile,
+    *,
+    points: Sequence[Point] | None = None,
+    raw_file: str = "",
+    attention_impl: str | None = ATTENTION_IMPL,
 ) -> Calibration:
     """A calibration profile from the probe's ``raw.json`` (optionally from a subset of its points)."""
     pts = list(raw["points"] if points is None else points)
@@ -261,7 +271,7 @@ def fit_calibration(
         activation_bandwidth=copy["gbs"] / gpu.hbm_bandwidth_gbs,
         weight_gemm=fit_weight_gemm(_family(pts, "gemm"), gpu),
         moe_gemm=fit_moe(moe_pts, gpu) if moe_pts else None,
-        decode_attention=fit_attention(_family(pts, "attention"), gpu),
+        decode_attention=fit_attention(_family(pts, "attention"), gpu, attention_impl),
         prefill_attention=fit_prefill(_family(pts, "prefill_multi"), _family(pts, "prefill_chunk"), gpu),
         state=fit_state(state_pts, gpu) if state_pts else None,
         overhead=KernelOverhead(
@@ -299,7 +309,9 @@ def _pred(cal: Calibration, p: Point, gpu: GpuProfile) -> float | None:
 def errors_by_family(cal: Calibration, points: Sequence[Point], gpu: GpuProfile) -> dict[str, list[float]]:
     """Relative error ``predicted / measured - 1`` of each point the profile's curves predict, by family."""
     out: dict[str, list[float]] = defaultdict(list)
-    pts = [p for p in points if p["family"] != "attention"] + best_attention(_family(points, "attention"))
+    pts = [p for p in points if p["family"] != "attention"] + best_attention(
+        _family(points, "attention"), ATTENTION_IMPL
+    )
     for p in pts:
         pred = _pred(cal, p, gpu)
         if pred is not None:

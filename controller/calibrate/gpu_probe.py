@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
         },
+        "driver": _driver(),
         "started_unix": t_start,
         "quick": quick,
         "points": [],
@@ -490,6 +491,23 @@ def _e2e(
             log(f"e2e {impl} B={b} q={q} ctx={ctx}: {t * 1e3:.3f} ms ({time.time() - t_start:.0f} s)")
         del kc, vc, x0, logits
         torch.cuda.empty_cache()
+
+
+def _driver() -> str:
+    """The NVIDIA driver version, where nvidia-smi is on the PATH."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
 
 
 def _summary(points: list[dict[str, Any]], copy_gbs: float, gemm_tflops: float) -> None:

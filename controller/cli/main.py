@@ -129,5 +129,32 @@ def simulate(
     serve(["--model", model, "--gpu", gpu, "--port", str(port), "--config", config, "--speedup", str(speedup)])
 
 
+@app.command()
+def calibrate(
+    gpu: str = typer.Option(..., help="GPU profile name the measurements are for (calibration-<gpu>.yaml)"),
+    model: str = typer.Option("llama-3.1-8b", help="dense model profile: GEMM, attention and end-to-end shapes"),
+    extra_model: list[str] = typer.Option([], "--extra-model", help="model profile whose MoE / Mamba parts to time"),
+    moe_latent: list[str] = typer.Option([], "--moe-latent", help="MODEL=WIDTH: expert input width (latent MoE)"),
+    out: Path = typer.Option(Path("calibration"), "--out", help="folder for calibration-<gpu>.yaml and raw points"),
+    raw: Path | None = typer.Option(None, "--raw", help="fit an earlier probe's raw.json instead of measuring"),
+    quick: bool = typer.Option(False, "--quick", help="tiny sweeps: check that the probe runs"),
+    e2e: bool = typer.Option(True, "--e2e/--no-e2e", help="also time end-to-end decode steps of the dense stack"),
+) -> None:
+    """Measure this node's GPU (PyTorch only, a few minutes) and write a calibration profile for the simulator."""
+    from controller.calibrate.run import calibrate as run_calibration
+
+    path, cal = run_calibration(
+        gpu=gpu,
+        dense_model=model,
+        other_models=extra_model,
+        moe_latent=moe_latent,
+        out_dir=out,
+        raw_path=raw,
+        quick=quick,
+        e2e=e2e,
+    )
+    typer.echo(f"calibration profile: {path} ({cal.measured_on.device}, {len(cal.points)} points)")
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,101 @@
+"""``shiftlight calibrate``: write the shapes, run the GPU probe, fit, write the calibration profile."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from controller.calibrate.fit import fit_calibration, held_out_summary
+from controller.calibrate.profile import Calibration, dump_calibration
+from controller.calibrate.shapes import probe_shapes
+from controller.errors import InvalidInput
+from controller.simulator.profiles import load_gpu, load_model
+
+PROBE = Path(__file__).with_name("gpu_probe.py")
+
+
+def parse_latents(items: Sequence[str]) -> dict[str, int]:
+    """``MODEL=WIDTH`` pairs (the expert input width of latent-MoE models)."""
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, width = item.partition("=")
+        if not sep or not width.isdigit() or int(width) <= 0:
+            raise InvalidInput(f"expected MODEL=WIDTH, got {item!r}", field="--moe-latent")
+        out[name] = int(width)
+    return out
+
+
+def read_raw(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"cannot read the probe's output: {exc}", source=str(path)) from exc
+    if not isinstance(raw, dict) or not isinstance(raw.get("points"), list):
+        raise InvalidInput("the probe's output has no list of points", source=str(path), field="points")
+    return raw
+
+
+def build_profile(raw: dict[str, Any], gpu: str, raw_file: str = "") -> Calibration:
+    """Fit every point, and record the held-out errors of a fit on half of them."""
+    g = load_gpu(gpu)
+    cal = fit_calibration(raw, g, raw_file=raw_file)
+    return cal.model_copy(update={"held_out": held_out_summary(raw, g)})
+
+
+def run_probe(shapes: dict[str, Any], workdir: Path, *, quick: bool, e2e: bool, python: str = sys.executable) -> Path:
+    """Run the GPU probe in a child process (it needs PyTorch and a GPU); returns the path of its raw.json."""
+    shapes_path = workdir / "shapes.json"
+    shapes_path.write_text(json.dumps(shapes, indent=1))
+    cmd = [python, str(PROBE), "--shapes", str(shapes_path), "--out", str(workdir)]
+    if quick:
+        cmd.append("--quick")
+    if e2e:
+        cmd.append("--e2e")
+    done = subprocess.run(cmd, check=False)
+    if done.returncode != 0:
+        raise InvalidInput(f"the GPU probe failed (exit status {done.returncode})", source=str(PROBE))
+    return workdir / "raw.json"
+
+
+def calibrate(
+    *,
+    gpu: str,
+    dense_model: str,
+    other_models: Sequence[str],
+    moe_latent: Sequence[str],
+    out_dir: Path,
+    raw_path: Path | None,
+    quick: bool,
+    e2e: bool,
+) -> tuple[Path, Calibration]:
+    """Measure (or read ``raw_path``), fit and write ``calibration-<gpu>.yaml`` and the raw points to ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if raw_path is None:
+        shapes = probe_shapes(
+            load_model(dense_model), [load_model(m) for m in other_models], moe_latent=parse_latents(moe_latent)
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = read_raw(run_probe(shapes, Path(tmp), quick=quick, e2e=e2e))
+        raw_path = out_dir / f"{gpu}-raw.json"
+        raw_path.write_text(json.dumps(raw, indent=1))
+    else:
+        raw = read_raw(raw_path)
+    try:
+        raw_name = str(raw_path.resolve().relative_to(out_dir.resolve()))
+    except ValueError:
+        raw_name = raw_path.name
+    cal = build_profile(raw, gpu, raw_file=raw_name)
+    path = out_dir / f"calibration-{gpu}.yaml"
+    path.write_text(HEADER.format(gpu=gpu) + dump_calibration(cal))
+    return path, cal
+
+
+HEADER = (
+    "# Calibration profile of {gpu}: written by `shiftlight calibrate` from the GPU probe's timings.\n"
+    "# Efficiencies are fractions of the GPU profile's datasheet numbers; see docs/simulator.md, 'Calibration'.\n"
+)
