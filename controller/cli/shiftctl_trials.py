@@ -18,6 +18,7 @@ from rich.table import Table
 
 from controller.cli.progress_bar import trial_progress
 from controller.crd import models as crd
+from controller.errors import InvalidInput
 
 JSON = dict[str, Any]
 Fetch = Callable[[], list[JSON]]
@@ -55,7 +56,7 @@ def trial_row(body: Mapping[str, Any]) -> TrialRow:
     name = str((body.get("metadata") or {}).get("name", "?"))
     try:
         spec, status = crd.parse_trial(body)
-    except (ValidationError, ValueError) as exc:
+    except (InvalidInput, ValidationError, ValueError) as exc:
         return TrialRow(name, "?", "Unknown", "", 0, 0, None, None, f"unreadable: {str(exc).splitlines()[0]}")
     progress = status.progress
     result = status.result
@@ -119,7 +120,7 @@ def watch_trials(
     """Follow the trials with a bar each until none is running (True) or ``timeout_s`` passed (False); the rows
     as last read."""
     started = now()
-    with trial_progress(console, get_time=now) as bar:
+    with trial_progress(console) as bar:  # its elapsed column is the watcher's; each row carries the trial's
         tasks: dict[str, TaskID] = {}
         while True:
             rows = rows_of(fetch())
