@@ -20,7 +20,7 @@ from enum import StrEnum
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import Proposal
 from controller.domain.trial import TrialResult
-from controller.policy import Policy
+from controller.policy.models import Policy
 
 
 class RejectKind(StrEnum):

@@ -39,7 +39,8 @@ from controller.domain.config import EngineConfig
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
-from controller.policy import Feasibility, Policy, SearchSpace
+from controller.policy.models import Policy
+from controller.policy.space import Feasibility, SearchSpace
 
 Prior = Callable[[EngineConfig], float]
 ShapePrior = Callable[[EngineConfig, TrafficShape], float]
