@@ -38,9 +38,8 @@ import optuna
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.traffic import TrafficShape
-from controller.domain.trial import TrialResult
-from controller.policy.models import Policy
-from controller.policy.space import Feasibility, SearchSpace
+from controller.domain.trial import TrialResult, TrialStatus
+from controller.policy import Feasibility, Policy, SearchSpace
 
 Prior = Callable[[EngineConfig], float]
 ShapePrior = Callable[[EngineConfig, TrafficShape], float]
@@ -450,7 +449,7 @@ class OptimizerAdvisor:
             self._sets[cache_key] = cands
         bucket = shape.bucket()
         same = [r for r in context.history if r.shape.bucket() == bucket] or list(context.history)
-        observed = [(r.config, self.score(r)) for r in same]
+        observed = [(r.config, self.score(r)) for r in same if r.status is not TrialStatus.INVALID]
         exclude = {r.config.key() for r in context.history} | {context.active.key()}
         return _search(cands, self.strategy, self.seed).suggest(
             observed, exclude=exclude, n=n if n is not None else context.max_proposals

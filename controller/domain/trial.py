@@ -17,6 +17,7 @@ class TrialStatus(StrEnum):
     INFEASIBLE = "infeasible"  # the engine refused the config, crashed, ran out of memory or never became ready
     FAILED = "failed"  # the measurement itself failed (load generator, metrics); says nothing about the config
     REJECTED = "rejected"  # measured, but the quality gate rejected it
+    INVALID = "invalid"  # the load generator did not keep its plan: neither a measurement nor infeasible; never ranked
 
 
 class Percentiles(BaseModel):

@@ -3,17 +3,18 @@
 launch -> wait ready -> warm up -> scrape /metrics -> replay the shape (sampling KV usage) -> scrape /metrics ->
 (quality gate) -> tear down -> :class:`TrialResult`. Every way a candidate can fail (refused flag, crash, OOM,
 start-up timeout) comes back as an ``infeasible`` result with the engine's reason and last log lines; only a
-broken measurement (load generator, metrics, cancel) is ``failed``.
+broken measurement (load generator, metrics, cancel) is ``failed``. The load generator runs in its own process
+(:mod:`controller.trials.loadgen_worker`); a replay in which it did not keep its plan
+(:mod:`controller.trials.validity`) is ``invalid``, retried once on a fresh engine, and never cached.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import httpx
@@ -24,9 +25,13 @@ from controller.errors import MetricsUnavailable, ShiftlightError
 from controller.ports import TrialRequest
 from controller.trials.cache import TrialCache, TrialKey
 from controller.trials.launchers import Launch, Launcher
-from controller.trials.loadgen import LoadGenerator, LoadPlan, LoadReport, plan_requests
+from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests
+from controller.trials.loadgen_process import LoadClientFailed, ReplayProgress, replay_in_worker, replay_inline
+from controller.trials.loadgen_worker import WorkerSettings
 from controller.trials.metrics_delta import GaugeSampler, MetricsDelta, delta, scrape
 from controller.trials.quality import QualityGate
+from controller.trials.validity import ValidityRules, misses
+from controller.trials.validity import reason as invalid_reason
 
 #: ``progress(phase, done, total)``; phases: launch, warmup, replay, quality, teardown, done.
 TrialProgress = Callable[[str, int, int], None]
@@ -59,6 +64,10 @@ class RunnerSettings:
     request_timeout_s: float = 600.0
     temperature: float = 0.0
     sample_interval_s: float = 1.0
+    client: Literal["process", "inline"] = "process"  # inline: in the caller's process (CLI and tests only)
+    client_cpus: tuple[int, ...] | None = None  # pin the load generator process to these cores
+    validity: ValidityRules = field(default_factory=ValidityRules)
+    invalid_retries: int = 1  # an invalid trial is run again this many times on a fresh engine
 
 
 def compressed(request: TrialRequest, scale: float) -> TrialRequest:
@@ -111,6 +120,7 @@ class TrialRunner:
         quality_gate: QualityGate | None = None,
         gate_if: Callable[[EngineConfig], bool] | None = None,
         progress: TrialProgress | None = None,
+        replay_progress: Callable[[ReplayProgress], None] | None = None,
     ) -> None:
         """``quality_gate`` runs on configs for which ``gate_if`` (the policy's "lossy knobs" test) is true;
         with ``gate_if=None`` every config is gated."""
@@ -123,6 +133,7 @@ class TrialRunner:
         self.quality_gate = quality_gate
         self.gate_if = gate_if
         self.progress = progress
+        self.replay_progress = replay_progress  # each progress line of the replay (elapsed, live throughput)
         self._cancel = threading.Event()
         self.runs = 0  # trials actually executed (cache hits excluded)
 
@@ -167,12 +178,17 @@ class TrialRunner:
                 return cached
         self._cancel.clear()
         scale = float(getattr(self.launcher, "time_scale", 1.0))
+        timed = compressed(request, scale) if scale != 1.0 else request
+        # an invalid replay is retried on a fresh engine: a replay on the engine that already served the plan
+        # would find its prompts in the prefix cache and flatter the retry
+        for _ in range(1 + max(0, self.settings.invalid_retries)):
+            result = self._run_uncached(timed)
+            self.runs += 1
+            if result.status is not TrialStatus.INVALID or self._cancel.is_set():
+                break
         if scale != 1.0:
-            result = in_engine_time(self._run_uncached(compressed(request, scale)), scale, request)
-        else:
-            result = self._run_uncached(request)
-        self.runs += 1
-        if self.cache is not None and result.status is not TrialStatus.FAILED:
+            result = in_engine_time(result, scale, request)
+        if self.cache is not None and result.status not in (TrialStatus.FAILED, TrialStatus.INVALID):
             self.cache.put(key, result)
         return result
 
@@ -219,51 +235,40 @@ class TrialRunner:
     def _replay(self, launch: Launch, plan: LoadPlan, phase: str, max_duration_s: float | None) -> LoadReport:
         s = self.settings
 
-        def progress(done: int, total: int) -> None:
-            self._report(phase, done, total)
+        def progress(p: ReplayProgress) -> None:
+            self._report(phase, p.done, p.total)
+            if phase == "replay" and self.replay_progress is not None:
+                self.replay_progress(p)
 
-        gen = LoadGenerator(
-            launch.endpoint,
-            launch.model,
+        settings = WorkerSettings(
+            base_url=launch.endpoint,
+            model=launch.model,
             request_timeout_s=s.request_timeout_s,
             temperature=s.temperature,
-            progress=progress,
+            max_duration_s=max_duration_s or None,
         )
-
-        async def main() -> LoadReport:
-            cancel = asyncio.Event()
-
-            async def watch() -> None:
-                while not self._cancel.is_set():
-                    await asyncio.sleep(0.1)
-                cancel.set()
-
-            watcher = asyncio.create_task(watch())
-            try:
-                return await gen.run(plan, max_duration_s=max_duration_s, cancel=cancel)
-            finally:
-                watcher.cancel()
-
-        return asyncio.run(main())
+        if s.client == "inline":
+            return replay_inline(plan, settings, progress=progress, cancelled=self._cancel.is_set)
+        return replay_in_worker(plan, settings, progress=progress, cancelled=self._cancel.is_set, cpus=s.client_cpus)
 
     def _measure(self, request: TrialRequest, launch: Launch, base: dict[str, object]) -> TrialResult:
         s = self.settings
         budget = request.budget
         plan = self.plan(request)
-        if s.warmup_requests > 0 and budget.warmup_s > 0:
-            warm = plan_requests(
-                request.shape,
-                num_requests=s.warmup_requests,
-                seed=request.seed + 1_000_003,
-                mode="closed",
-                token_id_range=s.token_id_range,
-                max_model_len=s.max_model_len,
-                max_concurrency=s.warmup_requests,
-            )
-            self._replay(launch, warm, "warmup", budget.warmup_s)
-        if self._cancel.is_set():
-            return self._cancelled(base, launch)
         try:
+            if s.warmup_requests > 0 and budget.warmup_s > 0:
+                warm = plan_requests(
+                    request.shape,
+                    num_requests=s.warmup_requests,
+                    seed=request.seed + 1_000_003,
+                    mode="closed",
+                    token_id_range=s.token_id_range,
+                    max_model_len=s.max_model_len,
+                    max_concurrency=s.warmup_requests,
+                )
+                self._replay(launch, warm, "warmup", budget.warmup_s)
+            if self._cancel.is_set():
+                return self._cancelled(base, launch)
             before = scrape(launch.endpoint)
             with GaugeSampler(launch.endpoint, interval_s=s.sample_interval_s) as sampler:
                 report = self._replay(launch, plan, "replay", budget.duration_s)
@@ -278,6 +283,10 @@ class TrialRunner:
                 reason=f"server metrics unavailable: {exc}",
                 startup_s=launch.startup_s,
             )
+        except LoadClientFailed as exc:
+            if self._cancel.is_set():
+                return self._cancelled(base, launch)
+            return TrialResult(**base, status=TrialStatus.FAILED, reason=str(exc), startup_s=launch.startup_s)
         if report.cancelled or self._cancel.is_set():
             return self._cancelled(base, launch)
         if report.failed and not self._alive(launch):
@@ -297,7 +306,9 @@ class TrialRunner:
         quality = None
         status = TrialStatus.MEASURED
         reason = ""
-        if self.quality_gate is not None and (self.gate_if is None or self.gate_if(request.config)):
+        if missed := misses(report.adherence, s.validity):
+            status, reason = TrialStatus.INVALID, invalid_reason(missed)
+        elif self.quality_gate is not None and (self.gate_if is None or self.gate_if(request.config)):
             self._report("quality", 0, 1)
             try:
                 quality = self.quality_gate.evaluate(launch.endpoint, launch.model)

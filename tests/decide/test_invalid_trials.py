@@ -1,0 +1,101 @@
+"""An ``invalid`` trial (the load generator did not keep its plan) is neither a measurement nor an infeasible config:
+it never becomes the leader or a candidate, never holds a probed capacity, and the optimizer does not learn from
+it, whatever numbers it carries."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.decide.capacity import holds
+from controller.decide.optimizer import OptimizerAdvisor, candidate_configs
+from controller.decide.selection import best_trial
+from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, TrafficShape
+from controller.domain.observation import TargetRef
+from controller.domain.proposal import AdvisorContext
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.policy import parse_policy
+
+SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05)
+SHAPE = TrafficShape(
+    arrival_rate_rps=4.0,
+    concurrency=16.0,
+    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
+    output_tokens=LengthDistribution(mean=128, cv=0.5),
+)
+FAST = EngineConfig(max_num_seqs=512)
+SLOW = EngineConfig(max_num_seqs=64)
+REASON = "the load generator did not keep its plan: loop-stalled: the client's event loop stopped for 1.00 s at once"
+
+
+def trial(config: EngineConfig, goodput: float, status: TrialStatus = TrialStatus.MEASURED) -> TrialResult:
+    return TrialResult(
+        config=config,
+        shape=SHAPE,
+        slo=SLO_,
+        status=status,
+        reason=REASON if status is TrialStatus.INVALID else "",
+        completed=500,
+        output_tokens_per_s=goodput,
+        total_tokens_per_s=goodput * 5,
+        request_throughput=4.0,
+        goodput_rps=4.0,
+        goodput_tokens_per_s=goodput,
+        ttft_s=Percentiles(p50=0.1, p95=0.2, p99=0.3),
+        tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
+    )
+
+
+def test_an_invalid_trial_must_say_why() -> None:
+    with pytest.raises(ValueError, match="invalid trial must say why"):
+        TrialResult.model_validate({**trial(FAST, 9000.0).model_dump(), "status": "invalid", "reason": ""})
+
+
+# (trials, the config best_trial must pick or None): the invalid trial has by far the best numbers
+LEADER_CASES = [
+    ([trial(FAST, 9000.0, TrialStatus.INVALID)], None),
+    ([trial(SLOW, 1000.0), trial(FAST, 9000.0, TrialStatus.INVALID)], SLOW),
+    ([trial(FAST, 9000.0, TrialStatus.INVALID), trial(SLOW, 1000.0), trial(STOCK, 800.0)], SLOW),
+    ([trial(STOCK, 800.0), trial(FAST, 9000.0, TrialStatus.INVALID), trial(FAST, 900.0)], FAST),
+]
+
+
+@pytest.mark.parametrize(("trials", "leader"), LEADER_CASES)
+def test_an_invalid_trial_never_leads(trials: list[TrialResult], leader: EngineConfig | None) -> None:
+    best = best_trial(trials)
+    assert (best.config if best else None) == leader
+    assert best is None or best.status is TrialStatus.MEASURED
+
+
+@pytest.mark.parametrize("keeps_up", [False, True])
+def test_an_invalid_probe_holds_no_capacity(keeps_up: bool) -> None:
+    bad = trial(FAST, 9000.0, TrialStatus.INVALID)
+    assert not bad.ok and not bad.meets_slo() and bad.objective() == 0.0
+    assert not holds(bad, keeps_up=keeps_up)
+    assert holds(trial(FAST, 9000.0), keeps_up=keeps_up)
+
+
+POLICY = parse_policy(
+    "target: {gpu_family: blackwell, hybrid: true, has_mtp: true, gpu_memory_gib: 252}\n"
+    "space:\n"
+    "  speculative_method: [none, mtp]\n"
+    "  num_speculative_tokens: {min: 1, max: 3}\n"
+    "  async_scheduling: [true, false]\n"
+    "  max_num_seqs: [128, 256, 512]\n"
+    "  max_num_batched_tokens: [4096, 8192, 16384]\n"
+)
+
+
+def test_the_optimizer_does_not_learn_from_an_invalid_trial() -> None:
+    """The same proposal as when that config was merely excluded (here: the active one): an invalid trial's zero
+    goodput is not taken for a bad config."""
+    configs = candidate_configs(POLICY)
+    stock = configs[0]
+    history = tuple(trial(c, 1000.0 + 100 * i) for i, c in enumerate(configs[:4]))
+    invalid = configs[6]
+    target = TargetRef("ml", "chat", "llama-3.1-8b")
+    with_invalid = AdvisorContext(
+        target, SHAPE, SLO_, stock, (*history, trial(invalid, 9000.0, TrialStatus.INVALID)), max_proposals=3
+    )
+    excluded = AdvisorContext(target, SHAPE, SLO_, invalid, history, max_proposals=3)
+    picks = [p.config for p in OptimizerAdvisor(POLICY, seed=3).propose(with_invalid)]
+    assert picks == [p.config for p in OptimizerAdvisor(POLICY, seed=3).propose(excluded)]
