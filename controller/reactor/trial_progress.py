@@ -108,10 +108,6 @@ class ReportingLoadTester:
         self.min_interval_s = max(0.0, min_interval_s)
         self.report_errors = 0
 
-    @property
-    def cache(self) -> Any:
-        return self.runner.cache
-
     def _safe(self, what: str, call: Any, *args: Any) -> None:
         try:
             call(*args)
@@ -121,7 +117,8 @@ class ReportingLoadTester:
 
     def run(self, request: TrialRequest) -> TrialResult:
         cache = self.runner.cache
-        if cache is not None and self.runner.key(request) in cache:
+        fresh = bool(getattr(request, "fresh", False))  # a repeat measures even when a result is cached
+        if cache is not None and not fresh and self.runner.key(request) in cache:
             return self.runner.run(request)
         tracker = _Tracker(request, self.clock)
         self._safe("start", self.reporter.started, request, tracker.started_at)
