@@ -22,162 +22,39 @@
 The same graph serves the Advisor port (:class:`AgentAdvisor`: observe..validate, then return the accepted
 proposals) and a self-contained tuning run (:class:`TuningAgent`). State is plain JSON and checkpointed, so a
 restarted operator resumes the graph where it stopped (see :mod:`controller.advisor.checkpoint`).
+
+This module builds and runs the graph; the state lives in :mod:`controller.advisor.state`, the chat-model call in
+:mod:`controller.advisor.hypothesis`, the search loop's nodes in :mod:`controller.advisor.search` and the decision's
+in :mod:`controller.advisor.decision`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
-import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from langgraph.types import Command
 
 from controller.advisor.checkpoint import SerializableSaver
-from controller.advisor.prompt import SYSTEM_PROMPT, user_prompt
-from controller.advisor.schema import AgentAction, apply_change, parse_answer
-from controller.advisor.tools import (
-    TrialRunner,
-    best_measured,
-    clean,
-    config_knobs,
-    read_failure_logs,
-    read_policy,
-    read_traffic_and_slo,
-    read_trial_history,
+from controller.advisor.decision import DecisionNodes
+from controller.advisor.hypothesis import Hypothesiser
+from controller.advisor.search import SearchNodes
+from controller.advisor.state import (
+    AdvisorResult,
+    AgentRun,
+    AgentState,
+    ApprovalAnswer,
+    context_to_state,
+    proposal,
 )
-from controller.decide.guardrails import budget_left, check_proposals
+from controller.advisor.tools import TrialRunner
 from controller.decide.optimizer import OptimizerAdvisor
-from controller.domain.config import EngineConfig
-from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext, Proposal
-from controller.domain.slo import SLO
-from controller.domain.traffic import TrafficShape
-from controller.domain.trial import TrialResult
-from controller.errors import InvalidInput
 from controller.policy import Policy
-
-log = logging.getLogger(__name__)
-
-AGENT = "agent"
-OPTIMIZER = "optimizer"
-#: Consecutive LLM failures after which the agent stops calling the model for this thread.
-MAX_LLM_FAILURES = 3
-
-
-class AgentState(TypedDict, total=False):
-    mode: str  # "advise" | "tune"
-    context: dict[str, Any]
-    history: list[dict[str, Any]]
-    evidence: dict[str, Any]
-    hypothesis: str
-    answer_action: str
-    candidates: list[dict[str, Any]]
-    accepted: list[dict[str, Any]]
-    rejected: list[dict[str, Any]]
-    rejected_rounds: int
-    use_optimizer: bool
-    fallback_reason: str
-    route: str
-    tokens_used: int
-    llm_calls: int
-    llm_failures: int
-    records: list[dict[str, Any]]
-    decision: dict[str, Any] | None
-    rollout: dict[str, Any] | None
-    approval: dict[str, Any] | None
-    outcome: str
-
-
-class ApprovalAnswer(BaseModel):
-    """The value an ``await_approval`` interrupt is resumed with (from ``shiftctl approve`` or the status)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    decision: Literal["approved", "rejected"]
-    by: str = Field(min_length=1, max_length=253)
-    comment: str = Field(default="", max_length=2000)
-
-
-@dataclass(frozen=True)
-class AdvisorResult:
-    """What one advise round produced, and why. ``dry_run``: the policy says report only, roll out nothing."""
-
-    proposals: tuple[Proposal, ...]
-    records: tuple[dict[str, Any], ...]
-    hypothesis: str
-    fallback_reason: str
-    tokens_used: int
-    dry_run: bool
-
-    @property
-    def proposed_by(self) -> str:
-        who = {p.proposed_by for p in self.proposals}
-        return who.pop() if len(who) == 1 else ("mixed" if who else "none")
-
-
-@dataclass(frozen=True)
-class AgentRun:
-    """Snapshot of a tuning run: where the graph is and what it decided."""
-
-    thread_id: str
-    awaiting_approval: bool
-    state: dict[str, Any]
-
-    @property
-    def decision(self) -> dict[str, Any] | None:
-        d = self.state.get("decision")
-        return d if isinstance(d, dict) else None
-
-    @property
-    def outcome(self) -> str:
-        return str(self.state.get("outcome", ""))
-
-    @property
-    def trials(self) -> list[TrialResult]:
-        return [TrialResult.model_validate(t) for t in self.state.get("history", [])]
-
-    @property
-    def records(self) -> list[dict[str, Any]]:
-        return list(self.state.get("records", []))
-
-
-# ----- (de)serialising the context ----------------------------------------------------------------------
-def context_to_state(context: AdvisorContext) -> dict[str, Any]:
-    return {
-        "target": dataclasses.asdict(context.target),
-        "shape": context.shape.model_dump(mode="json"),
-        "slo": context.slo.model_dump(mode="json"),
-        "active": context.active.model_dump(mode="json"),
-        "max_proposals": context.max_proposals,
-    }
-
-
-def context_from_state(ctx: dict[str, Any], history: Sequence[dict[str, Any]]) -> AdvisorContext:
-    return AdvisorContext(
-        target=TargetRef(**ctx["target"]),
-        shape=TrafficShape.model_validate(ctx["shape"]),
-        slo=SLO.model_validate(ctx["slo"]),
-        active=EngineConfig.model_validate(ctx["active"]),
-        history=tuple(TrialResult.model_validate(h) for h in history),
-        max_proposals=int(ctx["max_proposals"]),
-    )
-
-
-def _proposal_dict(config: EngineConfig, rationale: str, by: str) -> dict[str, Any]:
-    return {"config": config.model_dump(mode="json"), "rationale": rationale, "proposed_by": by}
-
-
-def _proposal(d: dict[str, Any]) -> Proposal:
-    return Proposal(EngineConfig.model_validate(d["config"]), str(d["rationale"]), str(d["proposed_by"]))
 
 
 class TuningAgent:
@@ -205,21 +82,24 @@ class TuningAgent:
         self.rollout = rollout
         self.checkpointer = checkpointer or SerializableSaver()
         self.llm_timeout_s = llm_timeout_s if llm_timeout_s is not None else policy.llm.timeout_s
+        self.hypothesiser = Hypothesiser(policy, self.chat_model, self.llm_timeout_s)
+        self.search = SearchNodes(policy, self.optimizer, trial_runner)
+        self.decision = DecisionNodes(policy, rollout)
         self.graph = self._build().compile(checkpointer=self.checkpointer)
 
     # ----- graph -----------------------------------------------------------------------------------
     def _build(self) -> StateGraph[AgentState]:
         g: StateGraph[AgentState] = StateGraph(AgentState)
-        g.add_node("observe", self._observe)
-        g.add_node("hypothesise", self._hypothesise)
-        g.add_node("propose", self._propose)
-        g.add_node("validate", self._validate)
-        g.add_node("trial", self._trial)
-        g.add_node("analyse", self._analyse)
-        g.add_node("decide", self._decide)
-        g.add_node("plan_rollout", self._plan_rollout)
-        g.add_node("await_approval", self._await_approval)
-        g.add_node("roll_out", self._roll_out)
+        g.add_node("observe", self.search.observe)
+        g.add_node("hypothesise", self.hypothesiser.hypothesise)
+        g.add_node("propose", self.search.propose)
+        g.add_node("validate", self.search.validate)
+        g.add_node("trial", self.search.trial)
+        g.add_node("analyse", self.search.analyse)
+        g.add_node("decide", self.decision.decide)
+        g.add_node("plan_rollout", self.decision.plan_rollout)
+        g.add_node("await_approval", self.decision.await_approval)
+        g.add_node("roll_out", self.decision.roll_out)
         g.add_edge(START, "observe")
         g.add_edge("observe", "hypothesise")
         g.add_edge("hypothesise", "propose")
@@ -240,311 +120,6 @@ class TuningAgent:
     @staticmethod
     def _route(state: AgentState) -> str:
         return state.get("route", "end")
-
-    def _context(self, state: AgentState) -> AdvisorContext:
-        return context_from_state(state["context"], state.get("history", []))
-
-    # ----- nodes -----------------------------------------------------------------------------------
-    def _observe(self, state: AgentState) -> dict[str, Any]:
-        ctx = self._context(state)
-        evidence = read_traffic_and_slo(ctx)
-        evidence["history"] = read_trial_history(ctx.history)
-        evidence["failure_logs"] = read_failure_logs(ctx.history)
-        evidence["policy"] = read_policy(self.policy)
-        evidence["budget"] = {
-            "trials_left": budget_left(self.policy, ctx.history),
-            "proposals_wanted": max(1, min(ctx.max_proposals, budget_left(self.policy, ctx.history) or 1)),
-        }
-        best = best_measured(ctx.history)
-        evidence["best_config"] = config_knobs(best.config) if best else None
-        return {
-            "evidence": evidence,
-            "candidates": [],
-            "accepted": [],
-            "rejected": [],
-            "rejected_rounds": 0,
-            "use_optimizer": False,
-            "fallback_reason": "",
-            "hypothesis": "",
-            "answer_action": "",
-        }
-
-    def _llm_unusable(self, state: AgentState) -> str:
-        if self.chat_model is None:
-            return "no chat model configured (llm.enabled is false or no endpoint)"
-        if state.get("llm_failures", 0) >= MAX_LLM_FAILURES:
-            return f"the chat model failed {MAX_LLM_FAILURES} times in a row"
-        return ""
-
-    def _hypothesise(self, state: AgentState) -> dict[str, Any]:
-        why = self._llm_unusable(state)
-        if why:
-            return {"use_optimizer": True, "fallback_reason": why}
-        assert self.chat_model is not None
-        data = dict(state.get("evidence", {}))
-        if state.get("rejected_rounds", 0) > 0:
-            data["rejected_last_round"] = [
-                {"config": r["knobs"], "reasons": [clean(x, 300) for x in r["reasons"]]}
-                for r in state.get("rejected", [])
-                if r.get("proposed_by") == AGENT
-            ]
-        prompt = user_prompt(data)
-        llm = self.policy.llm
-        used = state.get("tokens_used", 0)
-        estimate = (len(SYSTEM_PROMPT) + len(prompt)) // 4 + llm.max_tokens
-        if used + estimate > llm.token_budget:
-            return {
-                "use_optimizer": True,
-                "fallback_reason": f"token budget: {used} used + ~{estimate} needed > {llm.token_budget}",
-            }
-        messages = [SystemMessage(SYSTEM_PROMPT), HumanMessage(prompt)]
-        calls = state.get("llm_calls", 0) + 1
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        try:
-            reply = pool.submit(self.chat_model.invoke, messages).result(timeout=self.llm_timeout_s)
-        except concurrent.futures.TimeoutError:
-            return self._llm_failed(
-                state, calls, used + estimate, f"the chat model timed out after {self.llm_timeout_s:g}s"
-            )
-        except Exception as exc:  # any client error: connection refused, HTTP 5xx, auth, rate limit
-            why = f"the chat model is unavailable: {clean(exc, 200)}"
-            return self._llm_failed(state, calls, used + estimate, why)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-        text = str(reply.content) if isinstance(reply, AIMessage) else str(getattr(reply, "content", ""))
-        usage = getattr(reply, "usage_metadata", None)
-        spent = int(usage["total_tokens"]) if usage else estimate
-        try:
-            answer = parse_answer(text)
-        except InvalidInput as exc:
-            return self._llm_failed(state, calls, used + spent, f"the chat model returned garbage ({exc})")
-        base = self._base(state, "best")
-        candidates, invalid = [], []
-        for p in answer.proposals:
-            try:
-                cfg = apply_change(self._base(state, p.base) or base, {str(k): v for k, v in p.changes.items()})
-            except InvalidInput as exc:
-                invalid.append(
-                    {
-                        "label": clean(p.changes, 200),
-                        "knobs": {k: v for k, v in p.changes.items()},
-                        "proposed_by": AGENT,
-                        "kind": "invalid",
-                        "reasons": [str(exc)],
-                        "rationale": clean(p.rationale, 500),
-                    }
-                )
-                continue
-            candidates.append(_proposal_dict(cfg, clean(p.rationale, 500), AGENT))
-        return {
-            "hypothesis": clean(answer.hypothesis, 1000),
-            "answer_action": answer.action.value,
-            "candidates": candidates,
-            "rejected": invalid,
-            "tokens_used": used + spent,
-            "llm_calls": calls,
-            "llm_failures": 0,
-            "use_optimizer": False,
-        }
-
-    def _llm_failed(self, state: AgentState, calls: int, tokens: int, reason: str) -> dict[str, Any]:
-        log.warning("agent falls back to the optimizer: %s", reason)
-        return {
-            "use_optimizer": True,
-            "fallback_reason": reason,
-            "llm_calls": calls,
-            "llm_failures": state.get("llm_failures", 0) + 1,
-            "tokens_used": tokens,
-        }
-
-    def _base(self, state: AgentState, which: str) -> EngineConfig:
-        ctx = self._context(state)
-        best = best_measured(ctx.history)
-        return best.config if which == "best" and best is not None else ctx.active
-
-    def _propose(self, state: AgentState) -> dict[str, Any]:
-        if not state.get("use_optimizer"):
-            return {}
-        ctx = self._context(state)
-        reason = state.get("fallback_reason", "")
-        props = self.optimizer.propose(ctx)
-        return {
-            "candidates": [
-                _proposal_dict(p.config, f"{p.rationale} [optimizer takes over: {reason}]", p.proposed_by)
-                for p in props
-            ]
-        }
-
-    def _validate(self, state: AgentState) -> dict[str, Any]:
-        ctx = self._context(state)
-        proposals = [_proposal(c) for c in state.get("candidates", [])]
-        verdict = check_proposals(
-            proposals, policy=self.policy, active=ctx.active, history=ctx.history, max_accept=ctx.max_proposals
-        )
-        best = best_measured(ctx.history)
-        evidence = {
-            "hypothesis": state.get("hypothesis", ""),
-            "shape": ctx.shape.describe(),
-            "best_measured": best.summary() if best else None,
-        }
-        records = list(state.get("records", []))
-        for r in verdict.records:
-            records.append(
-                {
-                    "by": r.proposed_by,
-                    "config": r.label,
-                    "key": r.config_key,
-                    "accepted": r.accepted,
-                    "kind": r.kind,
-                    "reason": r.rationale if r.accepted else "; ".join(r.reasons),
-                    "rationale": r.rationale,
-                    "evidence": evidence,
-                }
-            )
-        rejected = list(state.get("rejected", [])) + [
-            {
-                "label": rj.proposal.config.label(),
-                "knobs": config_knobs(rj.proposal.config),
-                "proposed_by": rj.proposal.proposed_by,
-                "kind": rj.kind.value,
-                "reasons": list(rj.reasons),
-                "rationale": rj.proposal.rationale,
-            }
-            for rj in verdict.rejected
-        ]
-        invalid = state.get("rejected", []) if not state.get("use_optimizer") else []
-        for inv in invalid:
-            records.append(
-                {
-                    "by": inv["proposed_by"],
-                    "config": inv["label"],
-                    "key": "",
-                    "accepted": False,
-                    "kind": inv["kind"],
-                    "reason": "; ".join(inv["reasons"]),
-                    "rationale": inv["rationale"],
-                    "evidence": evidence,
-                }
-            )
-        accepted = [_proposal_dict(p.config, p.rationale, p.proposed_by) for p in verdict.accepted]
-        tune = state.get("mode") == "tune"
-        by_agent = not state.get("use_optimizer")
-        update: dict[str, Any] = {"accepted": accepted, "rejected": rejected, "records": records}
-        if accepted:
-            update["route"] = "trial" if tune else "end"
-        elif by_agent and state.get("answer_action") == AgentAction.STOP.value and not rejected:
-            update["route"] = "decide" if tune else "end"
-        elif by_agent and state.get("rejected_rounds", 0) < self.policy.llm.max_rejected_rounds:
-            update["route"] = "hypothesise"
-            update["rejected_rounds"] = state.get("rejected_rounds", 0) + 1
-        elif by_agent:
-            update["route"] = "propose"
-            update["use_optimizer"] = True
-            update["fallback_reason"] = "the agent kept proposing configs the guardrails rejected"
-        else:
-            update["route"] = "decide" if tune else "end"
-        return update
-
-    def _trial(self, state: AgentState) -> dict[str, Any]:
-        if self.trial_runner is None:
-            raise RuntimeError("tune mode needs a trial_runner")
-        ctx = self._context(state)
-        history = list(state.get("history", []))
-        ran: list[TrialResult] = list(ctx.history)
-        for p in state.get("accepted", []):
-            if budget_left(self.policy, ran) <= 0:
-                break
-            result = self.trial_runner(EngineConfig.model_validate(p["config"]))
-            ran.append(result)
-            history.append(result.model_dump(mode="json"))
-        return {"history": history}
-
-    def _analyse(self, state: AgentState) -> dict[str, Any]:
-        ctx = self._context(state)
-        stop = state.get("answer_action") == AgentAction.STOP.value and not state.get("use_optimizer")
-        route = "observe" if budget_left(self.policy, ctx.history) > 0 and not stop else "decide"
-        return {"route": route}
-
-    def _decide(self, state: AgentState) -> dict[str, Any]:
-        ctx = self._context(state)
-        best = best_measured(ctx.history)
-        baseline = next((r for r in ctx.history if r.config.key() == ctx.active.key() and r.ok), None)
-        if best is None:
-            return {"decision": {"action": "keep", "reason": "no trial produced a usable measurement"}, "route": "end"}
-        base_val = baseline.objective() if baseline else 0.0
-        gain = best.objective() / base_val if base_val > 0 else None
-        who = next(
-            (r["by"] for r in reversed(state.get("records", [])) if r.get("key") == best.config.key()), "unknown"
-        )
-        evidence = {
-            "best": best.summary(),
-            "baseline": baseline.summary() if baseline else None,
-            "trials": len(ctx.history),
-        }
-        if best.config.key() == ctx.active.key() or (gain is not None and gain < 1 + self.policy.min_gain):
-            reason = f"no candidate beats the active config by {self.policy.min_gain:.0%} (best {best.summary()})"
-            return {"decision": {"action": "keep", "reason": reason, "evidence": evidence}, "route": "end"}
-        reason = f"{best.config.label()} measured {best.objective():,.0f} tok/s goodput" + (
-            f", {gain:.2f}x the active config" if gain else " (active config not measured)"
-        )
-        decision = {
-            "action": "rollout",
-            "config": best.config.model_dump(mode="json"),
-            "label": best.config.label(),
-            "proposed_by": who,
-            "reason": reason,
-            "evidence": evidence,
-            "gain": gain,
-            "lossy": self.policy.lossy_reasons(best.config),
-        }
-        return {"decision": decision, "route": "plan_rollout"}
-
-    def _plan_rollout(self, state: AgentState) -> dict[str, Any]:
-        decision = state.get("decision") or {}
-        cfg = EngineConfig.model_validate(decision["config"])
-        ctx = self._context(state)
-        plan = {
-            "id": f"{ctx.target.name}-{cfg.key()}",
-            "from": ctx.active.label(),
-            "to": cfg.label(),
-            "config": decision["config"],
-            "steps": list(self.policy.rollout.steps),
-            "bake_seconds": self.policy.rollout.bake_seconds,
-            "needs_approval": self.policy.needs_approval(cfg),
-            "approval_rule": self.policy.approval,
-            "dry_run": self.policy.dry_run,
-            "reason": decision.get("reason", ""),
-            "proposed_by": decision.get("proposed_by", "unknown"),
-        }
-        return {"rollout": plan}
-
-    def _await_approval(self, state: AgentState) -> dict[str, Any]:
-        plan = state.get("rollout") or {}
-        if plan.get("dry_run"):
-            return {"approval": {"decision": "skipped", "by": "policy:dry_run", "comment": "advisory mode"}}
-        if not plan.get("needs_approval"):
-            return {"approval": {"decision": "approved", "by": f"policy:{plan.get('approval_rule')}", "comment": ""}}
-        value = interrupt({"rollout": plan, "question": f"approve rollout {plan.get('from')} -> {plan.get('to')}?"})
-        try:
-            answer = ApprovalAnswer.model_validate(value)
-        except ValidationError as exc:
-            return {"approval": {"decision": "rejected", "by": "guardrails", "comment": f"invalid approval: {exc}"}}
-        return {"approval": answer.model_dump()}
-
-    def _roll_out(self, state: AgentState) -> dict[str, Any]:
-        plan = state.get("rollout") or {}
-        approval = state.get("approval") or {}
-        if plan.get("dry_run"):
-            return {
-                "outcome": f"dry-run: would roll out {plan.get('to')} in steps {plan.get('steps')}; nothing changed"
-            }
-        if approval.get("decision") != "approved":
-            return {"outcome": f"not rolled out: {approval.get('decision')} by {approval.get('by')}"}
-        if self.rollout is not None:
-            self.rollout(plan)
-        return {
-            "outcome": f"rolling out {plan.get('to')} in steps {plan.get('steps')} (approved by {approval.get('by')})"
-        }
 
     # ----- running -----------------------------------------------------------------------------------
     @staticmethod
@@ -623,7 +198,7 @@ class AgentAdvisor:
         self.checkpointer.prune([thread])
         if self.checkpoint_path is not None:
             self.checkpointer.save(self.checkpoint_path)
-        proposals = tuple(_proposal(a) for a in state.get("accepted", []))
+        proposals = tuple(proposal(a) for a in state.get("accepted", []))
         return AdvisorResult(
             proposals=proposals,
             records=tuple(state.get("records", [])),
