@@ -108,6 +108,8 @@ class TrialRequest:
     """``open``: Poisson arrivals at the shape's rate (does one replica hold the SLO at that rate?); ``closed``: the
     shape's concurrency as streams that send again when answered (what does it deliver at that concurrency?);
     None: the load tester's default."""
+    fresh: bool = False
+    """Measure even when a cached result for this config and shape exists (a repeat that measures the noise)."""
 
 
 @runtime_checkable
@@ -115,6 +117,24 @@ class LoadTester(Protocol):
     def run(self, request: TrialRequest) -> TrialResult:
         """Launch the candidate, replay the shape, measure, tear down. Never raises for a bad config:
         crashes, refusals and timeouts come back as an ``infeasible`` TrialResult."""
+        ...
+
+
+@runtime_checkable
+class TrialHandle(Protocol):
+    def poll(self) -> TrialResult | None:
+        """The trial's result once it has finished, None while it still runs. Asking again after the result came
+        back returns the same result."""
+        ...
+
+
+@runtime_checkable
+class TrialStarter(Protocol):
+    """A load tester whose trials run in the background: the control cycle starts one and polls it in later cycles
+    instead of waiting. A plain :class:`LoadTester` (``run`` only) completes within the cycle that starts it."""
+
+    def start(self, request: TrialRequest) -> TrialHandle:
+        """Begin the trial and return at once. Same contract as :meth:`LoadTester.run` for the eventual result."""
         ...
 
 

@@ -10,6 +10,9 @@ by Bayesian optimisation:
   observed mean. The kernel length-scale is chosen by marginal likelihood on a small grid.
 * **Acquisition**: expected improvement over the best measurement; batches use the "kriging believer" trick.
 * **Warm start**: the first trial is the prior's top pick (or the baseline, or a seeded random config).
+* **Noise**: the surrogate's measurement noise is the one the trials measured: every tuning round measures its
+  baseline twice, and :class:`OptimizerAdvisor` takes the spread of such repeats in ``AdvisorContext.history``
+  (``controller.decide.noise``, clamped to 1-25 %); without a repeat it assumes 4 %.
 
 ``strategy="tpe"`` runs optuna's TPE sampler instead (ask/tell, warm-started with ``enqueue_trial`` from the
 prior's top picks); a suggestion that is invalid or already tried is snapped to the nearest untried valid
@@ -35,11 +38,13 @@ from typing import Any, Literal
 import numpy as np
 import optuna
 
+from controller.decide import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
-from controller.policy import Feasibility, Policy, SearchSpace
+from controller.policy.models import Policy
+from controller.policy.space import Feasibility, SearchSpace
 
 Prior = Callable[[EngineConfig], float]
 ShapePrior = Callable[[EngineConfig, TrafficShape], float]
@@ -47,7 +52,7 @@ Objective = Callable[[EngineConfig], TrialResult]
 Score = Callable[[TrialResult], float]
 Strategy = Literal["gp", "tpe"]
 
-_NOISE = 0.04  # relative measurement noise assumed by the surrogate (log space)
+_NOISE = noises.ASSUMED  # relative measurement noise (log space) when the trials hold no repeat to measure it
 _FLOOR = 0.5  # failed / SLO-violating trials are modelled as 50% of the best (keeps the log finite)
 _SCALES = (0.5, 1.0, 2.0)  # kernel amplitude multipliers tried by marginal likelihood
 _S_BIAS = 0.3  # prior sd of the overall level (log space, around the offset)
@@ -151,7 +156,9 @@ class GpSearch:
         exclude: Iterable[str] = (),
         n: int = 1,
         baseline: EngineConfig | None = None,
+        noise: float = _NOISE,
     ) -> list[Suggestion]:
+        """``noise``: the relative standard deviation of one measurement (log space) the surrogate assumes."""
         c = self.c
         blocked = np.zeros(len(c), dtype=bool)
         for key in exclude:
@@ -171,7 +178,7 @@ class GpSearch:
                 out.append(Suggestion(c.configs[idx], why, pred))
                 blocked[idx] = True
                 continue
-            idx, why, pred = self._one(obs, blocked, rng, baseline)
+            idx, why, pred = self._one(obs, blocked, rng, baseline, noise)
             out.append(Suggestion(c.configs[idx], why, pred))
             blocked[idx] = True
             believed = pred if pred is not None else (max((y for _, y in obs), default=0.0))
@@ -184,6 +191,7 @@ class GpSearch:
         blocked: np.ndarray,
         rng: np.random.Generator,
         baseline: EngineConfig | None,
+        noise: float = _NOISE,
     ) -> tuple[int, str, float | None]:
         c = self.c
         jitter = rng.random(len(c)) * 1e-9
@@ -222,7 +230,7 @@ class GpSearch:
             out: np.ndarray = _S_BIAS**2 + _S_PRIOR_SCALE**2 * np.outer(lpa, lpb) + main + pair
             return out
 
-        sn2 = _NOISE * _NOISE
+        sn2 = noise * noise
         best_mult, best_ll = 1.0, -np.inf
         if len(obs) >= 4:
             for mult in _SCALES:
@@ -292,7 +300,9 @@ class TpeSearch:
         exclude: Iterable[str] = (),
         n: int = 1,
         baseline: EngineConfig | None = None,
+        noise: float = _NOISE,
     ) -> list[Suggestion]:
+        """``noise`` is accepted for the common interface; TPE does not model measurement noise."""
         c = self.c
         optuna.logging.set_verbosity(logging.WARNING)
         dists: dict[str, optuna.distributions.BaseDistribution] = {
@@ -451,8 +461,12 @@ class OptimizerAdvisor:
         same = [r for r in context.history if r.shape.bucket() == bucket] or list(context.history)
         observed = [(r.config, self.score(r)) for r in same if r.status is not TrialStatus.INVALID]
         exclude = {r.config.key() for r in context.history} | {context.active.key()}
+        repeats = noises.measured(same)
         return _search(cands, self.strategy, self.seed).suggest(
-            observed, exclude=exclude, n=n if n is not None else context.max_proposals
+            observed,
+            exclude=exclude,
+            n=n if n is not None else context.max_proposals,
+            noise=noises.clamped(repeats[0] if repeats else None),
         )
 
     def propose(self, context: AdvisorContext) -> list[Proposal]:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from controller.decide import drift as drifts
+from controller.decide import noise as noises
 from controller.decide import rollout as rollouts
 from controller.decide.capacity import (
     ProbeRules,
@@ -33,7 +34,7 @@ from controller.domain.observation import Observation
 from controller.domain.phases import Phase, transition
 from controller.domain.proposal import Proposal
 from controller.domain.slo import SLO
-from controller.domain.status import DriftState, ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.status import DriftState, MeasuredNoise, ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult
 
@@ -563,6 +564,7 @@ class _Planner:
         ]
         if self.rules.tuning.measure_stock and active.key() != STOCK.key():
             actions.append(RunTrial(STOCK, shape, "tuning: stock vLLM config as the reference", "baseline"))
+        actions.append(_repeat(active, shape))
         return self._done(
             status, actions, (f"started tuning round {round_.id} on the {source} shape: {shape.describe()}",)
         )
@@ -584,6 +586,7 @@ class _Planner:
         round_ = self.status.tuning
         if round_ is None:
             return self._done(self.status.model_copy(update={"phase": _move(self.status.phase, Phase.OBSERVING)}))
+        self.status = _with_noise(self.status, round_, self.now)
         done = len(round_.trial_keys)
         remaining = self.rules.tuning.max_trials - done
         tried = set(round_.trial_keys)
@@ -617,9 +620,15 @@ class _Planner:
         baseline = find(trials, self.status.active_config)
         if best is None or baseline is None or not baseline.objective():
             return best
-        if best.objective() / baseline.objective() < self.rules.tuning.min_gain:
+        if best.objective() / baseline.objective() < self._min_gain():
             return baseline
         return best
+
+    def _min_gain(self) -> float:
+        """The gain a candidate needs: ``min_gain``, or more when the measured noise is larger (see
+        ``noise.required_gain``)."""
+        measured = self.status.noise.relative if self.status.noise is not None else None
+        return noises.required_gain(self.rules.tuning.min_gain, measured)
 
     def _best(self, trials: Sequence[TrialResult]) -> TrialResult | None:
         """The round's best trial. With managed replicas the round runs near one replica's capacity, where every
@@ -785,6 +794,7 @@ class _Planner:
         actions: list[Action] = [RunTrial(active, shape, f"{why}: baseline, the active config", "baseline")]
         if self.rules.tuning.measure_stock and active.key() != STOCK.key():
             actions.append(RunTrial(STOCK, shape, "tuning: stock vLLM config as the reference", "baseline"))
+        actions.append(_repeat(active, shape))
         return self._done(status, actions, (why,))
 
     def _replicas_saved(self, round_: TuningRound, best: TrialResult, baseline: TrialResult | None) -> str:
@@ -856,13 +866,16 @@ class _Planner:
         evidence = _evidence(best, stock)
         no_saving = self._replicas_saved(round_, best, baseline)
         # a finalist chosen for its capacity saves replicas: the gain that matters when they are managed
-        enough = gain >= self.rules.tuning.min_gain or bool(by_capacity)
+        min_gain = self._min_gain()
+        enough = gain >= min_gain or bool(by_capacity)
         if best.config.key() == active.key() or not enough or no_saving:
             why = (
                 f"round {round_.id}: keeping {active.label()} (best candidate {best.config.label()} gains "
-                f"{gain:.2f}x < {self.rules.tuning.min_gain:.2f}x)"
+                f"{gain:.2f}x < {min_gain:.2f}x)"
             )
-            if no_saving and gain >= self.rules.tuning.min_gain:
+            if min_gain > self.rules.tuning.min_gain:
+                why += f" (the measurement noise is {self.status.noise.relative if self.status.noise else 0:.1%})"
+            if no_saving and gain >= min_gain:
                 why = f"round {round_.id}: keeping {active.label()}: {no_saving}"
             capacity = self._capacity(round_, baseline) if baseline else (None, None)
             entry = ScheduledConfig(
@@ -1062,6 +1075,24 @@ def expected_ratios(
             continue
         return cand.ttft_s.p95 / base.ttft_s.p95, cand.tpot_s.p95 / base.tpot_s.p95
     return None, None
+
+
+def _repeat(config: EngineConfig, shape: TrafficShape) -> RunTrial:
+    """The round's second measurement of its baseline: the two differ only by the noise of the measurement."""
+    why = f"tuning: {config.label()} again, to measure the noise of the measurement"
+    return RunTrial(config, shape, why, "repeat", repeat=True)
+
+
+def _with_noise(status: TargetStatus, round_: TuningRound, now: datetime) -> TargetStatus:
+    """Status with the noise the round's repeats measured (unchanged while the round holds no repeat)."""
+    found = noises.measured(round_trials(status))
+    if found is None:
+        return status
+    relative, repeats = found
+    noise = MeasuredNoise(relative=relative, repeats=repeats, round_id=round_.id, measured_at=now)
+    if status.noise is not None and status.noise.model_copy(update={"measured_at": now}) == noise:
+        return status
+    return status.model_copy(update={"noise": noise})
 
 
 def _with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:

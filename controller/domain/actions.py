@@ -30,6 +30,9 @@ class RunTrial:
     proposed_by: str = "optimizer"
     loop: Literal["open", "closed"] | None = None
     """How the load is replayed (see ``TrialRequest.loop``); capacity probes use open-loop arrivals."""
+    repeat: bool = False
+    """A second measurement of a config already measured on this shape (to measure the noise): run it again,
+    never answer it from a result cache."""
 
 
 @dataclass(frozen=True)

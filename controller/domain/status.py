@@ -113,6 +113,18 @@ class ScheduledConfig(BaseModel):
         return self.goodput_tokens_per_s / self.stock_goodput_tokens_per_s if self.stock_goodput_tokens_per_s else 0.0
 
 
+class MeasuredNoise(BaseModel):
+    """How much two measurements of one config on one shape differ: the relative standard deviation of a trial's
+    goodput (in log space), from the repeats a tuning round runs of its baseline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    relative: float = Field(ge=0, description="relative standard deviation of one measurement (log space)")
+    repeats: int = Field(ge=1, description="repeated measurements the figure rests on")
+    round_id: str = ""
+    measured_at: datetime | None = None
+
+
 class TuningRound(BaseModel):
     """One search for a better config for one window's traffic shape."""
 
@@ -178,6 +190,9 @@ class TargetStatus(BaseModel):
     tuning_paused_reason: str | None = None
     blocked_configs: tuple[str, ...] = Field(
         default=(), description="keys of configs rolled back in production: never chosen again automatically"
+    )
+    noise: MeasuredNoise | None = Field(
+        default=None, description="the measurement noise the latest tuning round measured from its repeats"
     )
     updated_at: datetime | None = None
 

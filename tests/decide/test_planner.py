@@ -94,9 +94,14 @@ def test_first_cycle_starts_tuning_with_a_baseline_trial() -> None:
     assert d.status.phase is Phase.TRIALLING
     assert d.status.window == "day"
     trials = [a for a in d.actions if isinstance(a, RunTrial)]
-    assert [t.config for t in trials] == [STOCK]
+    # the baseline, then the same config again: the round's measurement of its own noise
+    assert [(t.config, t.proposed_by, t.repeat) for t in trials] == [
+        (STOCK, "baseline", False),
+        (STOCK, "repeat", True),
+    ]
     assert "no tuned config for window 'day'" in trials[0].reason
     assert trials[0].shape.window == DAY
+    assert trials[1].shape == trials[0].shape
 
 
 def test_trialling_runs_new_proposals_within_budget() -> None:
@@ -762,7 +767,8 @@ def test_when_no_config_meets_the_slo_at_the_design_load_the_round_retries_at_ha
     assert d.status.tuning.shape.concurrency == pytest.approx(SHAPE.concurrency / 2)
     assert d.status.tuning.trial_keys == ()
     runs = [a for a in d.actions if isinstance(a, RunTrial)]
-    assert [r.config for r in runs] == [STOCK] and runs[0].shape == d.status.tuning.shape
+    assert [r.config for r in runs] == [STOCK, STOCK] and runs[0].shape == d.status.tuning.shape
+    assert [r.repeat for r in runs] == [False, True]
     assert any("searching again at 128" in r for r in d.status.last_reasons)
     # without managed replicas the round ends as before: nothing met the SLO, trials pause
     assert plan(status).status.tuning_paused_until is not None
