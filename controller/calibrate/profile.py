@@ -181,7 +181,7 @@ def parse_calibration(data: Any, source: str) -> Calibration:
 
 def read_calibration(path: Path) -> Calibration:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # a safe loader
     except (OSError, yaml.YAMLError) as exc:
         raise InvalidInput(f"cannot read calibration profile: {exc}", source=str(path)) from exc
     return parse_calibration(data, str(path))
