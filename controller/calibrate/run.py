@@ -62,6 +62,18 @@ def run_probe(shapes: dict[str, Any], workdir: Path, *, quick: bool, e2e: bool, 
     return workdir / "raw.json"
 
 
+def prepare_probe(folder: Path, dense_model: str, other_models: Sequence[str], moe_latent: Sequence[str]) -> Path:
+    """Write ``shapes.json`` and a copy of the probe script to ``folder``; returns the shapes file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shapes = probe_shapes(
+        load_model(dense_model), [load_model(m) for m in other_models], moe_latent=parse_latents(moe_latent)
+    )
+    path = folder / "shapes.json"
+    path.write_text(json.dumps(shapes, indent=1))
+    (folder / PROBE.name).write_text(PROBE.read_text())
+    return path
+
+
 def calibrate(
     *,
     gpu: str,

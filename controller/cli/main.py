@@ -41,7 +41,8 @@ def demo(
     hours: float = typer.Option(24.0, min=1.0, max=168.0, help="simulated hours"),
 ) -> None:
     """Tune a simulated vLLM fleet through a simulated day and report what Shiftlight did."""
-    from controller.demo.run import DemoSettings, run_demo
+    from controller.demo.model import DemoSettings
+    from controller.demo.run import run_demo
 
     report = run_demo(DemoSettings(out_dir=out, seed=seed, policy_path=policy, hours=hours))
     typer.echo(report.text)
@@ -139,10 +140,18 @@ def calibrate(
     raw: Path | None = typer.Option(None, "--raw", help="fit an earlier probe's raw.json instead of measuring"),
     quick: bool = typer.Option(False, "--quick", help="tiny sweeps: check that the probe runs"),
     e2e: bool = typer.Option(True, "--e2e/--no-e2e", help="also time end-to-end decode steps of the dense stack"),
+    prepare: Path | None = typer.Option(
+        None, "--prepare", help="only write shapes.json and gpu_probe.py here (to run the probe in another image)"
+    ),
+    stdout: bool = typer.Option(False, "--stdout", help="also print the profile (for kubectl logs)"),
 ) -> None:
     """Measure this node's GPU (PyTorch only, a few minutes) and write a calibration profile for the simulator."""
     from controller.calibrate.run import calibrate as run_calibration
+    from controller.calibrate.run import prepare_probe
 
+    if prepare is not None:
+        typer.echo(f"probe input: {prepare_probe(prepare, model, extra_model, moe_latent)}")
+        return
     path, cal = run_calibration(
         gpu=gpu,
         dense_model=model,
@@ -153,7 +162,9 @@ def calibrate(
         quick=quick,
         e2e=e2e,
     )
-    typer.echo(f"calibration profile: {path} ({cal.measured_on.device}, {len(cal.points)} points)")
+    if stdout:
+        typer.echo(path.read_text(), nl=False)
+    typer.echo(f"calibration profile: {path} ({cal.measured_on.device}, {len(cal.points)} points)", err=stdout)
 
 
 if __name__ == "__main__":
