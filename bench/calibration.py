@@ -121,7 +121,7 @@ def section_e2e(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration) -> tuple
     stack = stack_profile(load_model("llama-3.1-8b"))
     half = fit_calibration(raw, gpu, points=split_half(raw["points"])[0])
     models = {
-        "uncalibrated": PerformanceModel(stack, gpu),
+        "uncalibrated": PerformanceModel(stack, gpu, None, prefill_fixes=False),
         "calibrated": PerformanceModel(stack, gpu, cal, small_kernels_per_layer=STACK_SMALL_KERNELS_PER_LAYER),
         "half-fit": PerformanceModel(stack, gpu, half, small_kernels_per_layer=STACK_SMALL_KERNELS_PER_LAYER),
     }
@@ -176,7 +176,7 @@ def section_prefill(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration) -> N
     )
     print("   single stream, qwen3.6-27b-int4 on rtx-3090, 25k prompt, 400 out, repetitiveness 0.9, ngram k=7:")
     for fixes in (False, True):
-        pm = PerformanceModel(load_model("qwen3.6-27b-int4"), load_gpu("rtx-3090"), prefill_fixes=fixes)
+        pm = PerformanceModel(load_model("qwen3.6-27b-int4"), load_gpu("rtx-3090"), None, prefill_fixes=fixes)
         st = pm.step(cfg, decode_seqs=1, prefill_tokens=0, mean_context_tokens=25200, repetitiveness=0.9)
         est = pm.estimate(cfg, shape)
         print(
@@ -221,7 +221,7 @@ def _search(
 def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds: int = 8) -> None:
     stack = stack_profile(load_model("llama-3.1-8b"))
     measured = {(p["batch"], p["query"], p["context"]): p["seconds"] for p in e2e_points(raw)}
-    pm_unc = PerformanceModel(stack, gpu)
+    pm_unc = PerformanceModel(stack, gpu, None, prefill_fixes=False)
     pm_cal = PerformanceModel(stack, gpu, cal, small_kernels_per_layer=STACK_SMALL_KERNELS_PER_LAYER)
     batches = sorted({b for b, _, _ in measured})
     queries = sorted({q for _, q, _ in measured})

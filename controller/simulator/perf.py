@@ -20,7 +20,9 @@ the config is computed once and cached.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +84,26 @@ OVERLOAD_HORIZON_S = 60.0
 #: Calibrated model only: small (non-GEMM) kernels per layer in vLLM's forward pass (fused add + RMSNorm twice,
 #: rotary embedding with the cache write, the attention or SSM kernel, the gated activation, one more).
 SMALL_KERNELS_PER_LAYER = 6.0
+#: The switch: when on, a model built without an explicit ``calibration`` runs on the shipped calibration profile
+#: of its GPU (``profiles/calibration-<gpu>.yaml``, where one exists) with the prefill fixes on. Off by default;
+#: ``SHIFTLIGHT_SIMULATOR_CALIBRATED=1`` turns it on for one process (to compare outputs).
+CALIBRATED_BY_DEFAULT = os.environ.get("SHIFTLIGHT_SIMULATOR_CALIBRATED", "") == "1"
+
+
+class _Default:
+    """Marks an argument left to :data:`CALIBRATED_BY_DEFAULT`."""
+
+
+_DEFAULT = _Default()
+
+
+@functools.cache
+def shipped_calibration(gpu: str) -> Calibration | None:
+    """The calibration profile that ships for ``gpu``, or ``None`` (read once per process)."""
+    from controller.calibrate.profile import load_calibration  # calibrate imports the simulator's profiles
+
+    return load_calibration(gpu)
+
 
 _Z95 = 1.6448536269514722
 _Z99 = 2.3263478740408408
@@ -210,19 +232,22 @@ class PerformanceModel:
         self,
         model: ModelProfile,
         gpu: GpuProfile,
-        calibration: Calibration | None = None,
+        calibration: Calibration | _Default | None = _DEFAULT,
         *,
-        prefill_fixes: bool = False,
+        prefill_fixes: bool | None = None,
         small_kernels_per_layer: float = SMALL_KERNELS_PER_LAYER,
     ) -> None:
         """``calibration`` replaces the fixed efficiency constants by the curves measured on this GPU type
         (``shiftlight calibrate``); ``prefill_fixes`` counts a prompt chunk's attention to its cached context, each
         prefilling sequence's attention separately, and keeps a request's own prefill out of its TPOT. Both are off
-        by default; :meth:`calibrated` turns both on."""
+        by default (:data:`CALIBRATED_BY_DEFAULT`); :meth:`calibrated` turns both on. Pass ``calibration=None``
+        for the fixed constants whatever the switch says."""
         self.model = model
         self.gpu = gpu
-        self.calibration = calibration
-        self.prefill_fixes = prefill_fixes
+        if isinstance(calibration, _Default):
+            calibration = shipped_calibration(gpu.name) if CALIBRATED_BY_DEFAULT else None
+        self.calibration: Calibration | None = calibration
+        self.prefill_fixes = CALIBRATED_BY_DEFAULT if prefill_fixes is None else prefill_fixes
         self.small_kernels_per_layer = small_kernels_per_layer
         self._plans: dict[EngineConfig, _Plan] = {}
         self._last: tuple[EngineConfig, _Plan] | None = None
@@ -238,9 +263,7 @@ class PerformanceModel:
         """The model for two shipped profiles on what ``shiftlight calibrate`` measured for that GPU, where a
         calibration profile ships (``profiles/calibration-<gpu>.yaml``); today's constants otherwise. The
         prefill fixes are on either way."""
-        from controller.calibrate.profile import load_calibration
-
-        return cls(load_model(model), load_gpu(gpu), load_calibration(gpu), prefill_fixes=True)
+        return cls(load_model(model), load_gpu(gpu), shipped_calibration(gpu), prefill_fixes=True)
 
     # ----- config-level facts -------------------------------------------------------------------------------
     def _ssm_dtype(self, config: EngineConfig) -> str:

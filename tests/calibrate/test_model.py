@@ -17,6 +17,7 @@ from controller.calibrate.profile import (
 )
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.simulator import perf
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
 
@@ -50,8 +51,22 @@ def _gpu(
     ).gpu_seconds
 
 
+def test_the_switch_is_off_by_default_and_on_it_loads_the_shipped_profile(monkeypatch: pytest.MonkeyPatch) -> None:
+    off = PerformanceModel(LLAMA, H200)
+    assert off.calibration is None
+    assert off.prefill_fixes is False
+    monkeypatch.setattr(perf, "CALIBRATED_BY_DEFAULT", True)
+    on = PerformanceModel(LLAMA, H200)
+    assert on.calibration is not None
+    assert on.calibration.gpu == "h200"
+    assert on.prefill_fixes is True
+    assert PerformanceModel(LLAMA, H200, None).calibration is None  # explicit None: the constants
+    other = PerformanceModel(LLAMA, load_gpu("rtx-3090"))
+    assert other.calibration is None
+    assert other.prefill_fixes is True
+
+
 def test_without_a_profile_the_model_runs_on_its_constants() -> None:
-    assert PerformanceModel(LLAMA, H200).calibration is None
     assert PerformanceModel.calibrated("llama-3.1-8b", "rtx-3090").calibration is None
     assert PerformanceModel.calibrated("llama-3.1-8b", "h200").calibration is not None
 
@@ -85,7 +100,7 @@ def test_small_kernels_per_layer_cost_the_measured_graph_kernel_time() -> None:
 def test_the_h200_calibration_makes_small_batches_slower_and_keeps_large_ones_close() -> None:
     cal = load_calibration("h200")
     assert cal is not None
-    unc = PerformanceModel(LLAMA, H200)
+    unc = PerformanceModel(LLAMA, H200, None, prefill_fixes=False)
     calm = PerformanceModel(LLAMA, H200, cal)
     small = _gpu(calm, decode=1) / _gpu(unc, decode=1)
     large = _gpu(calm, decode=256) / _gpu(unc, decode=256)
@@ -101,12 +116,12 @@ def test_with_prefill_fixes_a_chunk_on_a_cached_context_costs_more_than_a_fresh_
     per_pair = 32 * 4 * 32 * 128 / (H200.dense_bf16_tflops * 1e12)  # layers x FLOPs per (query, key) pair / peak
     want = per_pair * (chunk * (16384 + chunk / 2) / 0.5 - chunk * chunk / 2 / 1.0)  # cached curve 0.5, fresh 1.0
     assert on_cache - fresh == pytest.approx(want, rel=1e-9)
-    off = PerformanceModel(LLAMA, H200, _cal())  # fixes off: the work argument is ignored
+    off = PerformanceModel(LLAMA, H200, _cal(), prefill_fixes=False)  # fixes off: the work argument is ignored
     assert _gpu(off, decode=0, prefill=chunk, work=chunk * (16384 + chunk / 2)) == pytest.approx(fresh)
 
 
 def test_with_prefill_fixes_several_sequences_attend_separately() -> None:
-    pm = PerformanceModel(LLAMA, H200, prefill_fixes=True)
+    pm = PerformanceModel(LLAMA, H200, None, prefill_fixes=True)
     tokens = 8192
     one = _gpu(pm, decode=0, prefill=tokens, work=tokens * tokens / 2)
     eight = _gpu(pm, decode=0, prefill=tokens, work=8 * (tokens / 8) ** 2 / 2)
@@ -124,7 +139,7 @@ def test_a_single_stream_tpot_excludes_its_own_prefill_with_the_fixes() -> None:
     )
     model, gpu = load_model("qwen3.6-27b-int4"), load_gpu("rtx-3090")
     for fixes, lo, hi in ((False, 3.0, 100.0), (True, 0.8, 1.05)):
-        pm = PerformanceModel(model, gpu, prefill_fixes=fixes)
+        pm = PerformanceModel(model, gpu, None, prefill_fixes=fixes)
         st = pm.step(cfg, decode_seqs=1, prefill_tokens=0, mean_context_tokens=25200, repetitiveness=0.9)
         per_token = st.seconds / st.tokens_per_seq
         assert lo <= pm.estimate(cfg, shape).tpot_s.p50 / per_token <= hi
