@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 
-from controller.demo.report import TimelinePoint
+from controller.demo.model import TimelinePoint
 
 
 def write_chart(path: Path, timeline: list[TimelinePoint], events: list[tuple[datetime, str, str]]) -> None:

@@ -7,37 +7,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from controller.adapters.memory import RecordingNotifier
+from controller.adapters.simulated import SimulatedCluster
 from controller.decide.economics import ApiPrice, window_economics
+from controller.demo.chart import write_chart, write_html
+from controller.demo.model import DemoSettings, TimelinePoint
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
-
-if TYPE_CHECKING:
-    from controller.adapters.memory import RecordingNotifier
-    from controller.adapters.simulated import SimulatedCluster
-    from controller.demo.run import DemoSettings
-
-
-@dataclass(frozen=True)
-class TimelinePoint:
-    at: datetime
-    concurrency: float
-    arrival_rate: float
-    prompt_mean: float
-    output_mean: float
-    tokens_per_s: float
-    stock_tokens_per_s: float
-    requests: int
-    good_requests: int
-    candidate_weight: int
-    stable_config: str
-    phase: str
-    gpu_seconds: float
-    output_tokens: float
-    prompt_tokens: float
-    replicas: int
+from controller.simulator.profiles import load_gpu
+from controller.simulator.traffic import DiurnalTraffic
 
 
 @dataclass(frozen=True)
@@ -120,8 +100,6 @@ def render_text(
     windows: tuple[TimeWindow, ...],
     t: Totals,
 ) -> str:
-    from controller.simulator.profiles import load_gpu
-
     gpu_usd_per_hour = load_gpu(settings.gpu).cost_per_hour_usd
     api = ApiPrice(
         input_per_million=settings.api_input_usd_per_million, output_per_million=settings.api_output_usd_per_million
@@ -200,9 +178,6 @@ def build_report(
     notifier: RecordingNotifier,
     cluster: SimulatedCluster,
 ) -> DemoReport:
-    from controller.demo.chart import write_chart, write_html
-    from controller.simulator.traffic import DiurnalTraffic
-
     windows = DiurnalTraffic(settings.seed, settings.traffic_profile).windows
     events = [(e.at, e.reason, e.message) for e in cluster.events if e.at is not None]
     t = totals(timeline, events, len(trials))

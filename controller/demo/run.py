@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from controller.adapters.memory import RecordingNotifier
 from controller.adapters.simulated import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
@@ -17,7 +16,8 @@ from controller.clock import FakeClock
 from controller.decide.economics import ApiPrice
 from controller.decide.optimizer import OptimizerAdvisor
 from controller.decide.planner import DigestRules
-from controller.demo.report import DemoReport, TimelinePoint, build_report
+from controller.demo.model import DemoSettings, TimelinePoint
+from controller.demo.report import DemoReport, build_report
 from controller.domain.config import STOCK
 from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
@@ -30,25 +30,6 @@ from controller.simulator.profiles import load_gpu, load_model
 from controller.simulator.traffic import DiurnalTraffic
 
 DEMO_START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class DemoSettings:
-    out_dir: Path = Path("out/demo")
-    seed: int = 7
-    policy_path: Path = Path("policies/v1/hybrid-mtp-workstation.yaml")
-    model: str = "nemotron-3-super-fp8"
-    gpu: str = "gb300-dgx-station"
-    traffic_profile: str = "coding-agents"
-    hours: float = 24.0
-    cycle_s: float = 300.0
-    """Seconds of simulated time between two control cycles."""
-    cold_start_s: float = 180.0
-    bake_s: float = 600.0
-    min_samples: int = 100
-    api_input_usd_per_million: float = 0.30
-    api_output_usd_per_million: float = 1.20
-    """An illustrative API price for the same class of model, to compare self-hosting against."""
 
 
 @dataclass

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from controller.demo.model import DemoSettings
 from controller.demo.report import totals
-from controller.demo.run import DemoRun, DemoSettings, simulate_day
+from controller.demo.run import DemoRun, simulate_day
 from controller.domain import STOCK, Phase
 
 
