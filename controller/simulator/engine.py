@@ -88,6 +88,7 @@ class StepModel(Protocol):
         prefill_tokens: int,
         mean_context_tokens: float,
         repetitiveness: float = 0.0,
+        prefill_attention_work: float | None = None,
     ) -> StepTimingLike: ...
 
 
@@ -266,6 +267,8 @@ class ReplicaEngine:
         num_gpu_blocks_override: int | None = None,
     ) -> None:
         self.perf = perf
+        #: pass each prompt chunk's attention to its cached context (the performance model's prefill fixes)
+        self._prefill_work = bool(getattr(perf, "prefill_fixes", False))
         self.config = config
         self.block_size = block_size
         self.repetitiveness = repetitiveness
@@ -603,12 +606,17 @@ class ReplicaEngine:
         mean_ctx = float(comp[decoding].sum()) / n_decode if n_decode else 0.0
         reps = t.rep[run[decoding]]
         mean_rep = float(reps.sum()) / n_decode if n_decode else self.repetitiveness
+        work = None
+        if self._prefill_work and prefill_tokens:
+            c = chunk[pre].astype(np.float64)
+            work = float((c * (comp[pre] + c / 2.0)).sum())
         timing = self.perf.step(
             self.config,
             decode_seqs=n_decode,
             prefill_tokens=prefill_tokens,
             mean_context_tokens=mean_ctx,
             repetitiveness=mean_rep,
+            prefill_attention_work=work,
         )
         t1 = t0 + max(float(timing.seconds), 1e-9)
 
