@@ -4,163 +4,35 @@ One observe cycle is ONE instant query: every expression of :func:`controller.ob
 batched with ``or`` and tagged by name (see :func:`controller.observe.queries.batch`), evaluated at ``end`` over the
 range ``end - start``. Every failure (connection refused, timeout, HTTP error, NaN, an empty or partial answer, a
 label set that is not the expected one, stale data) becomes :class:`~controller.errors.MetricsUnavailable` whose
-message names the field; the loop then takes no action. Per-variant SLO signals are the exception: a variant's p95,
-error count, token rate or good-request count that is absent, NaN or infinite is recorded in
-:attr:`~controller.domain.observation.VariantStats.problems`, never replaced by a number, so the rollout analysis
-can hold or fail instead of reading it as "within the SLO". A p95 in the histogram's ``le="+Inf"`` bucket (which
-``histogram_quantile`` answers as the highest finite bound) is recorded as ``beyond-top-bucket``.
+message names the field; the loop then takes no action. Per-variant SLO signals are the exception: absent, NaN or
+infinite values are recorded as problems, never replaced by a number (reading an answer:
+:mod:`controller.observe.prometheus_answer`).
 
-Connection settings come from :class:`PrometheusSettings` (``from_env`` reads ``SHIFTLIGHT_PROMETHEUS_*``); a bearer
-token may live in a Secret-mounted file, re-read every cycle so rotation needs no restart.
+Connection settings come from :class:`PrometheusSettings` (:mod:`controller.observe.prometheus_settings`, importable
+from here too; ``from_env`` reads ``SHIFTLIGHT_PROMETHEUS_*``); a bearer token may live in a Secret-mounted file,
+re-read every cycle so rotation needs no restart.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from urllib3.util.retry import Retry
 
-from controller.domain.observation import (
-    DataProblem,
-    DataProblemKind,
-    Observation,
-    TargetRef,
-    VariantSignal,
-    VariantStats,
-)
+from controller.domain.observation import Observation, TargetRef
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.errors import InvalidInput, MetricsUnavailable
 from controller.observe import queries as q
-from controller.observe.histograms import Buckets, lognormal_cv
-from controller.observe.report import LengthStats, Quantiles, ServingSignals, TrafficReport, VariantReport
-
-ENV_PREFIX = "SHIFTLIGHT_PROMETHEUS_"
-
-
-class PrometheusSettings(BaseModel):
-    """How to reach Prometheus and how to read the target's series."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    url: str = Field(default="http://127.0.0.1:9090", pattern=r"^https?://")
-    bearer_token: SecretStr | None = None
-    bearer_token_file: Path | None = Field(default=None, description="Secret-mounted token, re-read every cycle")
-    headers: dict[str, str] = Field(default_factory=dict, description="extra HTTP headers (e.g. X-Scope-OrgID)")
-    verify_tls: bool = True
-    ca_file: Path | None = None
-    timeout_s: float = Field(default=10.0, gt=0, le=300)
-    retries: int = Field(default=0, ge=0, le=5, description="transport retries on 502/503/504 and connect errors")
-    variant_label: str = Field(default=q.DEFAULT_VARIANT_LABEL, pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-    default_variant: str | None = Field(
-        default=None, description="variant for series without the variant label; None makes them an error"
-    )
-    namespace_label: str = Field(default="namespace", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-    model_label: str = Field(default="model_name", pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-    match_namespace: bool = Field(default=True, description="add the target's namespace to the selector")
-    extra_labels: dict[str, str] = Field(default_factory=dict, description="deployment labels every series carries")
-    max_staleness_s: float = Field(default=120.0, gt=0, description="newest sample may be at most this old")
-    min_requests: float = Field(default=1.0, ge=0, description="fewer finished requests: the shape is undefined")
-    repetitiveness_from_spec: bool = Field(
-        default=False,
-        description="with a lookup (ngram) drafter, estimate repetitiveness as accepted draft tokens / output tokens",
-    )
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> PrometheusSettings:
-        """Settings from ``SHIFTLIGHT_PROMETHEUS_{URL,TOKEN,TOKEN_FILE,CA_FILE,INSECURE_SKIP_VERIFY,TIMEOUT_S,
-        VARIANT_LABEL,DEFAULT_VARIANT}``."""
-        env = os.environ if env is None else env
-        raw: dict[str, Any] = {}
-        mapping = {
-            "URL": "url",
-            "TOKEN": "bearer_token",
-            "TOKEN_FILE": "bearer_token_file",
-            "CA_FILE": "ca_file",
-            "TIMEOUT_S": "timeout_s",
-            "VARIANT_LABEL": "variant_label",
-            "DEFAULT_VARIANT": "default_variant",
-        }
-        for suffix, name in mapping.items():
-            if (value := env.get(ENV_PREFIX + suffix)) is not None:
-                raw[name] = value
-        if (value := env.get(ENV_PREFIX + "INSECURE_SKIP_VERIFY")) is not None:
-            raw["verify_tls"] = value.strip().lower() not in {"1", "true", "yes"}
-        try:
-            return cls.model_validate(raw)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise InvalidInput(first["msg"], source="environment", field=ENV_PREFIX + field.upper()) from exc
-
-    def fleet_selector(self) -> q.Selector:
-        """Every model's series (restricted only by ``extra_labels``), aggregated per model and namespace."""
-        group = (self.model_label, self.namespace_label) if self.match_namespace else (self.model_label,)
-        return q.Selector(
-            model_name=None,
-            labels=tuple(sorted(self.extra_labels.items())),
-            model_label=self.model_label,
-            namespace_label=self.namespace_label,
-            group_by=group,
-        )
-
-    def selector(self, target: TargetRef) -> q.Selector:
-        return q.Selector(
-            model_name=target.model,
-            namespace=target.namespace if self.match_namespace else None,
-            labels=tuple(sorted(self.extra_labels.items())),
-            model_label=self.model_label,
-            namespace_label=self.namespace_label,
-        )
-
-
-Sample = tuple[dict[str, str], float]
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
-def _checked(
-    signal: VariantSignal, value: float | None, problems: list[DataProblem], *, percentile: bool = False
-) -> float | None:
-    """``value`` when finite; otherwise None, with what was wrong appended to ``problems``.
-
-    A percentile of +Inf means it lies above the highest finite bucket bound (see :func:`_beyond_top_bucket`):
-    ``beyond-top-bucket``, larger than any bound, not a broken answer."""
-    if value is not None and math.isfinite(value):
-        return value
-    if value is None:
-        kind: DataProblemKind = "missing"
-    elif math.isnan(value):
-        kind = "nan"
-    elif percentile and value > 0:
-        kind = "beyond-top-bucket"
-    else:
-        kind = "inf"
-    problems.append(DataProblem(signal=signal, kind=kind))
-    return None
-
-
-def _beyond_top_bucket(buckets: Buckets | None, q: float) -> bool:
-    """Whether the ``q`` quantile lies above the histogram's highest finite bucket bound, i.e. in ``le="+Inf"``.
-
-    Prometheus' ``histogram_quantile`` then answers the highest finite bound itself (not +Inf), which read alone
-    looks like a measured latency; it is only a lower bound. The rank ``q * total`` lies in the +Inf bucket exactly
-    when that bucket holds more than ``(1 - q) * total`` observations."""
-    if buckets is None or buckets.total <= 0 or len(buckets.bounds) < 2 or not math.isinf(buckets.bounds[-1]):
-        return False
-    return buckets.counts[-1] > (1 - q) * buckets.total
+from controller.observe.prometheus_answer import AnswerReader, Sample, good_share, tagged
+from controller.observe.prometheus_settings import ENV_PREFIX, PrometheusSettings
+from controller.observe.report import TrafficReport
 
 
 class PrometheusMetrics:
@@ -280,7 +152,9 @@ class PrometheusMetrics:
         named = q.observe_queries(self.settings.selector(target), self._range(start, end), self.settings.variant_label)
         before = self.queries_total
         samples = self.query(q.batch(named), end, what=f"observe {target}")
-        return _Reader(self, target, start, end, named, _tagged(samples), self.queries_total - before).report()
+        return AnswerReader(
+            self.settings, self.slo, target, start, end, named, tagged(samples), self.queries_total - before
+        ).report()
 
     def report_many(
         self, targets: Sequence[TargetRef], *, start: datetime, end: datetime
@@ -301,7 +175,9 @@ class PrometheusMetrics:
         for target in targets:
             key = (target.model, target.namespace if self.settings.match_namespace else "")
             try:
-                out[target] = _Reader(self, target, start, end, named, _tagged(split.get(key, [])), 1).report()
+                out[target] = AnswerReader(
+                    self.settings, self.slo, target, start, end, named, tagged(split.get(key, [])), 1
+                ).report()
             except MetricsUnavailable as exc:
                 out[target] = exc
         return out
@@ -315,7 +191,7 @@ class PrometheusMetrics:
         windows = {q.duration(w): float(w) for w in windows_s}
         named = q.slo_count_queries(self.settings.selector(target), windows, self.settings.variant_label)
         samples = self.query(q.batch(named), end, what=f"slo counts {target}")
-        reader = _Reader(self, target, end, end, named, _tagged(samples), 1)
+        reader = AnswerReader(self.settings, self.slo, target, end, end, named, tagged(samples), 1)
         out: dict[str, dict[float, tuple[float, float]]] = defaultdict(dict)
         for window, seconds in windows.items():
             totals = reader.by_variant(f"v_requests@{window}")
@@ -325,264 +201,9 @@ class PrometheusMetrics:
                 if not math.isfinite(total):
                     raise reader.fail(f"v_requests@{window}", f"variant {variant}: value is {total}")
                 total = max(total, 0.0)
-                share = _good_share(ttft.get(variant), tpot.get(variant), slo)
+                share = good_share(ttft.get(variant), tpot.get(variant), slo)
                 out[variant][seconds] = (total * share if share is not None else 0.0, total)
         return dict(out)
 
 
-def _good_share(ttft: Buckets | None, tpot: Buckets | None, slo: SLO) -> float | None:
-    """Upper bound on the share of requests meeting both bounds: min of the two histograms' shares at or below their
-    bound (conservative inside a bucket). None without observations."""
-    if ttft is None or tpot is None or ttft.total <= 0 or tpot.total <= 0:
-        return None
-    return min(ttft.count_at_most(slo.ttft_seconds) / ttft.total, tpot.count_at_most(slo.tpot_seconds) / tpot.total)
-
-
-def _tagged(samples: list[Sample]) -> dict[str, list[Sample]]:
-    """Group a batched answer by the ``shiftlight_query`` tag, removing the tag."""
-    by_name: dict[str, list[Sample]] = defaultdict(list)
-    for labels, value in samples:
-        rest = dict(labels)
-        name = rest.pop(q.QUERY_TAG, "")
-        by_name[name].append((rest, value))
-    return by_name
-
-
-class _Reader:
-    """Turns the tagged samples of one batched answer into a TrafficReport, or raises MetricsUnavailable."""
-
-    def __init__(
-        self,
-        owner: PrometheusMetrics,
-        target: TargetRef,
-        start: datetime,
-        end: datetime,
-        named: tuple[q.Query, ...],
-        by_name: Mapping[str, list[Sample]],
-        queries: int,
-    ) -> None:
-        self.owner = owner
-        self.settings = owner.settings
-        self.target = target
-        self.start = start
-        self.end = end
-        self.named = {n.name: n for n in named}
-        self.by_name = by_name
-        self.queries = queries
-        self.warnings: list[str] = []
-
-    def fail(self, name: str, why: str) -> MetricsUnavailable:
-        expr = self.named[name].expr if name in self.named else ""
-        return MetricsUnavailable(f"{self.target}: {name}: {why} (query: {expr[:300]})")
-
-    def scalar(self, name: str, *, required: bool = False) -> float | None:
-        rows = self.by_name.get(name, [])
-        if not rows:
-            if required:
-                raise self.fail(name, "no series (empty answer or metric missing for this selector)")
-            return None
-        if len(rows) > 1:
-            raise self.fail(name, f"expected one series, got {len(rows)} (unexpected label set)")
-        labels, value = rows[0]
-        if labels:
-            raise self.fail(name, f"unexpected labels {labels}")
-        if not math.isfinite(value):
-            if required:
-                raise self.fail(name, f"value is {value}")
-            return None
-        return value
-
-    def required(self, name: str) -> float:
-        value = self.scalar(name, required=True)
-        assert value is not None
-        return value
-
-    def buckets(self, name: str, *, per_variant: bool = False, required: bool = False) -> dict[str, Buckets]:
-        """Histogram buckets by variant (``per_variant``) or target-wide (key ``""``)."""
-        rows = self.by_name.get(name, [])
-        if not rows and required:
-            raise self.fail(name, "no histogram buckets")
-        grouped: dict[str, dict[float, float]] = defaultdict(dict)
-        for labels, value in rows:
-            key = self.variant_of(name, labels) if per_variant else ""
-            try:
-                grouped[key][float(labels["le"])] = value
-            except (KeyError, ValueError) as exc:
-                raise self.fail(name, f"bucket without a numeric le label: {labels}") from exc
-        out: dict[str, Buckets] = {}
-        for key, cumulative in grouped.items():
-            try:
-                out[key] = Buckets.from_cumulative(cumulative)
-            except ValueError as exc:
-                raise self.fail(name, str(exc)) from exc
-        return out
-
-    def variant_of(self, name: str, labels: Mapping[str, str]) -> str:
-        variant = labels.get(self.settings.variant_label, "")
-        if variant:
-            return variant
-        if self.settings.default_variant:
-            return self.settings.default_variant
-        raise self.fail(name, f"series without label {self.settings.variant_label!r}: label set is {dict(labels)}")
-
-    def by_variant(self, name: str) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for labels, value in self.by_name.get(name, []):
-            variant = self.variant_of(name, labels)
-            previous = out.get(variant)
-            out[variant] = value if previous is None else previous + value
-        return out
-
-    def length(self, mean_name: str, buckets_name: str) -> LengthStats:
-        mean = self.required(mean_name)
-        if mean <= 0:
-            raise self.fail(mean_name, f"mean is {mean}")
-        b = self.buckets(buckets_name, required=True)[""]
-        if b.total <= 0:
-            raise self.fail(buckets_name, "histogram holds no requests")
-        return LengthStats(
-            mean=mean,
-            cv=min(lognormal_cv(b, mean), 10.0),
-            p50=b.quantile(0.5),
-            p90=b.quantile(0.9),
-            p99=b.quantile(0.99),
-        )
-
-    def quantiles(self, prefix: str) -> Quantiles:
-        return Quantiles(
-            p50=self.scalar(f"{prefix}_p50"), p95=self.scalar(f"{prefix}_p95"), p99=self.scalar(f"{prefix}_p99")
-        )
-
-    def report(self) -> TrafficReport:
-        freshest = self.required("freshest_sample")
-        age = self.end.timestamp() - freshest
-        if age > self.settings.max_staleness_s:
-            raise self.fail("freshest_sample", f"newest sample is {age:.0f}s old (> {self.settings.max_staleness_s}s)")
-        requests_ = self.required("requests")
-        if requests_ < self.settings.min_requests:
-            raise self.fail("requests", f"{requests_:.1f} requests finished in the window: shape undefined")
-        arrival = max(self.required("arrival_rate"), 0.0)
-        littles = max(self.required("concurrency_littles_law"), 0.0)
-        running = max(self.required("running_mean"), 0.0)
-        waiting = max(self.required("waiting_mean"), 0.0)
-        gauges = running + waiting
-        if max(littles, gauges) >= 1.0 and abs(littles - gauges) > 0.5 * max(littles, gauges):
-            self.warnings.append(
-                f"concurrency: Little's law gives {littles:.2f}, running+waiting gauges {gauges:.2f}"
-                " (gauges are sampled once per scrape)"
-            )
-        prompt = self.length("prompt_mean", "prompt_buckets")
-        output = self.length("output_mean", "output_buckets")
-
-        drafts = self.scalar("spec_drafts")
-        spec_on = drafts is not None and drafts > 0
-        per_position: list[tuple[int, float]] = []
-        if spec_on:
-            for labels, value in self.by_name.get("spec_acceptance_per_position", []):
-                if math.isfinite(value) and labels.get("position", "").isdigit():
-                    per_position.append((int(labels["position"]), min(max(value, 0.0), 1.0)))
-        hit_rate = self.scalar("prefix_cache_hit_rate")
-        acceptance = self.scalar("spec_acceptance_rate") if spec_on else None
-        repetitiveness = 0.0
-        if self.settings.repetitiveness_from_spec and spec_on:
-            repetitiveness = min(max(self.scalar("spec_accepted_share") or 0.0, 0.0), 1.0)
-        signals = ServingSignals(
-            requests=requests_,
-            ttft_s=self.quantiles("ttft"),
-            tpot_s=self.quantiles("tpot"),
-            output_tokens_per_s=self.scalar("output_tokens_per_s"),
-            spec_drafts=drafts,
-            spec_acceptance_rate=None if acceptance is None else min(max(acceptance, 0.0), 1.0),
-            spec_mean_acceptance_length=self.scalar("spec_mean_acceptance_length") if spec_on else None,
-            spec_acceptance_per_position=tuple(v for _, v in sorted(per_position)),
-            prefix_cache_hit_rate=None if hit_rate is None else min(max(hit_rate, 0.0), 1.0),
-            preemptions=self.scalar("preemptions"),
-            kv_usage_mean=self.scalar("kv_usage_mean"),
-            kv_usage_max=self.scalar("kv_usage_max"),
-            concurrency_littles_law=littles,
-            running_mean=running,
-            waiting_mean=waiting,
-        )
-        try:
-            shape = TrafficShape(
-                arrival_rate_rps=arrival,
-                concurrency=littles,
-                prompt_tokens=LengthDistribution(mean=prompt.mean, cv=prompt.cv),
-                output_tokens=LengthDistribution(mean=output.mean, cv=output.cv),
-                repetitiveness=repetitiveness,
-                prefix_share=signals.prefix_cache_hit_rate or 0.0,
-            )
-        except ValidationError as exc:
-            raise MetricsUnavailable(f"{self.target}: shape out of range: {exc.errors()[0]['msg']}") from exc
-        return TrafficReport(
-            target=str(self.target),
-            start=self.start,
-            end=self.end,
-            shape=shape,
-            prompt_tokens=prompt,
-            output_tokens=output,
-            signals=signals,
-            variants=self.variants(),
-            warnings=tuple(self.warnings),
-            queries=self.queries,
-        )
-
-    @staticmethod
-    def p95(
-        quantiles: Mapping[str, Mapping[str, float]], metric: str, buckets: Mapping[str, Buckets], variant: str
-    ) -> float | None:
-        """The variant's p95 as answered, or +Inf when it lies beyond the histogram's top finite bucket."""
-        if _beyond_top_bucket(buckets.get(variant), 0.95):
-            return math.inf
-        return quantiles[f"{metric}_p95"].get(variant)
-
-    def variants(self) -> dict[str, VariantReport]:
-        requests_ = self.by_variant("v_requests")
-        if not requests_:
-            raise self.fail("v_requests", "no series")
-        errors = self.by_variant("v_errors")
-        tokens = self.by_variant("v_output_tokens_per_s")
-        acceptance = self.by_variant("v_spec_acceptance_rate")
-        quantiles = {f"{m}_{p}": self.by_variant(f"v_{m}_{p}") for m in ("ttft", "tpot") for p in ("p50", "p95", "p99")}
-        ttft_b = self.buckets("v_ttft_buckets", per_variant=True)
-        tpot_b = self.buckets("v_tpot_buckets", per_variant=True)
-        out: dict[str, VariantReport] = {}
-        for variant, count in sorted(requests_.items()):
-            if not math.isfinite(count):
-                raise self.fail("v_requests", f"variant {variant}: value is {count}")
-
-            def qs(metric: str, variant: str = variant) -> Quantiles:
-                return Quantiles(**{p: _finite(quantiles[f"{metric}_{p}"].get(variant)) for p in ("p50", "p95", "p99")})
-
-            total = max(round(count), 0)
-            problems: list[DataProblem] = []
-            good: int | None = None
-            slo = self.owner.slo
-            if slo is not None:
-                # shares within each histogram, applied to the finished count: the histograms are observed at
-                # first token / at finish, so their totals differ from request_success by in-flight requests
-                share = _good_share(ttft_b.get(variant), tpot_b.get(variant), slo)
-                if share is not None and math.isfinite(share):
-                    good = round(total * share)
-                else:
-                    _checked("good_requests", share, problems)
-            acc = _finite(acceptance.get(variant))
-            ttft, tpot = qs("ttft"), qs("tpot")
-            # what the analysis reads is checked, never defaulted: a NaN/absent number is recorded as a problem
-            ttft_p95 = _checked("ttft_p95", self.p95(quantiles, "ttft", ttft_b, variant), problems, percentile=True)
-            tpot_p95 = _checked("tpot_p95", self.p95(quantiles, "tpot", tpot_b, variant), problems, percentile=True)
-            error_count = _checked("errors", errors.get(variant), problems)
-            tokens_per_s = _checked("output_tokens_per_s", tokens.get(variant), problems)
-            stats = VariantStats(
-                variant=variant,
-                requests=total,
-                errors=min(max(round(error_count or 0.0), 0), total),
-                ttft_p95_s=ttft_p95,
-                tpot_p95_s=tpot_p95,
-                output_tokens_per_s=max(tokens_per_s or 0.0, 0.0),
-                good_requests=None if good is None else min(max(good, 0), total),
-                spec_acceptance_rate=None if acc is None else min(max(acc, 0.0), 1.0),
-                problems=tuple(problems),
-            )
-            out[variant] = VariantReport(stats=stats, ttft_s=ttft, tpot_s=tpot)
-        return out
+__all__ = ["ENV_PREFIX", "PrometheusMetrics", "PrometheusSettings", "Sample", "good_share"]
