@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.domain.config import EngineConfig
+from controller.domain.knobs import normalised
 from controller.errors import InvalidInput
 
 KnobName = Literal[
@@ -89,21 +90,12 @@ def parse_answer(text: str) -> AgentAnswer:
 
 def apply_change(base: EngineConfig, changes: dict[str, Any]) -> EngineConfig:
     """``base`` with ``changes`` applied; dependent knobs switched off when their parent is (e.g. k=0 for
-    method none). Raises :class:`InvalidInput` when the result is not a valid EngineConfig."""
+    method none), and a method switched on without draft tokens starts at one (:func:`normalised`). Raises
+    :class:`InvalidInput` when the result is not a valid EngineConfig."""
     values = base.model_dump()
     values.update(changes)
-    if values["speculative_method"] == "none":
-        values["num_speculative_tokens"] = 0
-    elif not values["num_speculative_tokens"]:
-        values["num_speculative_tokens"] = 1
-    if values["speculative_method"] != "ngram":
-        values["prompt_lookup_max"] = None
-    if values["mamba_ssm_cache_dtype"] != "float16":
-        values["mamba_cache_stochastic_rounding"] = False
-    if not values["mamba_cache_stochastic_rounding"]:
-        values["mamba_cache_philox_rounds"] = None
     try:
-        return EngineConfig.model_validate(values)
+        return normalised(values, draft_tokens=1)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InvalidInput(first["msg"], source="llm", field=".".join(str(p) for p in first["loc"])) from exc

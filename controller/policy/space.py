@@ -27,6 +27,7 @@ from controller.domain.config import (
     MambaDtype,
     SpeculativeMethod,
 )
+from controller.domain.knobs import normalised
 from controller.errors import InvalidInput
 
 #: ``EngineConfig -> None`` when the config fits the GPU, else the reason it does not.
@@ -333,18 +334,9 @@ def _dependent_default(config: EngineConfig, knob: str) -> bool:
 
 
 def _normalise(values: dict[str, Any]) -> EngineConfig | None:
-    """Switch off knobs whose parent knob is off, then build the config (None when it is invalid)."""
-    if values["speculative_method"] == "none":
-        values["num_speculative_tokens"] = 0
-    elif values["num_speculative_tokens"] == 0:
-        return None
-    if values["speculative_method"] != "ngram":
-        values["prompt_lookup_max"] = None
-    if values["mamba_ssm_cache_dtype"] != "float16":
-        values["mamba_cache_stochastic_rounding"] = False
-    if not values["mamba_cache_stochastic_rounding"]:
-        values["mamba_cache_philox_rounds"] = None
+    """The config of one combination of the space (None when it is not a config: a speculative method without
+    draft tokens is dropped, not given some)."""
     try:
-        return EngineConfig.model_validate(values)
+        return normalised(values)
     except ValidationError:
         return None
