@@ -1,5 +1,6 @@
 """The act step executes exactly what decide said: each action type leads to exactly these port calls, with these
-arguments, in this order, and nothing else (no replica count, weight or config is second-guessed on the way)."""
+arguments, in this order, and nothing else (no replica count, weight or config is second-guessed on the way).
+Handlers return effects; status changes only when the cycle folds them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from controller.act import ActPorts, Executor, TrialSettings, fold
+from controller.act.effects import Effect, TrialRecorded
 from controller.adapters.memory import ClusterCall, InMemoryCluster, InMemoryRouter, RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain.actions import (
@@ -24,14 +27,11 @@ from controller.domain.actions import (
 )
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
-from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.slo import SLO
 from controller.domain.status import TargetStatus, TuningRound
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from controller.policy import Policy
-from controller.ports import TrialRequest
-from controller.reconcile import Ports, Reconciler
+from controller.ports import TrialBudget, TrialRequest
 
 TARGET = TargetRef("team-a", "chat", "llama")
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
@@ -61,25 +61,17 @@ class RecordingLoadTester:
         )
 
 
-class NoMetrics:
-    """Act never observes: any call here is a defect."""
-
-    def observe(self, target: TargetRef, *, start: object, end: object) -> object:
-        raise AssertionError("the act step read metrics")
-
-
-class SilentAdvisor:
-    def propose(self, context: AdvisorContext) -> Sequence[Proposal]:
-        return ()
-
-
 @dataclass
 class World:
     cluster: InMemoryCluster
     router: InMemoryRouter
     notifier: RecordingNotifier
     load_tester: RecordingLoadTester
-    reconciler: Reconciler
+    executor: Executor
+
+    def act(self, status: TargetStatus, actions: Sequence[Action]) -> tuple[TargetStatus, list[TrialResult]]:
+        effects = self.executor.execute(TARGET, actions)
+        return fold(status, effects, keep_trials=200), trials_of(effects)
 
     def non_event_calls(self) -> list[ClusterCall]:
         return [c for c in self.cluster.calls if c.op != "event"]
@@ -95,16 +87,13 @@ def world() -> World:
     cluster.calls.clear()
     notifier = RecordingNotifier()
     load_tester = RecordingLoadTester()
-    ports = Ports(
-        metrics=NoMetrics(),
-        load_tester=load_tester,
-        router=router,
-        advisor=SilentAdvisor(),
-        notifier=notifier,
-        cluster=cluster,
-        clock=clock,
-    )
-    return World(cluster, router, notifier, load_tester, Reconciler(ports, Policy()))
+    ports = ActPorts(router=router, cluster=cluster, notifier=notifier, load_tester=load_tester)
+    executor = Executor(ports, TrialSettings(slo=SLO(), budget=TrialBudget()))
+    return World(cluster, router, notifier, load_tester, executor)
+
+
+def trials_of(effects: Sequence[Effect]) -> list[TrialResult]:
+    return [e.result for e in effects if isinstance(e, TrialRecorded)]
 
 
 STABLE_OF_8 = TargetStatus(replicas=8)
@@ -151,7 +140,7 @@ STABLE_OF_8 = TargetStatus(replicas=8)
 def test_each_action_makes_exactly_its_port_calls(
     world: World, action: Action, expected_calls: list[ClusterCall], expected_weights: list[tuple[TargetRef, int]]
 ) -> None:
-    _, trials = world.reconciler.act(TARGET, STABLE_OF_8, [action])
+    _, trials = world.act(STABLE_OF_8, [action])
     assert world.non_event_calls() == expected_calls
     assert world.router.history == expected_weights
     assert trials == []
@@ -164,7 +153,7 @@ def test_each_action_makes_exactly_its_port_calls(
 
 def test_deploy_candidate_against_a_larger_stable_fleet_deploys_what_decide_said(world: World) -> None:
     """DeployCandidate(replicas=2) against 8 stable replicas deploys 2: the first step's share, not the fleet."""
-    world.reconciler.act(TARGET, STABLE_OF_8, [DeployCandidate(MTP1, 2, "warm up 2 replicas")])
+    world.act(STABLE_OF_8, [DeployCandidate(MTP1, 2, "warm up 2 replicas")])
     candidate = world.cluster.variant(TARGET, "candidate")
     assert candidate is not None and candidate.replicas == 2
 
@@ -176,7 +165,7 @@ def test_run_trial_sends_exactly_the_decided_config_shape_and_loop(world: World)
         }
     )
     action = RunTrial(MTP1, SHAPE, "probe at 2x", proposed_by="optimizer", loop="open")
-    new_status, trials = world.reconciler.act(TARGET, status, [action])
+    new_status, trials = world.act(status, [action])
     assert len(world.load_tester.requests) == 1
     request = world.load_tester.requests[0]
     assert (request.target, request.config, request.shape, request.loop) == (TARGET, MTP1, SHAPE, "open")
@@ -192,7 +181,7 @@ def test_actions_run_in_the_decided_order(world: World) -> None:
         Scale("stable", 9, "breach without capacity"),
         Notify(Severity.CRITICAL, "Rollback", "breach"),
     ]
-    status, _ = world.reconciler.act(TARGET, STABLE_OF_8, actions)
+    status, _ = world.act(STABLE_OF_8, actions)
     assert [(c.op, c.variant, c.replicas) for c in world.non_event_calls()] == [
         ("retire", "candidate", None),
         ("scale", "stable", 9),

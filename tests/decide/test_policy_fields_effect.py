@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
+from controller.act import ActContext
+from controller.act.trials import run_trial
 from controller.advisor.chat import make_chat_model
 from controller.advisor.endpoints import AdvisorEndpoint
 from controller.advisor.graph import AgentAdvisor
@@ -260,7 +262,8 @@ def trial_request(policy: Policy) -> TrialRequest:
         cluster=Nothing(),  # type: ignore[arg-type]
         clock=FakeClock(),
     )
-    Reconciler(ports, policy)._run_trial(TARGET, RunTrial(STOCK, SHAPE, "probe"))
+    executor = Reconciler(ports, policy).executor
+    run_trial(RunTrial(STOCK, SHAPE, "probe"), ActContext(TARGET, executor.ports, executor.trial_settings))
     (request,) = tester.requests
     return request
 

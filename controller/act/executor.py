@@ -1,0 +1,83 @@
+"""The act executor: one handler per action type, run in the decided order; effects out, status untouched.
+
+Each handler acts only through the ports and returns effects (:mod:`controller.act.effects`); after each action the
+executor leaves its Kubernetes Event (best effort). A failed port call raises (a :class:`TemporaryError` from the
+adapter): the caller keeps the previous status and the decision is re-made next cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, get_args
+
+from controller.act import approvals, deployments, notify, routing, trials
+from controller.act.context import ActContext, ActPorts, TrialSettings
+from controller.act.effects import Effect, TrialStarted
+from controller.domain.actions import (
+    Action,
+    DeployCandidate,
+    Notify,
+    Promote,
+    RequestApproval,
+    Rollback,
+    RunTrial,
+    Scale,
+    SetWeights,
+)
+from controller.domain.observation import TargetRef
+from controller.errors import PermanentError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any, ActContext], tuple[Effect, ...]]
+"""``handler(action, ctx) -> effects`` for one action type."""
+
+HANDLERS: Mapping[type[Any], Handler] = {
+    RunTrial: trials.run_trial,
+    SetWeights: routing.set_weights,
+    DeployCandidate: deployments.deploy_candidate,
+    Scale: deployments.scale,
+    Promote: deployments.promote,
+    Rollback: deployments.rollback,
+    Notify: notify.notify,
+    RequestApproval: approvals.request_approval,
+}
+
+ACTION_TYPES: tuple[type[Any], ...] = get_args(Action)
+
+
+class Executor:
+    """Runs a plan's actions through their handlers. Refuses to start when an action type has no handler."""
+
+    def __init__(
+        self, ports: ActPorts, trial_settings: TrialSettings, *, handlers: Mapping[type[Any], Handler] = HANDLERS
+    ) -> None:
+        missing = [t.__name__ for t in ACTION_TYPES if t not in handlers]
+        if missing:
+            raise PermanentError(f"no act handler for action type(s): {', '.join(missing)}")
+        self.ports = ports
+        self.trial_settings = trial_settings
+        self.handlers = dict(handlers)
+
+    def execute(self, target: TargetRef, actions: Sequence[Action]) -> tuple[Effect, ...]:
+        """Apply the actions in order, each exactly as decided (no argument is second-guessed here)."""
+        ctx = ActContext(target, self.ports, self.trial_settings)
+        effects: list[Effect] = []
+        for action in actions:
+            log.info("%s: %s: %s", target, type(action).__name__, action.reason)
+            handler = self.handlers.get(type(action))
+            if handler is None:  # a type outside the Action union (checked at start-up for all of it)
+                raise PermanentError(f"no act handler for action type {type(action).__name__}")
+            effects.extend(handler(action, ctx))
+            effects.append(notify.record_event(action, ctx))
+        return tuple(effects)
+
+    def poll(self, effects: Sequence[Effect]) -> tuple[Effect, ...]:
+        """``effects`` with each trial still running polled once: finished ones become their ``TrialRecorded``."""
+        return tuple(trials.landed(e, self.trial_settings) if isinstance(e, TrialStarted) else e for e in effects)
+
+
+def running(effects: Sequence[Effect]) -> list[TrialStarted]:
+    """The trials among ``effects`` that are still running."""
+    return [e for e in effects if isinstance(e, TrialStarted)]

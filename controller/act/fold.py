@@ -1,0 +1,35 @@
+"""Folding a cycle's effects into the decided status: pure, applied once per cycle."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from controller.act.effects import Effect, Scaled, TrialRecorded
+from controller.domain.status import TargetStatus
+
+
+def fold(status: TargetStatus, effects: Sequence[Effect], *, keep_trials: int) -> TargetStatus:
+    """The status after ``effects``: each recorded trial joins ``trials`` (the last ``keep_trials`` are kept) and the
+    tuning round's bookkeeping (key, proposer, reason, in order); scaling the stable variant sets ``replicas``. Every
+    other effect leaves status as decided."""
+    for effect in effects:
+        if isinstance(effect, TrialRecorded):
+            status = _record_trial(status, effect, keep=keep_trials)
+        elif isinstance(effect, Scaled) and effect.variant == "stable":
+            status = status.model_copy(update={"replicas": effect.replicas})
+    return status
+
+
+def _record_trial(status: TargetStatus, effect: TrialRecorded, *, keep: int) -> TargetStatus:
+    action = effect.action
+    update: dict[str, object] = {"trials": (*status.trials, effect.result)[-keep:]}
+    if status.tuning is not None:
+        t = status.tuning
+        update["tuning"] = t.model_copy(
+            update={
+                "trial_keys": (*t.trial_keys, action.config.key()),
+                "trial_proposers": (*t.trial_proposers, action.proposed_by),
+                "trial_reasons": (*t.trial_reasons, action.reason),
+            }
+        )
+    return status.model_copy(update=update)

@@ -1,0 +1,30 @@
+"""Telling people: notifications through the notifier, and one Kubernetes Event per action (best effort)."""
+
+from __future__ import annotations
+
+import logging
+
+from controller.act.context import ActContext
+from controller.act.effects import Effect, EventFailed, EventRecorded, Notified
+from controller.domain.actions import Action, Notify, Rollback
+from controller.errors import ShiftlightError
+
+log = logging.getLogger(__name__)
+
+
+def notify(action: Notify, ctx: ActContext) -> tuple[Effect, ...]:
+    ctx.ports.notifier.post(ctx.target, action)
+    return (Notified(action.title),)
+
+
+def record_event(action: Action, ctx: ActContext) -> Effect:
+    """The Event every action leaves (reason: the action's type, message: its reason). A failure to record one is
+    an effect, not an error: the cycle goes on."""
+    kind = type(action).__name__
+    warning = isinstance(action, Rollback) or (isinstance(action, Notify) and action.severity != "info")
+    try:
+        ctx.ports.cluster.record_event(ctx.target, kind, action.reason, warning=warning)
+    except ShiftlightError as exc:
+        log.warning("%s: could not record an Event (%s)", ctx.target, exc)
+        return EventFailed(kind, str(exc))
+    return EventRecorded(kind, warning)

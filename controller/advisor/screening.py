@@ -1,0 +1,79 @@
+"""Which proposals reach a trial this cycle: ask the advisor (the fallback when it fails or every proposal is
+refused), then screen them through the guardrails. No I/O of its own beyond the advisors it is given."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from controller.decide import guardrails, planner
+from controller.domain.observation import TargetRef
+from controller.domain.phases import Phase
+from controller.domain.proposal import AdvisorContext, Proposal
+from controller.domain.status import TargetStatus
+from controller.errors import ShiftlightError
+from controller.policy import Policy
+from controller.ports import Advisor
+
+
+def screen(
+    proposals: Sequence[Proposal], status: TargetStatus, *, policy: Policy, max_accept: int
+) -> tuple[list[Proposal], list[str]]:
+    """Guardrails: only in-policy, feasible, new, in-budget configs reach a trial.
+
+    Returns the accepted proposals and one line per rejection (who proposed it and why it was refused).
+    """
+    blocked = set(status.blocked_configs)
+    refused = [
+        f"rejected {p.config.label()} ({p.proposed_by}): rolled back in production earlier"
+        for p in proposals
+        if p.config.key() in blocked
+    ]
+    verdict = guardrails.check_proposals(
+        [p for p in proposals if p.config.key() not in blocked],
+        policy=policy,
+        active=status.active_config,
+        history=planner.round_trials(status),
+        max_accept=max_accept,
+    )
+    return list(verdict.accepted), refused + [f"rejected {r.describe()}" for r in verdict.rejected]
+
+
+def screened_proposals(
+    target: TargetRef,
+    status: TargetStatus,
+    *,
+    rules: planner.Rules,
+    policy: Policy,
+    advisor: Advisor,
+    fallback: Advisor | None,
+) -> tuple[list[Proposal], list[str]]:
+    """The accepted proposals for a trialling round, and the notes (advisor failures, fallbacks, rejections)."""
+    if status.phase is not Phase.TRIALLING or status.tuning is None:
+        return [], []
+    round_ = status.tuning
+    remaining = rules.tuning.max_trials - len(round_.trial_keys)
+    if remaining <= 0:
+        return [], []
+    per_cycle = rules.tuning.trials_per_cycle
+    ctx = AdvisorContext(
+        target=target,
+        shape=round_.shape,
+        slo=rules.slo,
+        active=status.active_config,
+        history=tuple(planner.round_trials(status)),
+        max_proposals=min(remaining, per_cycle),
+    )
+    notes: list[str] = []
+    try:
+        raw = list(advisor.propose(ctx))
+    except ShiftlightError as exc:
+        if fallback is None:
+            return [], [f"advisor failed ({exc}); no fallback configured"]
+        notes.append(f"advisor failed ({exc}); the optimizer proposes instead")
+        raw = list(fallback.propose(ctx))
+    accepted, rejected = screen(raw, status, policy=policy, max_accept=per_cycle)
+    if not accepted and rejected and fallback is not None:
+        notes.append("every proposal was rejected; the optimizer proposes instead")
+        more, more_rejected = screen(list(fallback.propose(ctx)), status, policy=policy, max_accept=per_cycle)
+        accepted, rejected = more, rejected + more_rejected
+    return accepted, notes + rejected
