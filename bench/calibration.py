@@ -13,7 +13,8 @@ Sections:
 3. the prefill measurements (a chunk against a cached context; several sequences in one step) against the old
    and the fixed prefill-attention term, and the single-stream TPOT defect before and after the fix;
 4. search efficiency with the calibrated model as the prior, against an objective built from the measured
-   steps (goodput of each measured (B, q) at a TPOT bound), not from the model.
+   steps (goodput of each measured (B, q) at a TPOT bound), not from the model; the search loop, its noise and
+   its trace are ``bench/search_efficiency.py``'s own.
 
 The stack's PyTorch forward pass is not vLLM's: it runs about 25 small kernels per layer where vLLM fuses to about
 6, and moves about 20.8 MB of activations per token where the Llama profile says 9.4 (both counted from the
@@ -34,10 +35,14 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import search_efficiency as se  # noqa: E402
 
 from controller.calibrate.fit import (  # noqa: E402
     ATTENTION_IMPL,
@@ -46,9 +51,10 @@ from controller.calibrate.fit import (  # noqa: E402
     split_half,
 )
 from controller.calibrate.profile import Calibration, load_calibration  # noqa: E402
-from controller.decide.optimizer import CandidateSet, GpSearch  # noqa: E402
 from controller.domain.config import EngineConfig  # noqa: E402
+from controller.domain.slo import SLO  # noqa: E402
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus  # noqa: E402
 from controller.simulator.perf import ATTENTION_MFU, PerformanceModel  # noqa: E402
 from controller.simulator.profiles import GpuProfile, ModelProfile, load_gpu, load_model  # noqa: E402
 
@@ -56,8 +62,6 @@ RAW = ROOT / "controller/simulator/profiles/calibration/h200-raw.json"
 #: Small kernels per layer of the probe's stack: two unfused RMSNorms (8 each), two KV-cache writes, two layout
 #: copies around attention, the attention kernel, two residual adds, SiLU and the gate product.
 STACK_SMALL_KERNELS_PER_LAYER = 25.0
-WITHIN = 0.03
-NOISE = 0.025
 MAX_TRIALS = 12
 
 
@@ -192,30 +196,53 @@ def _measured_goodput(step_s: float, batch: int, tau: float, tpot_bound: float) 
     return batch * tau / step_s if step_s / tau <= tpot_bound else 0.0
 
 
+class MeasuredSurface:
+    """The search bench's surface interface (``true``, ``trial``) over goodput computed from measured steps."""
+
+    def __init__(self, truth: Callable[[EngineConfig], float], bound_s: float) -> None:
+        self._truth = truth
+        self.shape = TrafficShape(
+            arrival_rate_rps=0.0,
+            concurrency=1,
+            prompt_tokens=LengthDistribution(mean=1),
+            output_tokens=LengthDistribution(mean=1),
+        )
+        self.slo = SLO(tpot_seconds=min(bound_s, 60.0))
+
+    def true(self, cfg: EngineConfig) -> float:
+        return self._truth(cfg)
+
+    def trial(self, cfg: EngineConfig, rng: random.Random) -> TrialResult:
+        measured = max(0.0, self.true(cfg) * (1 + rng.gauss(0, se.NOISE)))
+        pct = Percentiles(p50=0.01, p95=0.01, p99=0.01)
+        return TrialResult(
+            config=cfg,
+            shape=self.shape,
+            slo=self.slo,
+            status=TrialStatus.MEASURED,
+            ttft_s=pct,
+            tpot_s=pct,
+            output_tokens_per_s=measured,
+            goodput_tokens_per_s=measured,
+            duration_s=120,
+            startup_s=60,
+        )
+
+
 def _search(
+    key: str,
     cands: list[EngineConfig],
-    truth: Callable[[EngineConfig], float],
+    surface: MeasuredSurface,
     prior: Callable[[EngineConfig], float] | None,
     seed: int,
 ) -> int | None:
-    opt = max(truth(c) for c in cands)
-    cs = CandidateSet(cands, prior)
-    search = GpSearch(cs, seed=seed)
-    rng = random.Random(seed * 7919 + 1)
-    observed: list[tuple[EngineConfig, float]] = []
-    best_meas, inc_true = -1.0, 0.0
-    for i in range(MAX_TRIALS):
-        picks = search.suggest(observed, n=1)
-        if not picks:
-            return None
-        cfg = picks[0].config
-        meas = max(0.0, truth(cfg) * (1 + rng.gauss(0, NOISE)))
-        observed.append((cfg, meas))
-        if meas > best_meas:
-            best_meas, inc_true = meas, truth(cfg)
-        if inc_true >= (1 - WITHIN) * opt:
-            return i + 1
-    return None
+    """Trials until the incumbent is within 3% of the optimum: the search bench's own GP-EI loop and trace."""
+    se.PRIORS_MIS[key] = prior or (lambda cfg: 0.0)
+    run = se._model_search("gp", "mis" if prior is not None else "none")
+    case = SimpleNamespace(profile=key, shape_name="")
+    trials = run(case, surface, cands, seed, MAX_TRIALS)  # type: ignore[arg-type]
+    hit, _ = se._trace(trials, surface, max(surface.true(c) for c in cands))  # type: ignore[arg-type]
+    return hit
 
 
 def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds: int = 8) -> None:
@@ -252,6 +279,7 @@ def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds
                 if max(truth(c) for c in cands) <= 0:
                     continue
                 cases += 1
+                surface = MeasuredSurface(truth, bound_ms / 1e3)
 
                 def model_prior(pm: PerformanceModel, ctx: int = ctx, bound: float = bound_ms / 1e3) -> Any:
                     def fn(cfg: EngineConfig) -> float:
@@ -267,7 +295,7 @@ def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds
                     ("no prior", None),
                 ):
                     for seed in range(seeds):
-                        hit = _search(cands, truth, prior, seed)
+                        hit = _search(f"{ctx}/{rep}/{bound_ms}/{name}", cands, surface, prior, seed)
                         hits[name].append(float(hit) if hit is not None else math.inf)
     print(
         f"\n4. search over (B x q) against measured steps: {cases} cases (context x repetitiveness x TPOT bound), "
