@@ -10,7 +10,8 @@ Endpoints (the subset of vLLM's OpenAI server that load generators, gateways and
   :mod:`controller.simulator.metrics`).
 
 The engine runs in real time, optionally sped up (``--speedup 10`` makes a 40 ms step take 4 ms); every
-timing the server reports (metrics, usage) is in engine time.
+timing the server reports (metrics, usage) is in engine time. The wire format (tokenizer approximation, request
+models, errors) lives in :mod:`controller.simulator.protocol`.
 
 **Tokenizer approximation.** There are no weights and no vocabulary, so text is tokenized deterministically as one
 token per 4 bytes of UTF-8 (rounded up): ``"Hello world"`` (11 bytes) is 3 tokens. A ``prompt`` given as a list of
@@ -36,153 +37,39 @@ import json
 import sys
 import time
 import uuid
-import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from controller.domain.config import EngineConfig
 from controller.errors import ShiftlightError
 from controller.simulator.engine import DEFAULT_MAX_MODEL_LEN, RealTimeDriver, ReplicaEngine, StepResult
 from controller.simulator.metrics import ReplicaMetrics
-
-#: Version string reported on ``/version``: the vLLM API generation the simulator mimics, tagged as simulated.
-VERSION = "0.32.0+shiftlight.sim"
-BYTES_PER_TOKEN = 4
-VOCAB_SIZE = 32_000
-_WORDS: tuple[str, ...] = (
-    " the",
-    " sim",
-    " and",
-    " for",
-    " ran",
-    " one",
-    " new",
-    " way",
-    " key",
-    " log",
-    " map",
-    " set",
-    " run",
-    " row",
-    " fit",
-    " use",
+from controller.simulator.protocol import (
+    BYTES_PER_TOKEN,
+    VERSION,
+    VOCAB_SIZE,
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    RequestError,
+    SamplingRequest,
+    StreamOptions,
+    TextPart,
+    block_hashes,
+    check_lengths,
+    detokenize,
+    error_response,
+    natural_length,
+    parse_body,
+    render_chat,
+    tokenize,
+    usage_block,
+    validation_message,
 )
-_EOS_MIN, _EOS_SPAN = 16, 497
-_M = TypeVar("_M", bound=BaseModel)
-
-
-# ----- tokenizer approximation -------------------------------------------------------------------------------------
-def tokenize(text: str) -> list[int]:
-    """Deterministic token ids: one per 4 UTF-8 bytes (see the module docstring), in ``[0, 32000)``."""
-    data = text.encode()
-    return [
-        int.from_bytes(data[i : i + BYTES_PER_TOKEN], "little") % VOCAB_SIZE
-        for i in range(0, len(data), BYTES_PER_TOKEN)
-    ]
-
-
-def render_chat(messages: Sequence[ChatMessage]) -> str:
-    """The chat template: ``<|role|>\\ncontent\\n`` per message, then the assistant's turn."""
-    parts = [f"<|{m.role}|>\n{m.text()}\n" for m in messages]
-    return "".join(parts) + "<|assistant|>\n"
-
-
-def detokenize(start: int, count: int) -> str:
-    """Text of generated tokens ``start .. start + count - 1``."""
-    return "".join(_WORDS[i % len(_WORDS)] for i in range(start, start + count))
-
-
-def block_hashes(token_ids: Sequence[int], block_size: int) -> list[int]:
-    """Chained hashes of the prompt's full KV blocks (what vLLM's prefix cache keys on)."""
-    hashes: list[int] = []
-    parent = 0
-    for i in range(0, len(token_ids) - block_size + 1, block_size):
-        parent = hash((parent, tuple(token_ids[i : i + block_size])))
-        hashes.append(parent)
-    return hashes
-
-
-def natural_length(token_ids: Sequence[int]) -> int:
-    """Where the simulated model would emit end-of-sequence for this prompt (16..512 tokens)."""
-    digest = zlib.crc32(b"".join(t.to_bytes(4, "little") for t in token_ids[:4096]))
-    return _EOS_MIN + digest % _EOS_SPAN
-
-
-# ----- request models (validated input) ----------------------------------------------------------------------------
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    include_usage: bool | None = True
-    continuous_usage_stats: bool | None = False
-
-
-class _Sampling(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    model: str | None = None
-    stream: bool = False
-    stream_options: StreamOptions | None = None
-    ignore_eos: bool = False
-    n: int = Field(default=1, ge=1)
-    temperature: float | None = Field(default=None, ge=0)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-
-
-class CompletionRequest(_Sampling):
-    prompt: str | list[int] | list[str] | list[list[int]]
-    max_tokens: int | None = Field(default=16, ge=1)
-
-
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    type: Literal["text"]
-    text: str
-
-
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    role: str = Field(min_length=1)
-    content: str | list[TextPart] | None = None
-
-    def text(self) -> str:
-        if self.content is None:
-            return ""
-        if isinstance(self.content, str):
-            return self.content
-        return "".join(p.text for p in self.content)
-
-
-class ChatCompletionRequest(_Sampling):
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-
-
-class RequestError(Exception):
-    """An OpenAI-style error answer."""
-
-    def __init__(self, message: str, *, status: int = 400, err_type: str = "BadRequestError", param: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.err_type = err_type
-        self.param = param
-
-
-def error_response(err: RequestError) -> web.Response:
-    body = {"error": {"message": str(err), "type": err.err_type, "param": err.param, "code": err.status}}
-    return web.json_response(body, status=err.status)
-
-
-def _validation_message(exc: ValidationError) -> tuple[str, str | None]:
-    first = exc.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    return f"{loc}: {first['msg']}", loc or None
 
 
 # ----- the replica --------------------------------------------------------------------------------------------------
@@ -295,47 +182,11 @@ class SimulatedServer:
         return web.json_response({"object": "list", "data": [card]})
 
     # ----- generation --------------------------------------------------------------------------------------------
-    async def _parse(self, request: web.Request, model: type[_M]) -> _M:
-        try:
-            payload = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RequestError(f"request body is not valid JSON: {exc}") from exc
-        if not isinstance(payload, dict):
-            raise RequestError("request body must be a JSON object")
-        try:
-            return model.model_validate(payload)
-        except ValidationError as exc:
-            message, param = _validation_message(exc)
-            raise RequestError(message, param=param) from exc
-
     def _check_model(self, name: str | None) -> None:
         if name is not None and name != self.served_model_name:
             raise RequestError(
                 f"The model `{name}` does not exist.", status=404, err_type="NotFoundError", param="model"
             )
-
-    def _check_lengths(self, prompt_len: int, max_tokens: int | None) -> int:
-        limit = self.engine.max_model_len
-        if prompt_len < 1:
-            raise RequestError("The prompt is empty; it must contain at least one token.", param="prompt")
-        if prompt_len >= limit:
-            raise RequestError(
-                f"This model's maximum context length is {limit} tokens. However, your prompt contains "
-                f"{prompt_len} input tokens, which exceeds this limit even without any output tokens. "
-                "Please reduce the length of the input prompt.",
-                param="input_tokens",
-            )
-        if max_tokens is None:
-            return limit - prompt_len
-        if prompt_len + max_tokens > limit:
-            raise RequestError(
-                f"This model's maximum context length is {limit} tokens. However, you requested {max_tokens} "
-                f"output tokens and your prompt contains {prompt_len} input tokens, for a total of "
-                f"{prompt_len + max_tokens} tokens. Please reduce the length of the input prompt or the number of "
-                "requested output tokens.",
-                param="max_tokens",
-            )
-        return max_tokens
 
     def _submit(self, token_ids: list[int], max_tokens: int, ignore_eos: bool) -> tuple[int, _Stream]:
         eos_after = None if ignore_eos else natural_length(token_ids)
@@ -350,7 +201,7 @@ class SimulatedServer:
         return rid, stream
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
-        body = await self._parse(request, CompletionRequest)
+        body = await parse_body(request, CompletionRequest)
         self._check_model(body.model)
         if body.n != 1:
             raise RequestError("n > 1 is not supported by the simulator", param="n")
@@ -366,21 +217,21 @@ class SimulatedServer:
             token_ids = [int(t) for t in prompt]
             if any(t < 0 or t >= self.vocab_size for t in token_ids):
                 raise RequestError(f"token ids must be in [0, {self.vocab_size})", param="prompt")
-        max_tokens = self._check_lengths(len(token_ids), body.max_tokens)
+        max_tokens = check_lengths(len(token_ids), body.max_tokens, self.engine.max_model_len)
         return await self._generate(request, body, token_ids, max_tokens, chat=False)
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
-        body = await self._parse(request, ChatCompletionRequest)
+        body = await parse_body(request, ChatCompletionRequest)
         self._check_model(body.model)
         if body.n != 1:
             raise RequestError("n > 1 is not supported by the simulator", param="n")
         token_ids = tokenize(render_chat(body.messages))
         requested = body.max_completion_tokens if body.max_completion_tokens is not None else body.max_tokens
-        max_tokens = self._check_lengths(len(token_ids), requested)
+        max_tokens = check_lengths(len(token_ids), requested, self.engine.max_model_len)
         return await self._generate(request, body, token_ids, max_tokens, chat=True)
 
     async def _generate(
-        self, request: web.Request, body: _Sampling, token_ids: list[int], max_tokens: int, *, chat: bool
+        self, request: web.Request, body: SamplingRequest, token_ids: list[int], max_tokens: int, *, chat: bool
     ) -> web.StreamResponse:
         rid, stream = self._submit(token_ids, max_tokens, body.ignore_eos)
         prefix = "chatcmpl-" if chat else "cmpl-"
@@ -396,7 +247,7 @@ class SimulatedServer:
                 count, done = await stream.queue.get()
                 produced += count
             record = self.engine.record(rid)
-            usage = _usage(len(token_ids), produced)
+            usage = usage_block(len(token_ids), produced)
             text = detokenize(0, produced)
             if chat:
                 choice: dict[str, Any] = {
@@ -492,22 +343,13 @@ class SimulatedServer:
             choice["stop_reason"] = None
             await response.write(chunk([choice]))
         if include_usage:
-            await response.write(chunk([], _usage(prompt_len, produced)))
+            await response.write(chunk([], usage_block(prompt_len, produced)))
         resource = request.match_info.route.resource
         handler = resource.canonical if resource is not None else request.path
         self.metrics.observe_http(handler=handler, method=request.method, status=200)
         request["counted"] = True
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
-
-
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    return {
-        "prompt_tokens": prompt_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
-    }
 
 
 # ----- CLI -----------------------------------------------------------------------------------------------------------
@@ -559,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = EngineConfig.model_validate_json(args.config)
     except ValidationError as exc:
-        message, _ = _validation_message(exc)
+        message, _ = validation_message(exc)
         print(f"--config: {message}", file=sys.stderr)
         return 2
     if args.speedup <= 0:
@@ -583,6 +425,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.app(), host=args.host, port=args.port, print=None, handle_signals=True, handler_cancellation=True
     )
     return 0
+
+
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "VERSION",
+    "VOCAB_SIZE",
+    "ChatCompletionRequest",
+    "ChatMessage",
+    "CompletionRequest",
+    "RequestError",
+    "SimulatedServer",
+    "StreamOptions",
+    "TextPart",
+    "block_hashes",
+    "build_server",
+    "detokenize",
+    "error_response",
+    "main",
+    "natural_length",
+    "render_chat",
+    "tokenize",
+]
 
 
 if __name__ == "__main__":
