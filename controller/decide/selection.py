@@ -1,9 +1,13 @@
-"""Choosing among measured trials. Pure."""
+"""Choosing among measured trials: the best of a round, what the round settles on (a gain beyond both the policy's
+threshold and the measured noise), the runners-up worth a capacity probe, and the evidence shown with a choice.
+Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from controller.decide import noise as noises
+from controller.decide.context import PlanContext, round_trials
 from controller.domain.config import EngineConfig
 from controller.domain.trial import TrialResult
 
@@ -27,3 +31,90 @@ def find(trials: Sequence[TrialResult], config: EngineConfig) -> TrialResult | N
     """The latest trial of exactly this config."""
     key = config.key()
     return next((t for t in reversed(trials) if t.config.key() == key), None)
+
+
+def best(ctx: PlanContext, trials: Sequence[TrialResult]) -> TrialResult | None:
+    """The round's best trial. With managed replicas the round runs near one replica's capacity, where every
+    config may miss the SLO: then the highest goodput wins, and the capacity probe searches downwards."""
+    allowed = [t for t in trials if t.config.key() not in set(ctx.status.blocked_configs)]
+    found = best_trial(allowed, is_lossy=ctx.is_lossy)
+    if found is None and ctx.rules.scaling is not None:
+        partial = [t for t in allowed if t.ok and t.objective() > 0]
+        found = max(partial, key=lambda t: t.objective(), default=None)
+    return found
+
+
+def min_gain(ctx: PlanContext) -> float:
+    """The gain over the active config a candidate needs: the policy's ``min_gain``, or more when the measured
+    noise is larger (see :func:`controller.decide.noise.required_gain`)."""
+    measured = ctx.status.noise.relative if ctx.status.noise is not None else None
+    return noises.required_gain(ctx.rules.tuning.min_gain, measured)
+
+
+def choice(ctx: PlanContext) -> TrialResult | None:
+    """The trial the round will settle on: the best one when it gains enough over the active config, else the
+    active config's own (None when nothing met the SLO)."""
+    trials = round_trials(ctx.status)
+    top = best(ctx, trials)
+    baseline = find(trials, ctx.status.active_config)
+    if top is None or baseline is None or not baseline.objective():
+        return top
+    if top.objective() / baseline.objective() < min_gain(ctx):
+        return baseline
+    return top
+
+
+def finalists(ctx: PlanContext, leader: TrialResult) -> list[TrialResult]:
+    """Runners-up whose capacity is worth probing beside the leader's (see ``Rules.capacity_finalists``):
+    distinct configs that met the SLO within ``finalist_gap`` of its goodput, neither active nor blocked, and
+    lossless when the leader is."""
+    if ctx.rules.scaling is None or ctx.rules.capacity_finalists <= 0:
+        return []
+    skip = {leader.config.key(), ctx.status.active_config.key(), *ctx.status.blocked_configs}
+    floor = (1 - ctx.rules.finalist_gap) * leader.objective()
+    out: list[TrialResult] = []
+    for t in sorted(round_trials(ctx.status), key=lambda t: -t.objective()):
+        key = t.config.key()
+        if key in skip or not (t.ok and t.meets_slo()) or t.objective() < floor:
+            continue
+        if ctx.is_lossy(t.config) and not ctx.is_lossy(leader.config):
+            continue
+        skip.add(key)
+        out.append(t)
+        if len(out) == ctx.rules.capacity_finalists:
+            break
+    return out
+
+
+def expected_ratios(
+    trials: Sequence[TrialResult], *, candidate: EngineConfig, stable: EngineConfig
+) -> tuple[float | None, float | None]:
+    """Candidate/stable p95 TTFT and TPOT as the latest canary trials of both measured them on the same shape
+    (a capacity probe of one config at a load the other was not probed at says nothing about the trade-off)."""
+    for cand in reversed(trials):
+        if cand.config.key() != candidate.key() or not cand.ok or cand.ttft_s is None or cand.tpot_s is None:
+            continue
+        base = next(
+            (t for t in reversed(trials) if t.config.key() == stable.key() and t.shape == cand.shape and t.ok), None
+        )
+        if base is None or base.ttft_s is None or base.tpot_s is None or not base.ttft_s.p95 or not base.tpot_s.p95:
+            continue
+        return cand.ttft_s.p95 / base.ttft_s.p95, cand.tpot_s.p95 / base.tpot_s.p95
+    return None, None
+
+
+def evidence(chosen: TrialResult, stock: TrialResult | None) -> tuple[tuple[str, str], ...]:
+    """The stock and chosen measurements side by side, as a notification's fields."""
+
+    def row(t: TrialResult | None) -> str:
+        if t is None or t.ttft_s is None or t.tpot_s is None:
+            return "n/a"
+        return (
+            f"{t.output_tokens_per_s:,.0f} tok/s, goodput {t.goodput_tokens_per_s:,.0f}, "
+            f"TTFT p95 {t.ttft_s.p95 * 1000:.0f} ms, TPOT p95 {t.tpot_s.p95 * 1000:.1f} ms"
+        )
+
+    return (("stock", row(stock)), ("chosen", row(chosen)), ("config", chosen.config.label()))
+
+
+__all__ = ["best", "best_trial", "choice", "evidence", "expected_ratios", "finalists", "find", "min_gain"]

@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from controller.decide import drift as drifts
 from controller.decide import planner
+from controller.decide.capacity import ScalingRules
 from controller.decide.planner import Rules, TuningRules
 from controller.domain import (
     SLO,
@@ -21,6 +23,7 @@ from controller.domain import (
     Phase,
     RolloutState,
     RunTrial,
+    Scale,
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
@@ -99,7 +102,7 @@ def test_first_cycle_starts_tuning_with_a_baseline_trial() -> None:
         (STOCK, "baseline", False),
         (STOCK, "repeat", True),
     ]
-    assert "no tuned config for window 'day'" in trials[0].reason
+    assert d.codes == ("tune-no-config",)
     assert trials[0].shape.window == DAY
     assert trials[1].shape == trials[0].shape
 
@@ -139,7 +142,7 @@ def test_small_gain_keeps_the_active_config() -> None:
     d = plan(status)
     assert d.status.phase is Phase.OBSERVING and d.status.rollout is None
     entry = d.status.schedule_for("day")
-    assert entry is not None and entry.config == STOCK and "1.01x < 1.03x" in entry.reason
+    assert entry is not None and entry.config == STOCK and d.codes == ("keep-active",)
 
 
 def test_candidates_that_break_the_slo_never_win() -> None:
@@ -172,17 +175,18 @@ def test_dry_run_reports_but_rolls_out_nothing() -> None:
     d = plan(status, rules=rules)
     assert d.status.phase is Phase.OBSERVING and d.status.rollout is None
     assert d.status.active_config == STOCK
-    assert [type(a) for a in d.actions] == [Notify] and "dry-run: would roll out mtp1" in d.actions[0].reason
+    assert [type(a) for a in d.actions] == [Notify] and d.codes == ("dry-run",)
 
 
 def test_missing_metrics_freeze_and_recover() -> None:
     d = plan(TargetStatus(), observation=None, observe_error="metrics unavailable: connection refused")
-    assert d.status.phase is Phase.FROZEN and "connection refused" in (d.status.frozen_reason or "")
+    assert d.status.phase is Phase.FROZEN and d.codes == ("frozen",)
     assert [type(a) for a in d.actions] == [Notify]
     again = plan(d.status, observation=None, observe_error="still down")
     assert again.status.phase is Phase.FROZEN and again.actions == ()
     back = plan(again.status)
     assert back.status.phase is Phase.OBSERVING and back.status.frozen_reason is None
+    assert back.codes == ("metrics-back",)
 
 
 def test_new_window_switches_to_its_scheduled_config() -> None:
@@ -191,7 +195,7 @@ def test_new_window_switches_to_its_scheduled_config() -> None:
     d = plan(status, now=datetime(2026, 12, 1, 1, 0, tzinfo=UTC), observation=observation(night_shape))
     assert d.status.phase is Phase.ROLLING_OUT and d.status.rollout is not None
     assert d.status.rollout.to_config == MTP3 and d.status.rollout.proposed_by == "schedule"
-    assert "window 'night'" in d.status.rollout.reason and "1.50x the active mtp1" in d.status.rollout.reason
+    assert d.codes == ("scheduled-switch",) and d.status.rollout.expected_gain == pytest.approx(1.5)
 
 
 def test_drift_starts_a_new_round() -> None:
@@ -240,7 +244,7 @@ def test_next_window_is_prewarmed_before_it_starts() -> None:
     d = plan(night_and_day(MTP1), now=before_midnight)
     assert d.status.phase is Phase.ROLLING_OUT and d.status.rollout is not None
     assert d.status.rollout.to_config == MTP3
-    assert d.status.rollout.reason.startswith("pre-warming 15 min ahead: window 'night' starts at 00:00")
+    assert d.codes == ("prewarm",)
     assert any(isinstance(a, DeployCandidate) for a in d.actions)
     # an hour earlier it is too soon
     assert plan(night_and_day(MTP1), now=datetime(2026, 11, 30, 22, 50, tzinfo=UTC)).status.rollout is None
@@ -304,12 +308,10 @@ def test_detector_drift_retunes_at_most_once_per_interval() -> None:
     entry = stock_day_tuned_two_hours_ago()
     status = TargetStatus(window="day", schedule=(entry,))
     busier = observation(SHAPE.model_copy(update={"concurrency": 1024}))
-    rules = Rules(
-        slo=RULES.slo, tuning=RULES.tuning, windows=RULES.windows, drift=planner.drifts.DriftParams(dwell_s=0)
-    )
+    rules = Rules(slo=RULES.slo, tuning=RULES.tuning, windows=RULES.windows, drift=drifts.DriftParams(dwell_s=0))
     d = plan(status, observation=busier, rules=rules)
     assert d.status.phase is Phase.TRIALLING
-    assert d.status.tuning is not None and "traffic drifted from the tuned shape" in d.status.tuning.reason
+    assert d.status.tuning is not None and d.codes == ("tune-drift",)
     fresh = status.model_copy(update={"schedule": (entry.model_copy(update={"tuned_at": NOON}),)})
     assert plan(fresh, observation=busier, rules=rules).status.phase is Phase.OBSERVING
 
@@ -330,7 +332,7 @@ def test_a_retune_for_drift_needs_traffic_away_from_this_windows_tuned_shape(
     shape (distance 0.00 started a round in the week benchmark, 5 minutes after a promotion), nor about another
     window's tuned shape."""
     entry = stock_day_tuned_two_hours_ago()
-    was_drifted = planner.drifts.DriftState(drifted=True, changed_at=NOON - timedelta(hours=1))
+    was_drifted = drifts.DriftState(drifted=True, changed_at=NOON - timedelta(hours=1))
     status = TargetStatus(window=last_window, schedule=(entry,), drift=was_drifted)
     live = observation(SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=live_prompt)}))
     d = plan(status, observation=live)
@@ -351,7 +353,7 @@ SCALING = Rules(
     slo=RULES.slo,
     tuning=TuningRules(max_trials=3),
     windows=RULES.windows,
-    scaling=planner.ScalingRules(min_replicas=1, max_replicas=8, headroom=0.25, scale_down_stabilisation_s=0),
+    scaling=ScalingRules(min_replicas=1, max_replicas=8, headroom=0.25, scale_down_stabilisation_s=0),
 )
 
 
@@ -434,7 +436,7 @@ def test_a_switch_must_save_replicas_when_replicas_are_managed(stock_capacity: f
         assert entry.config == MTP1 and d.status.phase is Phase.ROLLING_OUT
     else:
         assert entry.config == STOCK and d.status.phase is Phase.OBSERVING
-        assert any("save no GPUs" in r for r in d.status.last_reasons)
+        assert "no-replicas-saved" in d.codes
 
 
 @pytest.mark.parametrize(
@@ -495,8 +497,7 @@ def test_with_an_hpa_too_small_for_the_load_a_round_warns_instead_of_rolling_out
         assert d.status.phase is Phase.ROLLING_OUT and not warnings
     else:
         assert d.status.phase is Phase.OBSERVING and d.status.rollout is None
-        assert len(warnings) == 1
-        assert "HorizontalPodAutoscaler/vllm holds 1 replica(s) for 50.00 req/s" in warnings[0].reason
+        assert len(warnings) == 1 and "too-few-replicas" in d.codes
         assert "the load needs at least 2" in warnings[0].reason
 
 
@@ -515,17 +516,17 @@ def test_replicas_follow_the_request_rate_at_the_probed_capacity() -> None:
     # 60 req/s x 1.25 headroom / 30 req/s per replica = 3 replicas
     busy = observation(SHAPE.model_copy(update={"arrival_rate_rps": 60, "concurrency": 768}))
     scaled_up = plan(active, observation=busy, rules=SCALING)
-    scale = [a for a in scaled_up.actions if isinstance(a, planner.Scale)]
+    scale = [a for a in scaled_up.actions if isinstance(a, Scale)]
     assert [s.replicas for s in scale] == [3] and "60.00 req/s" in scale[0].reason
     hpa = plan(active, observation=busy, rules=SCALING, external_autoscaler="HorizontalPodAutoscaler/vllm")
-    assert not [a for a in hpa.actions if isinstance(a, planner.Scale)]
+    assert not [a for a in hpa.actions if isinstance(a, Scale)]
     assert any("deferring" in r for r in hpa.status.last_reasons)
     # a capacity probed on a very different length mix (24k-token prompts) does not size this traffic
     docs = entry.model_copy(
         update={"window": "night", "shape": SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=24000)})}
     )
     elsewhere = active.model_copy(update={"schedule": (docs,)})
-    assert not [a for a in plan(elsewhere, observation=busy, rules=SCALING).actions if isinstance(a, planner.Scale)]
+    assert not [a for a in plan(elsewhere, observation=busy, rules=SCALING).actions if isinstance(a, Scale)]
 
 
 @pytest.mark.parametrize(("rate", "retunes"), [(3.0, False), (20.0, True)])
@@ -549,7 +550,7 @@ def test_drift_in_a_quiet_stretch_does_not_retune(rate: float, retunes: bool) ->
         tuning=RULES.tuning,
         windows=RULES.windows,
         scaling=SCALING.scaling,
-        drift=planner.drifts.DriftParams(dwell_s=0),
+        drift=drifts.DriftParams(dwell_s=0),
     )
     d = plan(status, observation=observation(longer), rules=rules)
     assert (d.status.phase is Phase.TRIALLING) is retunes
@@ -618,12 +619,12 @@ def test_a_breach_below_the_probed_capacity_lowers_it_and_adds_replicas(
 ) -> None:
     status = TargetStatus(window="day", active_config=MTP1, replicas=replicas, schedule=(_probed_day(capacity),))
     d = plan(status, observation=breaching(), rules=SCALING)
-    scale = [a for a in d.actions if isinstance(a, planner.Scale)]
+    scale = [a for a in d.actions if isinstance(a, Scale)]
     assert [a.replicas for a in scale] == [expect]
     assert d.status.phase is Phase.OBSERVING  # replicas first, no re-tune
     entry = d.status.schedule_for("day")
     assert entry is not None and entry.capacity_rps == pytest.approx(20.0 / replicas * 0.9)
-    assert any("below the 30.00 req/s the canary measured" in r for r in d.status.last_reasons)
+    assert d.codes[0] == "capacity-corrected"
 
 
 @pytest.mark.parametrize(
@@ -651,7 +652,7 @@ def test_a_breach_right_after_a_replica_change_does_not_lower_the_probed_capacit
     entry = d.status.schedule_for("day")
     assert entry is not None
     assert entry.capacity_rps == (pytest.approx(18.0) if lowered else 30.0)
-    assert [a.replicas for a in d.actions if isinstance(a, planner.Scale)] == ([2] if lowered else [])
+    assert [a.replicas for a in d.actions if isinstance(a, Scale)] == ([2] if lowered else [])
     if lowered:
         assert d.status.replicas_changed_at == NOON  # the scale-up starts a new settle period
     else:
@@ -661,10 +662,10 @@ def test_a_breach_right_after_a_replica_change_does_not_lower_the_probed_capacit
 def test_every_stable_scale_records_when_the_replica_count_changed() -> None:
     status = TargetStatus(window="day", active_config=MTP1, replicas=1, schedule=(_probed_day(10.0),))
     d = plan(status, rules=SCALING)  # 20 req/s x 1.25 / 10 -> 3
-    assert [a.replicas for a in d.actions if isinstance(a, planner.Scale)] == [3]
+    assert [a.replicas for a in d.actions if isinstance(a, Scale)] == [3]
     assert d.status.replicas_changed_at == NOON
     calm = plan(d.status.model_copy(update={"replicas": 3}), rules=SCALING, now=NOON + timedelta(minutes=5))
-    assert not [a for a in calm.actions if isinstance(a, planner.Scale)]
+    assert not [a for a in calm.actions if isinstance(a, Scale)]
     assert calm.status.replicas_changed_at == NOON
 
 
@@ -678,16 +679,16 @@ def test_a_breach_above_the_probed_capacity_keeps_it_and_scales_by_it() -> None:
     d = plan(status, observation=breaching(), rules=SCALING)
     entry = d.status.schedule_for("day")
     assert entry is not None and entry.capacity_rps == pytest.approx(10.0)
-    assert [a.replicas for a in d.actions if isinstance(a, planner.Scale)] == [3]  # 20 x 1.25 / 10
+    assert [a.replicas for a in d.actions if isinstance(a, Scale)] == [3]  # 20 x 1.25 / 10
 
 
 def test_without_a_probed_capacity_a_breach_adds_half_again_the_replicas() -> None:
     status = TargetStatus(window="day", active_config=MTP1, replicas=4, schedule=(_probed_day(None),))
     d = plan(status, observation=breaching(), rules=SCALING)
-    scale = [a for a in d.actions if isinstance(a, planner.Scale)]
+    scale = [a for a in d.actions if isinstance(a, Scale)]
     assert [a.replicas for a in scale] == [6] and "no probed capacity" in scale[0].reason
     calm = plan(status, observation=observation(), rules=SCALING)
-    assert not [a for a in calm.actions if isinstance(a, planner.Scale)]
+    assert not [a for a in calm.actions if isinstance(a, Scale)]
 
 
 def mid_rollout(*, replicas: int, stock_capacity: float) -> TargetStatus:
@@ -716,7 +717,7 @@ def test_the_candidate_keeps_its_share_when_the_fleet_scales_mid_rollout() -> No
     status = mid_rollout(replicas=2, stock_capacity=10.0)
     busy = observation(SHAPE.model_copy(update={"arrival_rate_rps": 40}))
     d = plan(status, observation=busy, rules=SCALING)
-    scales = {a.variant: a.replicas for a in d.actions if isinstance(a, planner.Scale)}
+    scales = {a.variant: a.replicas for a in d.actions if isinstance(a, Scale)}
     assert scales == {"stable": 5, "candidate": 3}  # 40 x 1.25 / 10 = 5; half of 5 -> 3
 
 
@@ -769,7 +770,7 @@ def test_when_no_config_meets_the_slo_at_the_design_load_the_round_retries_at_ha
     runs = [a for a in d.actions if isinstance(a, RunTrial)]
     assert [r.config for r in runs] == [STOCK, STOCK] and runs[0].shape == d.status.tuning.shape
     assert [r.repeat for r in runs] == [False, True]
-    assert any("searching again at 128" in r for r in d.status.last_reasons)
+    assert d.codes[0] == "retry-lighter"
     # without managed replicas the round ends as before: nothing met the SLO, trials pause
     assert plan(status).status.tuning_paused_until is not None
 
@@ -777,7 +778,7 @@ def test_when_no_config_meets_the_slo_at_the_design_load_the_round_retries_at_ha
 def test_replicas_are_not_removed_while_a_rollout_runs() -> None:
     status = mid_rollout(replicas=6, stock_capacity=30.0)
     d = plan(status, rules=SCALING)  # 20 req/s x 1.25 / 30 -> 1 replica would do
-    assert not [a for a in d.actions if isinstance(a, planner.Scale)]
+    assert not [a for a in d.actions if isinstance(a, Scale)]
     assert any("scale-down waits for it" in r for r in d.status.last_reasons)
 
 

@@ -1,0 +1,141 @@
+"""The planner's frozen input (:class:`PlanContext`), its output unit (:class:`Intent`) and the small shape and status
+helpers every concern shares. Pure.
+
+A concern is a family of functions ``(ctx) -> Intent | None``. An :class:`Intent` is the next status the concern
+wants, the actions and notes that go with it, and a machine-readable reason ``code`` next to the sentences. Status
+is never mutated: a function that builds on another's result continues with ``ctx.with_status(intent.status)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from controller.decide.rules import Rules
+from controller.domain.actions import Action
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.phases import Phase, transition
+from controller.domain.proposal import Proposal
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.traffic import TimeWindow, TrafficShape
+from controller.domain.trial import TrialResult
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """Everything one decision may look at: the status read at the start of the cycle (or the one an earlier step
+    of this cycle produced), what was observed, the proposals that passed the guardrails, the rules and the time."""
+
+    status: TargetStatus
+    observation: Observation | None
+    observe_error: str | None
+    proposals: Sequence[Proposal]
+    rules: Rules
+    now: datetime
+    window: TimeWindow
+    """The time-of-day window ``now`` falls in."""
+    is_lossy: Callable[[EngineConfig], bool] = lambda _c: False
+    drifted: bool = False
+    """A re-tune was asked for from outside (the built-in detector runs on every observing cycle anyway)."""
+    candidate_ready_replicas: int | None = None
+    external_autoscaler: str | None = None
+    """The HPA/KEDA object that owns the replica count, if any."""
+    forecast: Mapping[str, TrafficShape] = field(default_factory=dict)
+    """Window name -> the fleet-level traffic shape expected in its busy hour."""
+
+    def with_status(self, status: TargetStatus) -> PlanContext:
+        return replace(self, status=status)
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What one concern decided: the status it leads to, its actions and notes, and a machine-readable reason."""
+
+    code: str
+    status: TargetStatus
+    actions: tuple[Action, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def window_at(windows: Sequence[TimeWindow], now: datetime) -> TimeWindow:
+    hour = now.hour + now.minute / 60 + now.second / 3600
+    return next((w for w in windows if w.contains(hour)), windows[0])
+
+
+def remaining_s(now: datetime, window: TimeWindow) -> float:
+    """Seconds from ``now`` to the end of ``window`` (which contains now)."""
+    hour = now.hour + now.minute / 60 + now.second / 3600
+    return ((window.end_hour - hour) % 24 or 24) * 3600
+
+
+def per_replica(shape: TrafficShape, replicas: int) -> TrafficShape:
+    """The share of the fleet's traffic one replica sees (what a canary trial must replay)."""
+    n = max(1, replicas)
+    return shape.model_copy(
+        update={"arrival_rate_rps": shape.arrival_rate_rps / n, "concurrency": shape.concurrency / n}
+    )
+
+
+def scaled(shape: TrafficShape, factor: float) -> TrafficShape:
+    return shape.model_copy(
+        update={"arrival_rate_rps": shape.arrival_rate_rps * factor, "concurrency": shape.concurrency * factor}
+    )
+
+
+def round_trials(status: TargetStatus) -> list[TrialResult]:
+    """Results of the current tuning round, in the order they ran."""
+    if status.tuning is None:
+        return []
+    keys = set(status.tuning.trial_keys)
+    shape = status.tuning.shape
+    return [t for t in status.trials if t.shape == shape and t.config.key() in keys]
+
+
+def move(current: Phase, target: Phase) -> Phase:
+    """The phase after ``current`` when a decision wants ``target`` (staying put is not a transition)."""
+    return current if current is target and target is not Phase.ROLLING_OUT else transition(current, target)
+
+
+def observing(status: TargetStatus) -> TargetStatus:
+    """``status`` moved to the observing phase."""
+    return status.model_copy(update={"phase": move(status.phase, Phase.OBSERVING)})
+
+
+def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
+    others = tuple(s for s in status.schedule if s.window != entry.window)
+    return status.model_copy(update={"schedule": (*others, entry)})
+
+
+def slo_breach(observation: Observation, slo: SLO, min_samples: int) -> str:
+    """Why the stable variant is breaching the SLO right now (empty when it is not, or too few requests to say)."""
+    stable = observation.variants.get("stable")
+    if stable is None or stable.requests < min_samples:
+        return ""
+    problems = []
+    if stable.ttft_p95_s is not None and stable.ttft_p95_s > slo.ttft_seconds:
+        problems.append(f"TTFT p95 {stable.ttft_p95_s:.2f} s > {slo.ttft_seconds:g} s")
+    if stable.tpot_p95_s is not None and stable.tpot_p95_s > slo.tpot_seconds:
+        problems.append(f"TPOT p95 {stable.tpot_p95_s * 1000:.0f} ms > {slo.tpot_seconds * 1000:.0f} ms")
+    if stable.error_rate > slo.max_error_rate:
+        problems.append(f"error rate {stable.error_rate:.1%} > {slo.max_error_rate:.1%}")
+    if not problems:
+        return ""
+    return f"SLO breach on the active config over {stable.requests} requests: " + "; ".join(problems)
+
+
+__all__ = [
+    "Intent",
+    "PlanContext",
+    "move",
+    "observing",
+    "per_replica",
+    "remaining_s",
+    "round_trials",
+    "scaled",
+    "slo_breach",
+    "window_at",
+    "with_schedule",
+]

@@ -1,0 +1,152 @@
+"""What a finished tuning round leads to: keep the active config, schedule the winner for its window, roll it out
+now, or pause trials when nothing met the SLO; with managed replicas, a winner must also save replicas. Pure."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from controller.decide import probe, rolling, selection, tuning
+from controller.decide.context import Intent, PlanContext, move, observing, remaining_s, round_trials, with_schedule
+from controller.decide.scaling import short_of_replicas
+from controller.domain.actions import Notify, Severity
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.phases import Phase
+from controller.domain.status import ScheduledConfig, TuningRound
+from controller.domain.trial import TrialResult
+
+
+def select(ctx: PlanContext, round_: TuningRound) -> Intent:
+    """The round's verdict. Codes: ``retry-lighter``, ``trials-paused`` (nothing met the SLO), ``keep-active``
+    (no gain beyond the threshold and the noise), ``no-replicas-saved``, ``scheduled-for-window`` (another
+    window's config), ``not-worth-switching``, ``too-few-replicas``, ``dry-run``, ``rollout-started`` /
+    ``approval-required``."""
+    trials = round_trials(ctx.status)
+    active = ctx.status.active_config
+    baseline = selection.find(trials, active)
+    stock = selection.find(trials, STOCK) or baseline
+    best = selection.best(ctx, trials)
+    status = ctx.status.model_copy(update={"tuning": None, "tuned_shape": round_.shape})
+    stock_goodput = stock.objective() if stock else 0.0
+    base_goodput = baseline.objective() if baseline else 0.0
+    if best is None and ctx.rules.scaling is not None and trials and round_.shape.concurrency >= 2:
+        measured_any = any(t.status.value != "failed" for t in trials)
+        if measured_any:
+            return tuning.retry_lighter(ctx, round_)
+    if best is None:
+        failed = [t for t in trials if t.status.value == "failed"]
+        if trials and len(failed) == len(trials):
+            cause = f"the canary could not measure anything ({failed[-1].reason})"
+        else:
+            cause = "no trial met the SLO"
+        pause = ctx.rules.schedule.retune_min_interval_s
+        why = f"round {round_.id}: {cause}; keeping {active.label()} and pausing trials for {pause / 60:.0f} min"
+        status = status.model_copy(
+            update={
+                "phase": move(status.phase, Phase.OBSERVING),
+                "tuning_paused_until": ctx.now + timedelta(seconds=pause),
+                "tuning_paused_reason": why,
+            }
+        )
+        return Intent("trials-paused", status, (Notify(Severity.WARNING, "Trials paused", why),), (why,))
+    by_capacity = ""
+    if ctx.rules.scaling is not None and best.config.key() != active.key():
+        best, by_capacity = probe.fewest_replicas(ctx, round_, best)
+    gain = best.objective() / base_goodput if base_goodput else float("inf")
+    evidence = selection.evidence(best, stock)
+    no_saving = probe.replicas_saved(ctx, round_, best, baseline)
+    # a finalist chosen for its capacity saves replicas: the gain that matters when they are managed
+    min_gain = selection.min_gain(ctx)
+    enough = gain >= min_gain or bool(by_capacity)
+    if best.config.key() == active.key() or not enough or no_saving:
+        return _keep(ctx, round_, best, baseline, gain=gain, min_gain=min_gain, no_saving=no_saving, stock=stock)
+    proposer = round_.proposer_of(best.config.key())
+    capacity = probe.capacity(ctx, round_, best)
+    why = (
+        f"{best.config.label()} delivers {best.objective():,.0f} goodput tok/s vs {base_goodput:,.0f} for "
+        f"{active.label()} ({gain:.2f}x) on {round_.shape.describe()}; proposed by {proposer}"
+    )
+    if by_capacity:
+        why += f"; chosen for capacity: {by_capacity}"
+    entry = _entry(ctx, round_, best.config, best.objective(), why, capacity, stock_goodput)
+    status = with_schedule(status, entry)
+    if round_.window != ctx.window.name:
+        note = f"scheduled {best.config.label()} for window '{round_.window}' ({gain:.2f}x): {why}"
+        notify = Notify(Severity.INFO, f"Config scheduled for '{round_.window}'", note, evidence)
+        return Intent("scheduled-for-window", observing(status), (notify,), (note,))
+    benefit_s = (gain - 1) * remaining_s(ctx.now, ctx.window)
+    if benefit_s < ctx.rules.schedule.switch_cost_s:
+        note = (
+            f"scheduled {best.config.label()} for window '{round_.window}' but not switching now: "
+            f"{gain:.2f}x over the {remaining_s(ctx.now, ctx.window) / 3600:.1f} h left in the window is worth "
+            f"{benefit_s:.0f} s of traffic, less than a switch costs ({ctx.rules.schedule.switch_cost_s:.0f} s)"
+        )
+        return Intent("not-worth-switching", observing(status), notes=(note,))
+    short = short_of_replicas(ctx, capacity[0])
+    if short:
+        note = f"scheduled {best.config.label()} for window '{round_.window}' but not rolling it out: {short}"
+        notify = Notify(Severity.WARNING, "Too few replicas", note, evidence)
+        return Intent("too-few-replicas", observing(status), (notify,), (note,))
+    if ctx.rules.tuning.dry_run:
+        note = f"dry-run: would roll out {best.config.label()}: {why}"
+        return Intent(
+            "dry-run", observing(status), (Notify(Severity.INFO, "Dry-run decision", note, evidence),), (note,)
+        )
+    started = rolling.begin(ctx.with_status(status), best.config, why, proposed_by=proposer, gain=gain)
+    actions = (Notify(Severity.INFO, "New config chosen", why, evidence), *started.actions)
+    return Intent(started.code, started.status, actions, started.notes)
+
+
+def _keep(
+    ctx: PlanContext,
+    round_: TuningRound,
+    best: TrialResult,
+    baseline: TrialResult | None,
+    *,
+    gain: float,
+    min_gain: float,
+    no_saving: str,
+    stock: TrialResult | None,
+) -> Intent:
+    """Keep the active config for the window (codes ``keep-active`` and ``no-replicas-saved``)."""
+    active = ctx.status.active_config
+    why = (
+        f"round {round_.id}: keeping {active.label()} (best candidate {best.config.label()} gains "
+        f"{gain:.2f}x < {min_gain:.2f}x)"
+    )
+    if min_gain > ctx.rules.tuning.min_gain:
+        why += f" (the measurement noise is {ctx.status.noise.relative if ctx.status.noise else 0:.1%})"
+    code = "keep-active"
+    if no_saving and gain >= min_gain:
+        why, code = f"round {round_.id}: keeping {active.label()}: {no_saving}", "no-replicas-saved"
+    capacity = probe.capacity(ctx, round_, baseline) if baseline else (None, None)
+    base_goodput = baseline.objective() if baseline else 0.0
+    entry = _entry(ctx, round_, active, base_goodput, why, capacity, stock.objective() if stock else 0.0)
+    status = ctx.status.model_copy(update={"tuning": None, "tuned_shape": round_.shape})
+    return Intent(code, observing(with_schedule(status, entry)), notes=(why,))
+
+
+def _entry(
+    ctx: PlanContext,
+    round_: TuningRound,
+    config: EngineConfig,
+    goodput: float,
+    why: str,
+    capacity: tuple[float | None, float | None],
+    stock_goodput: float,
+) -> ScheduledConfig:
+    return ScheduledConfig(
+        window=round_.window,
+        config=config,
+        shape=round_.shape,
+        goodput_tokens_per_s=goodput,
+        stock_goodput_tokens_per_s=stock_goodput,
+        reason=why,
+        tuned_at=ctx.now,
+        capacity_rps=capacity[0],
+        capacity_concurrency=capacity[1],
+        fleet_rate_rps=probe.fleet_rate(ctx, round_),
+        replicas=max(1, ctx.status.replicas),
+    )
+
+
+__all__ = ["select"]

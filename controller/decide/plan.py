@@ -1,0 +1,154 @@
+"""One decision: dispatch on the phase, collect the intents of the concerns that apply, and fold them into the
+next status once. Pure: no I/O, no clock reads (``now`` is passed in), no adapters.
+
+Flow: ``plan()`` builds a frozen :class:`PlanContext` from the status read at the start of the cycle, the
+observation and the screened proposals. The phase picks the concern (rollout bookkeeping, freeze/thaw, a tuning
+round, observing); while a round or a rollout runs, replicas still follow the load (scaling); the daily digest is
+added when due. Each concern returns an :class:`Intent` (next status, actions, notes, a reason code); the fold
+stamps the cycle's window, time and reasons on the last intent's status and returns a :class:`Decision`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from controller.decide import observing, outcome, probe, rolling, scaling, tuning
+from controller.decide import rollout as rollouts
+from controller.decide.context import Intent, PlanContext, move, window_at
+from controller.decide.digest import digest
+from controller.decide.rules import Rules
+from controller.domain.actions import Action, Scale
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.phases import Phase
+from controller.domain.proposal import Proposal
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import TrafficShape
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The next status, the actions to take in order, the notes, and the reason code of each intent that led to
+    them (machine-readable; the notes and action reasons are the sentences people read)."""
+
+    status: TargetStatus
+    actions: tuple[Action, ...]
+    notes: tuple[str, ...]
+    codes: tuple[str, ...] = ()
+
+
+def plan(
+    *,
+    status: TargetStatus,
+    observation: Observation | None,
+    observe_error: str | None,
+    proposals: Sequence[Proposal],
+    rules: Rules,
+    now: datetime,
+    is_lossy: Callable[[EngineConfig], bool] = lambda _c: False,
+    drifted: bool = False,
+    candidate_ready_replicas: int | None = None,
+    external_autoscaler: str | None = None,
+    forecast: Mapping[str, TrafficShape] | None = None,
+) -> Decision:
+    """Decide this cycle. ``proposals`` have already passed the guardrails.
+
+    ``drifted`` forces a re-tune (the built-in detector runs on every observing cycle anyway);
+    ``external_autoscaler`` names an HPA/KEDA object that owns the replica count, if any;
+    ``forecast`` maps window names to the fleet-level traffic shape expected in each window's busy hour.
+    """
+    window = window_at(rules.windows, now)
+    ctx = PlanContext(
+        status=status,
+        observation=observation,
+        observe_error=observe_error,
+        proposals=proposals,
+        rules=rules,
+        now=now,
+        window=window,
+        is_lossy=is_lossy,
+        drifted=drifted,
+        candidate_ready_replicas=candidate_ready_replicas,
+        external_autoscaler=external_autoscaler,
+        forecast=dict(forecast or {}),
+    )
+    intents = [dispatch(ctx)]
+    if status.phase not in (Phase.OBSERVING, Phase.FROZEN) and observation is not None and rules.scaling is not None:
+        intents.append(follow_load(ctx.with_status(intents[-1].status)))
+    due = digest(intents[-1].status, rules, now)
+    if due is not None:
+        intents.append(due)
+    return fold(intents, window_name=window.name, now=now)
+
+
+def dispatch(ctx: PlanContext) -> Intent:
+    """The concern the phase calls for."""
+    phase = ctx.status.phase
+    if phase in (Phase.ROLLING_OUT, Phase.AWAITING_APPROVAL, Phase.PAUSED):
+        return rolling.advance(ctx)
+    if phase is Phase.ROLLED_BACK:
+        status = ctx.status.model_copy(update={"phase": move(phase, Phase.OBSERVING), "rollout": None})
+        return Intent("observing-after-rollback", status)
+    if ctx.observation is None:
+        return observing.freeze(ctx)
+    if phase is Phase.FROZEN:
+        return observing.thaw(ctx)
+    if phase is Phase.TRIALLING:
+        return trialling(ctx)
+    return observing.observe(ctx)
+
+
+def trialling(ctx: PlanContext) -> Intent:
+    """A tuning round's cycle: record the noise its repeats measured, run the next proposals, probe the capacity
+    of its choice (with managed replicas), and settle the round when nothing is left to run."""
+    round_ = ctx.status.tuning
+    if round_ is None:
+        return Intent("no-round", ctx.status.model_copy(update={"phase": move(ctx.status.phase, Phase.OBSERVING)}))
+    ctx = ctx.with_status(tuning.with_noise(ctx.status, round_, ctx.now))
+    step = tuning.next_trials(ctx, round_)
+    if step is not None:
+        return step
+    if ctx.rules.scaling is not None:
+        step = probe.capacity_probe(ctx, round_)
+        if step is not None:
+            return step
+    return outcome.select(ctx, round_)
+
+
+def follow_load(ctx: PlanContext) -> Intent:
+    """Replicas follow the load whatever the tuning or rollout is doing; a candidate carrying part of the traffic
+    keeps its share of a rescaled fleet."""
+    sized = scaling.scale(ctx)
+    actions = list(sized.actions)
+    rollout = sized.status.rollout
+    if rollout is not None and rollout.weight > 0:
+        for a in sized.actions:
+            if isinstance(a, Scale) and a.variant == "stable":
+                need = rollouts.candidate_replicas_for(a.replicas, rollout.weight)
+                why = f"the fleet scales to {a.replicas}: the candidate keeps {rollout.weight}% of it"
+                actions.append(Scale("candidate", need, why))
+    return Intent(sized.code, sized.status, tuple(actions), sized.notes)
+
+
+def fold(intents: Sequence[Intent], *, window_name: str, now: datetime) -> Decision:
+    """The cycle's decision: the last intent's status (each intent builds on the one before), every intent's
+    actions and notes in order, and the cycle's bookkeeping (time, window, reasons, when replicas changed)."""
+    status = intents[-1].status
+    actions = tuple(a for i in intents for a in i.actions)
+    notes = tuple(n for i in intents for n in i.notes)
+    reasons = tuple(a.reason for a in actions) + notes
+    rescaled = any(isinstance(a, Scale) and a.variant == "stable" for a in actions)
+    final = status.model_copy(
+        update={
+            "updated_at": now,
+            "window": window_name,
+            "last_reasons": reasons or status.last_reasons,
+            "replicas_changed_at": now if rescaled else status.replicas_changed_at,
+        }
+    )
+    return Decision(final, actions, notes, tuple(i.code for i in intents))
+
+
+__all__ = ["Decision", "dispatch", "fold", "follow_load", "plan", "trialling"]

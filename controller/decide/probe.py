@@ -1,0 +1,155 @@
+"""Capacity probing: how far one replica of a round's choice (and of its finalists and the active config) stretches
+within the SLO, by replaying the round's shape at growing multiples of its load, and what that means in
+replicas. Pure; the bracket search itself is in :mod:`controller.decide.capacity`."""
+
+from __future__ import annotations
+
+from controller.decide import selection
+from controller.decide.capacity import holds, next_probe_factor, probe_bracket, replicas_for
+from controller.decide.context import Intent, PlanContext, round_trials, scaled
+from controller.domain.actions import RunTrial
+from controller.domain.status import TuningRound
+from controller.domain.trial import TrialResult
+
+
+def capacity_probe(ctx: PlanContext, round_: TuningRound) -> Intent | None:
+    """The next step of the capacity search for the config the round will choose (code ``capacity-probe``): replay
+    its shape at growing multiples of the per-replica load until the SLO breaks, then narrow the bracket. Its
+    result (how far one replica stretches within the SLO) sizes the fleet. None when the search is done."""
+    chosen = selection.choice(ctx)
+    if chosen is None:
+        return None
+    switching = chosen.config.key() != ctx.status.active_config.key()
+    step = next_probe(ctx, round_, chosen)
+    for finalist in selection.finalists(ctx, chosen) if switching else ():
+        if step is not None:
+            break
+        step = next_probe(ctx, round_, finalist)
+    if step is None and switching:
+        # the active config's capacity too: a switch must save replicas to be worth its rollout
+        baseline = selection.find(round_trials(ctx.status), ctx.status.active_config)
+        if baseline is not None and baseline.ok and baseline.objective() > 0:
+            step = next_probe(ctx, round_, baseline)
+    return step
+
+
+def next_probe(ctx: PlanContext, round_: TuningRound, chosen: TrialResult) -> Intent | None:
+    key = chosen.config.key()
+    done = probe_results(ctx, round_, key)
+    low, high = bracket(ctx, round_, key)
+    factor = next_probe_factor(
+        low, high, base_concurrency=round_.shape.concurrency, tried=len(done), rules=ctx.rules.capacity_probe
+    )
+    if factor is None or any(f == factor for f, _t in done):
+        return None
+    shape = scaled(round_.shape, factor)
+    found = (f"met the SLO at {low:g}x" if low else "missed the SLO") + (
+        f", not at {high:g}x" if high is not None else ""
+    )
+    why = f"capacity probe: {chosen.config.label()} at {factor:g}x the per-replica load ({shape.describe()}); {found}"
+    factors = round_.probe_factors if factor in round_.probe_factors else (*round_.probe_factors, factor)
+    round_ = round_.model_copy(update={"probe_key": round_.probe_key or key, "probe_factors": factors})
+    status = ctx.status.model_copy(update={"tuning": round_})
+    loop = ctx.rules.capacity_probe_loop
+    return Intent("capacity-probe", status, (RunTrial(chosen.config, shape, why, "capacity-probe", loop=loop),))
+
+
+def probe_results(ctx: PlanContext, round_: TuningRound, key: str) -> list[tuple[float, TrialResult]]:
+    out = []
+    for factor in round_.probe_factors:
+        shape = scaled(round_.shape, factor)
+        found = next((t for t in reversed(ctx.status.trials) if t.config.key() == key and t.shape == shape), None)
+        if found is not None:
+            out.append((factor, found))
+    return out
+
+
+def bracket(ctx: PlanContext, round_: TuningRound, key: str) -> tuple[float, float | None]:
+    """(highest load multiple that held, lowest that did not) for ``key``: its round trial counts as 1x."""
+    base = next((t for t in reversed(round_trials(ctx.status)) if t.config.key() == key), None)
+    at_1 = [(1.0, base)] if base is not None else []
+    closed = ctx.rules.capacity_probe_loop == "closed"
+    return probe_bracket(
+        [(f, holds(t, keeps_up=closed or f == 1.0)) for f, t in (*at_1, *probe_results(ctx, round_, key))]
+    )
+
+
+def fleet_rate(ctx: PlanContext, round_: TuningRound) -> float | None:
+    """The fleet-level rate the round was tuned for (what is observed now, for rounds that did not record it)."""
+    if round_.fleet_rate_rps is not None:
+        return round_.fleet_rate_rps
+    return ctx.observation.shape.arrival_rate_rps if ctx.observation is not None else None
+
+
+def capacity(ctx: PlanContext, round_: TuningRound, chosen: TrialResult) -> tuple[float | None, float | None]:
+    """(requests/s, concurrent requests) one replica of the chosen config carries within the SLO: the highest
+    probed load that met it. Without a probe nothing is known about the capacity (a trial that met the SLO
+    at a light load only bounds it from below)."""
+    key = chosen.config.key()
+    if not probe_results(ctx, round_, key):
+        return None, None
+    low, _high = bracket(ctx, round_, key)
+    if low == 0.0:
+        return None, None
+    held = next((t for f, t in probe_results(ctx, round_, key) if f == low), chosen)
+    return min(held.goodput_rps, held.shape.arrival_rate_rps), round_.shape.concurrency * low
+
+
+def replicas_needed(ctx: PlanContext, round_: TuningRound, trial: TrialResult) -> int | None:
+    """Replicas ``trial``'s config needs for the round's fleet load at its probed capacity (None: unknown)."""
+    rules, rate = ctx.rules.scaling, fleet_rate(ctx, round_)
+    per_replica = capacity(ctx, round_, trial)[0]
+    if rules is None or rate is None or not per_replica:
+        return None
+    return min(max(replicas_for(rate, per_replica, rules), rules.min_replicas, 1), max(rules.max_replicas, 1))
+
+
+def fewest_replicas(ctx: PlanContext, round_: TuningRound, leader: TrialResult) -> tuple[TrialResult, str]:
+    """The finalist that needs fewer replicas than the leader for the window's load, and why (the leader and
+    an empty reason when none does, or when capacities are unknown)."""
+    lead_need = replicas_needed(ctx, round_, leader)
+    if lead_need is None:
+        return leader, ""
+    better: list[tuple[int, TrialResult]] = []
+    for finalist in selection.finalists(ctx, leader):  # best goodput first: the first of equal need wins
+        need = replicas_needed(ctx, round_, finalist)
+        if need is not None and need < lead_need:
+            better.append((need, finalist))
+    if not better:
+        return leader, ""
+    need, winner = min(better, key=lambda r: r[0])
+    why = (
+        f"{winner.config.label()} needs {need} replica(s) for the window's load and {leader.config.label()}, "
+        f"the best goodput at the design load, {lead_need}"
+    )
+    return winner, why
+
+
+def replicas_saved(ctx: PlanContext, round_: TuningRound, chosen: TrialResult, baseline: TrialResult | None) -> str:
+    """With managed replicas, why switching to ``chosen`` would not save replicas at the round's fleet load
+    (empty when it would, or when the capacities to tell are unknown). A faster config on replicas that are
+    needed anyway only trades latency, and pays for its rollout with nothing."""
+    if baseline is None or not baseline.meets_slo():
+        return ""
+    need_best, need_base = replicas_needed(ctx, round_, chosen), replicas_needed(ctx, round_, baseline)
+    if need_best is None or need_base is None or need_best < need_base:
+        return ""
+    return (
+        f"one replica of {chosen.config.label()} serves {capacity(ctx, round_, chosen)[0]:.2f} req/s within the "
+        f"SLO and of {baseline.config.label()} {capacity(ctx, round_, baseline)[0]:.2f} req/s; {need_best} vs "
+        f"{need_base} replica(s) for {fleet_rate(ctx, round_):.2f} req/s with headroom, so a switch would save "
+        f"no GPUs"
+    )
+
+
+__all__ = [
+    "bracket",
+    "capacity",
+    "capacity_probe",
+    "fewest_replicas",
+    "fleet_rate",
+    "next_probe",
+    "probe_results",
+    "replicas_needed",
+    "replicas_saved",
+]

@@ -1,0 +1,92 @@
+"""Rollout bookkeeping: start a rollout of a chosen config, and record what each step of it did in status
+(promotion, rollback, the blocked configs, the schedule entry a rollback restores). The step logic itself is
+:mod:`controller.decide.rollout`. Pure."""
+
+from __future__ import annotations
+
+from controller.decide import rollout as rollouts
+from controller.decide.context import Intent, PlanContext, move, with_schedule
+from controller.decide.selection import expected_ratios
+from controller.domain.actions import Notify, Promote, Rollback
+from controller.domain.config import EngineConfig
+from controller.domain.phases import Phase
+
+
+def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str, gain: float | None) -> Intent:
+    """Start rolling ``config`` out (code ``rollout-started``, or ``approval-required`` when it waits for one)."""
+    status = ctx.status
+    approval = ctx.rules.tuning.approval
+    ttft_ratio, tpot_ratio = expected_ratios(status.trials, candidate=config, stable=status.active_config)
+    needs_approval = approval == "manual" or (approval == "manual-for-lossy" and ctx.is_lossy(config))
+    step = rollouts.start(
+        rollout_id=f"{ctx.window.name}-{ctx.now:%Y%m%d%H%M%S}",
+        from_config=status.active_config,
+        to_config=config,
+        rules=ctx.rules.rollout,
+        now=ctx.now,
+        reason=why,
+        proposed_by=proposed_by,
+        expected_gain=gain,
+        needs_approval=needs_approval,
+        candidate_replicas=status.replicas,
+        expected_ttft_ratio=ttft_ratio,
+        expected_tpot_ratio=tpot_ratio,
+    )
+    new = status.model_copy(update={"phase": move(status.phase, step.phase), "rollout": step.rollout, "tuning": None})
+    code = "approval-required" if needs_approval else "rollout-started"
+    return Intent(code, new, step.actions, step.notes)
+
+
+def advance(ctx: PlanContext) -> Intent:
+    """One cycle of a running, paused or approval-waiting rollout. Its code is the rollout step's own (the first
+    notification's: ``step``, ``rollback``, ``slo-breach``, ...; ``rollout-step`` when it notifies nothing), and
+    ``no-rollout-record`` when the phase says rollout and status holds none."""
+    status = ctx.status
+    state = status.rollout
+    if state is None:
+        note = f"phase {status.phase.value} without a rollout record; observing"
+        return Intent("no-rollout-record", status.model_copy(update={"phase": Phase.OBSERVING}), notes=(note,))
+    step = rollouts.advance(
+        state=state,
+        phase=status.phase,
+        observation=ctx.observation,
+        slo=ctx.rules.slo,
+        rules=ctx.rules.rollout,
+        now=ctx.now,
+        candidate_ready_replicas=ctx.candidate_ready_replicas,
+        fleet_replicas=status.replicas,
+    )
+    update: dict[str, object] = {"phase": move(status.phase, step.phase), "rollout": step.rollout}
+    if ctx.observation is None:
+        update["frozen_reason"] = f"rollout held: {ctx.observe_error or 'no observation'}"
+    else:
+        update["frozen_reason"] = None
+    history = status.history
+    for action in step.actions:
+        if isinstance(action, Promote):
+            update.update(active_config=action.config, rollout=None, last_switch_at=ctx.now)
+            history = (*history, f"{ctx.now:%Y-%m-%d %H:%M} promoted {action.config.label()}: {action.reason}")
+        elif isinstance(action, Rollback):
+            history = (*history, f"{ctx.now:%Y-%m-%d %H:%M} {action.reason}")
+            if not state.abort_requested and not state.rejected():
+                update["blocked_configs"] = (*status.blocked_configs, state.to_config.key())[-50:]
+            entry = status.schedule_for(ctx.window.name)
+            if entry is not None and entry.config.key() == state.to_config.key():
+                restored = entry.model_copy(
+                    update={
+                        "config": state.from_config,
+                        "reason": f"restored after rollback: {action.reason}",
+                        # the probed capacity was the rolled-back config's
+                        "capacity_rps": None,
+                        "capacity_concurrency": None,
+                    }
+                )
+                update["schedule"] = with_schedule(status, restored).schedule
+    if step.rollout is None and step.phase is Phase.OBSERVING:
+        update["rollout"] = None
+    update["history"] = history[-50:]
+    code = next((a.code for a in step.actions if isinstance(a, Notify) and a.code), "rollout-step")
+    return Intent(code, status.model_copy(update=update), step.actions, step.notes)
+
+
+__all__ = ["advance", "begin"]

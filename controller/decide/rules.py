@@ -1,0 +1,99 @@
+"""What the planner is told to do: the tuning, schedule, digest and capacity rules (from the policy). Pure values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from controller.decide import drift as drifts
+from controller.decide import rollout as rollouts
+from controller.decide.capacity import ProbeRules, ScalingRules
+from controller.decide.economics import ApiPrice
+from controller.domain.slo import SLO
+from controller.domain.traffic import TimeWindow
+
+ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
+
+DEFAULT_WINDOWS: tuple[TimeWindow, ...] = (TimeWindow(name="all-day", start_hour=0, end_hour=24),)
+
+
+@dataclass(frozen=True)
+class TuningRules:
+    max_trials: int = 8
+    """Trials per tuning round, the baseline and the stock reference included."""
+    trials_per_cycle: int = 2
+    min_gain: float = 1.03
+    """A candidate must beat the active config's goodput by this factor to be rolled out."""
+    approval: ApprovalMode = "auto"
+    dry_run: bool = False
+    measure_stock: bool = True
+    """Also trial the stock config in each round, as the reference for gain-over-stock evidence."""
+    keep_trials: int = 200
+
+
+@dataclass(frozen=True)
+class ScheduleRules:
+    """When a time-of-day switch is worth making."""
+
+    prewarm_lead_s: float = 900.0
+    """Start moving to the next window's config this long before the window begins (vLLM cold start is minutes)."""
+    min_dwell_s: float = 3600.0
+    """No two automatic config switches closer together than this (against flapping)."""
+    switch_cost_s: float = 1800.0
+    """What a switch costs, in seconds of the window's gain: warm-up GPU time, rollout steps and risk."""
+    retune_min_interval_s: float = 3600.0
+    """A window is re-tuned on drift at most this often."""
+    tune_ahead_s: float = 3 * 3600.0
+    """With a load forecast, tune a window that has no config yet this long before it starts, on its forecast
+    busy-hour shape, so its config can be pre-warmed instead of found while production waits."""
+
+
+@dataclass(frozen=True)
+class DigestRules:
+    """A daily summary (Slack and Events) with the schedule and its economics."""
+
+    hour: int = 9
+    gpu_usd_per_hour: float = 0.0
+    api: ApiPrice = field(default_factory=lambda: ApiPrice(input_per_million=0.0, output_per_million=0.0))
+
+
+@dataclass(frozen=True)
+class Rules:
+    slo: SLO = field(default_factory=SLO)
+    tuning: TuningRules = field(default_factory=TuningRules)
+    rollout: rollouts.RolloutRules = field(default_factory=rollouts.RolloutRules)
+    windows: tuple[TimeWindow, ...] = DEFAULT_WINDOWS
+    schedule: ScheduleRules = field(default_factory=ScheduleRules)
+    drift: drifts.DriftParams = field(default_factory=drifts.DriftParams)
+    scaling: ScalingRules | None = None
+    """Manage the stable variant's replica count from measured capacity (None: leave replicas alone)."""
+    digest: DigestRules | None = None
+    capacity_probe: ProbeRules = field(default_factory=ProbeRules)
+    """The capacity search: first multiple of the round's load, precision, trial and concurrency caps."""
+    capacity_probe_loop: Literal["open", "closed"] = "open"
+    """Probes replay Poisson arrivals at the probed rate (as production's arrivals test a replica), or a closed loop
+    at the probed concurrency."""
+    reactive_scale_interval_s: float = 900.0
+    """Without a probed capacity, replicas are added on an SLO breach at most this often (new replicas need a cold
+    start before they relieve the breach)."""
+    replica_settle_s: float = 600.0
+    """After Shiftlight changes the replica count, production SLO signals say nothing about per-replica capacity
+    until an observation window starts this long after the change (new replicas cold-start, removed replicas hand
+    their load to the others): a breach in between does not lower a probed capacity."""
+    breach_capacity_factor: float = 0.9
+    """When production breaches the SLO below the probed capacity, the capacity becomes this share of the
+    per-replica rate that breached."""
+    capacity_transfer_distance: float = 0.7
+    """A capacity probed on one length mix sizes replicas for another only when their mean prompt and output
+    lengths are this close (sum of absolute log ratios; 0.7 is about 2x in one of them)."""
+    capacity_finalists: int = 1
+    """With managed replicas, this many runners-up of a round (configs that met the SLO at the design load within
+    ``finalist_gap`` of the best goodput) have their capacity probed too, and the one that needs the fewest
+    replicas for the window's load wins: goodput at one load says little about where the SLO breaks."""
+    finalist_gap: float = 0.1
+    quiet_utilisation: float = 0.5
+    """With managed replicas, drift below this share of the probed capacity does not trigger a re-tune."""
+    design_slots: int = 256
+    """Sequence slots of one replica (the largest ``max_num_seqs`` the search space allows): with managed replicas,
+    a round replays the window's load spread over the fewest replicas whose slots hold it, so configs are compared
+    near the per-replica load the fleet will be sized for, not at whatever the replica count happens to be."""

@@ -1,0 +1,177 @@
+"""Replicas of the stable variant: sized from the capacity probed for the active config, corrected by production's
+own SLO breaches, and checked against an HPA/KEDA object that owns them. Pure; the replica maths is in
+:mod:`controller.decide.capacity`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import timedelta
+
+from controller.decide.capacity import ScalingDecision, desired_replicas, length_distance
+from controller.decide.context import Intent, PlanContext, slo_breach, window_at, with_schedule
+from controller.domain.actions import Scale
+from controller.domain.config import EngineConfig
+from controller.domain.status import ScheduledConfig
+
+
+def scale(ctx: PlanContext) -> Intent:
+    """Replicas of the stable variant for the request rate observed now, at the capacity probed for the active
+    config on the most similar length mix (see :func:`capacity_entry`); with none known, an SLO breach adds
+    replicas. Never fewer while a rollout runs. Code ``scale`` with a :class:`Scale` action, else ``replicas-kept``
+    (the note says why)."""
+    rules = ctx.rules.scaling
+    status = ctx.status
+    if rules is None or ctx.observation is None:
+        return Intent("replicas-unmanaged", status)
+    observation = ctx.observation
+    entry = status.schedule_for(ctx.window.name)
+    capacity, basis = active_capacity(ctx)
+    decision = desired_replicas(
+        forecast_rps=observation.shape.arrival_rate_rps,
+        capacity_rps_per_replica=capacity or 0.0,
+        current=status.replicas,
+        rules=rules,
+        now=ctx.now,
+        below_since=status.scale_below_since,
+        external_autoscaler=ctx.external_autoscaler,
+    )
+    if basis:
+        decision = replace(decision, reason=f"{decision.reason} (capacity probed on {basis})")
+    last = status.reactive_scale_at
+    settled = last is None or (ctx.now - last).total_seconds() >= ctx.rules.reactive_scale_interval_s
+    if capacity is None and not ctx.external_autoscaler and settled:
+        breach = slo_breach(observation, ctx.rules.slo, ctx.rules.rollout.min_samples)
+        if breach and status.replicas < rules.max_replicas:
+            more = min(rules.max_replicas, status.replicas + max(1, math.ceil(status.replicas / 2)))
+            decision = ScalingDecision(
+                more, f"scale up {status.replicas} -> {more}: no probed capacity for this traffic and {breach}", None
+            )
+            status = status.model_copy(update={"reactive_scale_at": ctx.now})
+    lead = ctx.rules.schedule.prewarm_lead_s
+    upcoming_window = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead))
+    upcoming = status.schedule_for(upcoming_window.name)
+    if (
+        upcoming_window.name != ctx.window.name
+        and upcoming is not None
+        and upcoming.config.key() != status.active_config.key()
+        and upcoming.capacity_rps
+        and length_distance(upcoming.shape, observation.shape) <= ctx.rules.capacity_transfer_distance
+    ):
+        # today's load at the capacity of the config the next window switches to, so a smaller config does not
+        # arrive short of replicas
+        ahead = desired_replicas(
+            forecast_rps=observation.shape.arrival_rate_rps,
+            capacity_rps_per_replica=upcoming.capacity_rps,
+            current=status.replicas,
+            rules=rules,
+            now=ctx.now,
+            below_since=status.scale_below_since,
+            external_autoscaler=ctx.external_autoscaler,
+        )
+        if ahead.replicas > decision.replicas:
+            decision = replace(ahead, reason=f"ahead of window '{upcoming_window.name}': {ahead.reason}")
+    if status.rollout is not None and decision.replicas < status.replicas:
+        decision = ScalingDecision(
+            status.replicas,
+            f"keep {status.replicas} while rollout {status.rollout.id} runs (scale-down waits for it)",
+            status.scale_below_since,
+        )
+    status = status.model_copy(update={"scale_below_since": decision.below_since})
+    if decision.changes(status.replicas):
+        if entry is not None:
+            status = with_schedule(status, entry.model_copy(update={"replicas": decision.replicas}))
+        return Intent("scale", status, (Scale("stable", decision.replicas, decision.reason),))
+    return Intent("replicas-kept", status, notes=(decision.reason,))
+
+
+def scales_up(intent: Intent, replicas: int) -> bool:
+    """Whether ``intent`` adds replicas to the stable variant's ``replicas``."""
+    return any(isinstance(a, Scale) and a.replicas > replicas for a in intent.actions)
+
+
+def capacity_entry(ctx: PlanContext, config: EngineConfig | None = None) -> ScheduledConfig | None:
+    """The schedule entry whose probed capacity applies to the active config on the traffic observed now: the
+    active config's entries with a capacity, nearest in length mix (this window's first on a tie), and only
+    when that mix is close; a capacity probed on another length mix says little about this one."""
+    assert ctx.observation is not None
+    key = (config or ctx.status.active_config).key()
+    probed = [s for s in ctx.status.schedule if s.config.key() == key and s.capacity_rps]
+    if not probed:
+        return None
+    observed = ctx.observation.shape
+    nearest = min(probed, key=lambda s: (length_distance(s.shape, observed), s.window != ctx.window.name))
+    if length_distance(nearest.shape, observed) > ctx.rules.capacity_transfer_distance:
+        return None
+    return nearest
+
+
+def active_capacity(ctx: PlanContext) -> tuple[float | None, str]:
+    """Requests/s one replica of the active config serves within the SLO, and where it was probed. During a
+    rollout, the lower of the stable and the candidate config's (the candidate may end up carrying it all)."""
+    entry = capacity_entry(ctx)
+    rollout = ctx.status.rollout
+    if rollout is not None and rollout.weight > 0:
+        candidate = capacity_entry(ctx, rollout.to_config)
+        if (
+            candidate is not None
+            and candidate.capacity_rps
+            and (entry is None or entry.capacity_rps is None or candidate.capacity_rps < entry.capacity_rps)
+        ):
+            entry = candidate
+    if entry is None:
+        return None, ""
+    return entry.capacity_rps, "" if entry.window == ctx.window.name else f"window '{entry.window}'"
+
+
+def correct_capacity(ctx: PlanContext, breach: str) -> Intent | None:
+    """Production evidence beats the canary's: when the stable variant breaches the SLO at a per-replica rate
+    below the capacity its probe measured, that capacity was too optimistic. Lower it to what production
+    just failed to carry (x ``breach_capacity_factor``) and size the replicas again, before any re-tune.
+
+    None when no correction applies. Code ``capacity-corrected`` when the lowered capacity adds replicas, else
+    ``capacity-lowered``: the caller continues from that intent's status (the lowered capacity) without its
+    actions."""
+    assert ctx.observation is not None
+    if ctx.rules.scaling is None or ctx.external_autoscaler:
+        return None
+    changed = ctx.status.replicas_changed_at
+    if changed is not None and ctx.observation.start < changed + timedelta(seconds=ctx.rules.replica_settle_s):
+        return None  # the replicas were still settling: the breach says nothing about one replica's capacity
+    entry = capacity_entry(ctx)
+    if entry is None or entry.capacity_rps is None:
+        return None
+    per_replica_rate = ctx.observation.shape.arrival_rate_rps / max(1, ctx.status.replicas)
+    if per_replica_rate >= entry.capacity_rps or per_replica_rate <= 0:
+        return None
+    lowered = per_replica_rate * ctx.rules.breach_capacity_factor
+    note = (
+        f"{breach}: one replica failed to carry {per_replica_rate:.2f} req/s, below the "
+        f"{entry.capacity_rps:.2f} req/s the canary measured; sizing with {lowered:.2f} req/s from now on"
+    )
+    status = with_schedule(ctx.status, entry.model_copy(update={"capacity_rps": lowered}))
+    sized = scale(ctx.with_status(status))
+    if not scales_up(sized, sized.status.replicas):
+        return Intent("capacity-lowered", sized.status)
+    return Intent("capacity-corrected", sized.status, sized.actions, (note, *sized.notes))
+
+
+def short_of_replicas(ctx: PlanContext, capacity_rps: float | None) -> str:
+    """With an HPA or KEDA object owning the replicas: why the replicas it holds cannot carry the load observed
+    now at ``capacity_rps`` per replica (empty when they can, or when either is unknown). A config rolled out
+    onto them fails its SLO analysis whatever its flags and ends up blocked; the fix is the autoscaler's."""
+    if not ctx.external_autoscaler or not capacity_rps or ctx.observation is None:
+        return ""
+    rate = ctx.observation.shape.arrival_rate_rps
+    replicas = max(1, ctx.status.replicas)
+    if rate <= capacity_rps * replicas:
+        return ""
+    need = math.ceil(rate / capacity_rps - 1e-9)
+    return (
+        f"{ctx.external_autoscaler} holds {replicas} replica(s) for {rate:.2f} req/s and one replica carries "
+        f"{capacity_rps:.2f} req/s within the SLO: the load needs at least {need}; raise its target or "
+        f"maxReplicas"
+    )
+
+
+__all__ = ["active_capacity", "capacity_entry", "correct_capacity", "scale", "scales_up", "short_of_replicas"]
