@@ -28,19 +28,17 @@ Fault injection (:class:`Faults`, at ``fleet.faults``): latency multiplier and e
 fault (``outage``, ``nan``, ``empty``) the metrics adapter acts on, and a traffic spike factor.
 
 Every random draw derives from ``(seed, tick time, variant)``: the same calls with the same seed give the same
-ticks.
+ticks. The records live in :mod:`controller.simulator.fleet_records`, the percentile distributions in
+:mod:`controller.simulator.percentiles`; both are importable from here too.
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -50,6 +48,16 @@ from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, SpecDecodeStats
 from controller.errors import InvalidInput, NotFound
+from controller.simulator.fleet_records import (
+    VARIANTS,
+    Faults,
+    FleetTick,
+    MetricsFault,
+    VariantState,
+    VariantTick,
+    totals,
+)
+from controller.simulator.percentiles import fraction_within, mixture_quantile, scaled
 from controller.simulator.traffic import DiurnalTraffic
 
 __all__ = [
@@ -64,10 +72,8 @@ __all__ = [
     "VariantTick",
     "fraction_within",
     "mixture_quantile",
+    "totals",
 ]
-
-VARIANTS: tuple[str, str] = ("stable", "candidate")
-MetricsFault = Literal["outage", "nan", "empty"]
 
 
 # ----- what the fleet needs from a performance model ---------------------------------------------------------------
@@ -94,147 +100,6 @@ class Estimate(Protocol):
 
 class Estimator(Protocol):
     def estimate(self, config: EngineConfig, shape: TrafficShape) -> Estimate: ...
-
-
-# ----- distributions from percentiles ------------------------------------------------------------------------------
-def _quantile_points(p: Percentiles) -> tuple[tuple[float, float], ...]:
-    """(probability, value) knots of a piecewise-linear distribution through p50/p95/p99.
-
-    Below the median the spread mirrors the p50..p95 slope (floored at 0); above p99 the last 1 % spans as much as
-    p95..p99 did, a conservative tail.
-    """
-    lo = max(0.0, p.p50 - (p.p95 - p.p50) * 50 / 45)
-    hi = p.p99 + (p.p99 - p.p95)
-    return ((0.0, lo), (0.50, p.p50), (0.95, p.p95), (0.99, p.p99), (1.0, hi))
-
-
-def _cdf(pts: tuple[tuple[float, float], ...], x: float) -> float:
-    if x < pts[0][1]:
-        return 0.0
-    if x >= pts[-1][1]:
-        return 1.0
-    for (q0, v0), (q1, v1) in itertools.pairwise(pts):
-        if x < v1:
-            return q0 + (q1 - q0) * (x - v0) / (v1 - v0) if x >= v0 else q0
-    return 1.0  # unreachable: x < pts[-1][1]
-
-
-def fraction_within(p: Percentiles, limit: float) -> float:
-    """Share of requests whose value is <= ``limit`` under the distribution through ``p``'s percentiles."""
-    return _cdf(_quantile_points(p), limit)
-
-
-def mixture_quantile(parts: Iterable[tuple[float, Percentiles]], q: float) -> float | None:
-    """The ``q``-quantile (0..1) of a weighted mixture of distributions given by percentiles.
-
-    Exact for the piecewise-linear distributions of :func:`fraction_within`: the mixture's CDF is linear between
-    the components' knots, so a binary search over the sorted knots finds the segment and interpolation the value.
-    """
-    items = [(w, _quantile_points(p)) for w, p in parts if w > 0]
-    if not items:
-        return None
-    total = sum(w for w, _ in items)
-
-    def cdf(x: float) -> float:
-        return sum(w * _cdf(pts, x) for w, pts in items) / total
-
-    xs = sorted({v for _, pts in items for _, v in pts})
-    lo, hi = 0, len(xs) - 1
-    if cdf(xs[0]) >= q:
-        return xs[0]
-    while hi - lo > 1:  # invariant: cdf(xs[lo]) < q <= cdf(xs[hi])
-        mid = (lo + hi) // 2
-        if cdf(xs[mid]) >= q:
-            hi = mid
-        else:
-            lo = mid
-    f_lo, f_hi = cdf(xs[lo]), cdf(xs[hi])
-    if f_hi <= f_lo:
-        return xs[hi]
-    return xs[lo] + (xs[hi] - xs[lo]) * (q - f_lo) / (f_hi - f_lo)
-
-
-def _scale(p: Percentiles | None, factor: float) -> Percentiles | None:
-    if p is None or factor == 1.0:
-        return p
-    return Percentiles(p50=p.p50 * factor, p95=p.p95 * factor, p99=p.p99 * factor)
-
-
-# ----- state and records -------------------------------------------------------------------------------------------
-@dataclass
-class Faults:
-    """Injected faults. Mutate freely between ticks; :meth:`clear` removes them all."""
-
-    latency_multiplier: dict[str, float] = field(default_factory=dict)
-    error_rate: dict[str, float] = field(default_factory=dict)
-    metrics: MetricsFault | None = None
-    traffic_spike: float = 1.0
-
-    def clear(self) -> None:
-        self.latency_multiplier.clear()
-        self.error_rate.clear()
-        self.metrics = None
-        self.traffic_spike = 1.0
-
-
-@dataclass
-class VariantState:
-    """One deployed variant: its config and the time each replica becomes (or became) ready."""
-
-    name: str
-    config: EngineConfig
-    ready_at: list[datetime]
-    deployed_at: datetime
-
-    @property
-    def replicas(self) -> int:
-        return len(self.ready_at)
-
-    def ready(self, at: datetime) -> int:
-        return sum(1 for t in self.ready_at if t <= at)
-
-
-@dataclass(frozen=True, slots=True)
-class VariantTick:
-    """What one variant did during one tick."""
-
-    variant: str
-    config: EngineConfig | None
-    replicas: int
-    ready_replicas: int
-    weight: int
-    requests: int
-    errors: int
-    good_requests: int
-    output_tokens: float
-    prompt_tokens: float
-    ttft_s: Percentiles | None
-    tpot_s: Percentiles | None
-    e2e_s: Percentiles | None
-    spec_acceptance: float | None
-    gpu_seconds: float
-    shape: TrafficShape | None
-    capacity_tokens_per_s: float
-    note: str = ""
-
-    @property
-    def served(self) -> int:
-        return self.requests - self.errors
-
-
-@dataclass(frozen=True, slots=True)
-class FleetTick:
-    """One tick of the fleet: ``[start, end)``, the true traffic shape, the weight and per-variant records."""
-
-    start: datetime
-    end: datetime
-    shape: TrafficShape
-    candidate_weight: int
-    variants: dict[str, VariantTick]
-
-    @property
-    def seconds(self) -> float:
-        return (self.end - self.start).total_seconds()
 
 
 # ----- the fleet ---------------------------------------------------------------------------------------------------
@@ -458,7 +323,7 @@ class SimulatedFleet:
         if not est.feasible or est.ttft_s is None or est.tpot_s is None:
             return failed(f"infeasible: {est.reason}" if est.reason else "infeasible")
         latency = self.faults.latency_multiplier.get(name, 1.0)
-        ttft, tpot, e2e = _scale(est.ttft_s, latency), _scale(est.tpot_s, latency), _scale(est.e2e_s, latency)
+        ttft, tpot, e2e = scaled(est.ttft_s, latency), scaled(est.tpot_s, latency), scaled(est.e2e_s, latency)
         assert ttft is not None and tpot is not None
         capacity_rps = est.request_throughput * ready
         served_share = min(1.0, capacity_rps / rate) if rate > 0 else 1.0
@@ -575,18 +440,3 @@ def _shape_key(shape: TrafficShape) -> tuple[object, ...]:
         shape.repetitiveness,
         shape.prefix_share,
     )
-
-
-def totals(ticks: Sequence[FleetTick], variant: str | None = None) -> dict[str, float]:
-    """Sums over ticks (optionally one variant): requests, errors, good requests, output tokens, GPU-seconds."""
-    out = {"requests": 0.0, "errors": 0.0, "good_requests": 0.0, "output_tokens": 0.0, "gpu_seconds": 0.0}
-    for t in ticks:
-        for name, v in t.variants.items():
-            if variant is not None and name != variant:
-                continue
-            out["requests"] += v.requests
-            out["errors"] += v.errors
-            out["good_requests"] += v.good_requests
-            out["output_tokens"] += v.output_tokens
-            out["gpu_seconds"] += v.gpu_seconds
-    return out
