@@ -1,0 +1,355 @@
+"""Analysis of one rollout step's data: the candidate against stable and the SLO, over the step so far.
+
+Pure: takes both variants' stats, the SLO and the rollout rules; returns a verdict with a machine-readable code.
+Steps, bake time and rollback are planned in :mod:`controller.decide.rollout`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from controller.domain import rollout_defaults as defaults
+from controller.domain.observation import DataProblem, VariantStats
+from controller.domain.rollout_defaults import MissingDataAction
+from controller.domain.slo import SLO
+
+AnalysisVerdict = Literal["Successful", "Failed", "Inconclusive", "Pending"]
+AnalysisCode = Literal[
+    "within-slo",
+    "low-traffic",
+    "too-few-samples",
+    "slo-breach",
+    "beyond-top-bucket",
+    "regression",
+    "error-rate",
+    "goodput-ratio",
+    "stable-breach",
+    "missing-data",
+    "non-finite",
+    "no-candidate-samples",
+    "no-candidate-series",
+]
+DATA_CODES: frozenset[AnalysisCode] = frozenset(
+    {"missing-data", "non-finite", "no-candidate-samples", "no-candidate-series"}
+)
+"""Codes of an analysis that could not judge the candidate: the step holds (or rolls back, by policy)."""
+_COMPARATIVE: frozenset[AnalysisCode] = frozenset({"regression"})
+"""Failures against stable's latency, already scaled to the load each variant carries: a stable breach of the SLO
+does not excuse them. (A goodput ratio is not load-scaled: under a load that breaks stable too it is load.)"""
+
+
+@dataclass(frozen=True)
+class RolloutRules:
+    """How a rollout proceeds. Built from the policy by the act layer; defaults are the policy's."""
+
+    steps: tuple[int, ...] = defaults.STEPS
+    bake_s: float = defaults.BAKE_SECONDS
+    min_samples: int = defaults.MIN_SAMPLES
+    max_ttft_regression: float = defaults.MAX_TTFT_REGRESSION
+    """Candidate p95 TTFT may exceed stable's by at most this fraction, even inside the SLO."""
+    max_tpot_regression: float = defaults.MAX_TPOT_REGRESSION
+    max_error_rate_increase: float = 0.005
+    max_error_rate: float = defaults.MAX_ERROR_RATE
+    """Absolute ceiling on the candidate's error rate, whatever stable's."""
+    min_goodput_ratio: float = defaults.MIN_GOODPUT_RATIO
+    """Candidate/stable goodput per replica, at the load each replica carries (see :func:`goodput_ratio`)."""
+    analysis_interval_s: float = defaults.ANALYSIS_INTERVAL_SECONDS
+    """How often a rollout in progress is analysed (the loop's requeue while RollingOut)."""
+    on_missing_data: MissingDataAction = defaults.ON_MISSING_DATA
+    """``hold``: a step whose data cannot be judged waits; ``rollback``: it rolls back once it has baked."""
+    manual_gates: tuple[int, ...] = ()
+    """Step indexes that wait for a human before their weight is applied (0 = the first step)."""
+    low_traffic_after_s: float = 2400.0
+    """A step that has baked this long with no regression signal passes on fewer than ``min_samples`` requests
+    (quiet hours would otherwise hold a rollout for the whole night); it still needs ``min_failure_samples``."""
+
+    def __post_init__(self) -> None:
+        if not self.steps or self.steps[-1] != 100:
+            raise ValueError("rollout steps must end at 100")
+        if any(not 0 < s <= 100 for s in self.steps) or list(self.steps) != sorted(set(self.steps)):
+            raise ValueError("rollout steps must be strictly increasing percentages in (0, 100]")
+        if not 0 <= self.max_error_rate <= 1 or self.min_goodput_ratio < 0 or self.analysis_interval_s <= 0:
+            raise ValueError("need 0 <= max_error_rate <= 1, min_goodput_ratio >= 0 and analysis_interval_s > 0")
+
+    @property
+    def min_failure_samples(self) -> int:
+        """A clear failure needs fewer samples than a success: rolling back early is cheap, promoting is not."""
+        return max(10, self.min_samples // 4)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    verdict: AnalysisVerdict
+    reason: str
+    code: AnalysisCode = "within-slo"
+    """Machine-readable reason (the sentence is for people)."""
+
+    @property
+    def lacks_data(self) -> bool:
+        """The candidate could not be judged: absent, NaN or infinite data, or no candidate requests."""
+        return self.code in DATA_CODES
+
+
+def _ms(value: float) -> str:
+    return "beyond the histogram's top bucket" if math.isinf(value) else f"{value * 1000:.0f} ms"
+
+
+def _latency_breach(name: str, cand: float | None, stable: float | None, bound: float, allowed: float) -> str:
+    if cand is None:
+        return ""
+    if cand > bound:
+        return f"candidate {name} p95 {_ms(cand)} exceeds the SLO {bound * 1000:.0f} ms"
+    if stable and cand > stable * (1 + allowed):
+        return (
+            f"candidate {name} p95 {cand * 1000:.0f} ms is {cand / stable:.2f}x stable's {stable * 1000:.0f} ms "
+            f"(allowed {1 + allowed:.2f}x)"
+        )
+    return ""
+
+
+P95Signal = Literal["ttft_p95", "tpot_p95"]
+
+
+def _data_code(problem: DataProblem) -> AnalysisCode:
+    return "missing-data" if problem.kind == "missing" else "non-finite"
+
+
+def _p95(stats: VariantStats, signal: P95Signal) -> tuple[float | None, DataProblem | None]:
+    """The p95 to judge (+inf when it lies beyond the histogram's top bucket: larger than any bound), or None with
+    the reason it cannot be judged."""
+    problem = stats.problem(signal)
+    if problem is not None:
+        return (math.inf, None) if problem.kind == "beyond-top-bucket" else (None, problem)
+    value = stats.ttft_p95_s if signal == "ttft_p95" else stats.tpot_p95_s
+    if value is None:
+        return None, DataProblem(signal=signal, kind="missing")
+    if not math.isfinite(value):  # an infinite number that does not say it is a percentile beyond the top bucket
+        return None, DataProblem(signal=signal, kind="inf")
+    return value, None
+
+
+def goodput_ratio(candidate: VariantStats, stable: VariantStats) -> float | None:
+    """Candidate/stable goodput per replica, at the load each replica carries; None when either is unknown.
+
+    The router splits traffic by weight and the candidate runs ``candidate_replicas_for(fleet, weight)`` replicas
+    beside stable's fleet, so the requests each replica receives differ between the variants; per-replica goodput
+    is therefore compared per request each replica was sent: ``(good_c / replicas_c) / (requests_c / replicas_c)``
+    against the same for stable, i.e. the ratio of the variants' shares of requests that met the SLO. (Raw goodput
+    per replica would only measure the router's split.)"""
+    if candidate.good_requests is None or stable.good_requests is None:
+        return None
+    if candidate.requests <= 0 or stable.requests <= 0:
+        return None
+    stable_share = stable.good_requests / stable.requests
+    if stable_share <= 0:
+        return math.inf
+    return (candidate.good_requests / candidate.requests) / stable_share
+
+
+def _goodput_gap(stats: VariantStats) -> DataProblem | None:
+    for signal in ("good_requests", "output_tokens_per_s"):
+        if (problem := stats.problem(signal)) is not None:
+            return problem
+    if stats.good_requests is None:
+        return DataProblem(signal="good_requests", kind="missing")
+    if not math.isfinite(stats.output_tokens_per_s):
+        return DataProblem(signal="output_tokens_per_s", kind="inf")
+    return None
+
+
+def _lacking(rules: RolloutRules, code: AnalysisCode, reason: str, step_age_s: float) -> Analysis:
+    """Data that cannot be judged never passes: Inconclusive (the step holds), or Failed once the step has baked
+    when the policy says to roll back on missing data."""
+    if rules.on_missing_data == "rollback" and step_age_s >= rules.bake_s:
+        return Analysis("Failed", f"{reason}; rolling back on missing data after {step_age_s:.0f} s", code)
+    return Analysis("Inconclusive", reason, code)
+
+
+def _expected_at(ratio: float | None, weight: int, fleet_replicas: int = 1) -> float:
+    """The latency trade-off (candidate/stable) to expect in production at ``weight`` percent.
+
+    The canary measured ``ratio`` at equal per-replica load. The candidate runs ``ceil(R x w)`` of the fleet's R
+    replicas for a share w of the traffic, so its load per replica relative to stable's is
+    ``(w / ceil(R w)) / ((1 - w) / R)``; on a lighter load only that share of the trade-off is expected, and a
+    candidate slower than that is regressing.
+    """
+    if ratio is None or ratio <= 1.0:
+        return 1.0
+    w = weight / 100
+    if w >= 1.0:
+        return ratio
+    replicas = max(1, fleet_replicas)
+    candidate_load = w / max(1, math.ceil(replicas * w - 1e-9))
+    stable_load = (1 - w) / replicas
+    share = min(1.0, candidate_load / stable_load)
+    return 1.0 + (ratio - 1.0) * share
+
+
+def _stable_breach(stable: VariantStats, slo: SLO) -> str:
+    if stable.problem("errors") is None and stable.error_rate > slo.max_error_rate:
+        return f"error rate {stable.error_rate:.1%}"
+    bounds: tuple[tuple[str, P95Signal, float], ...] = (
+        ("TTFT", "ttft_p95", slo.ttft_seconds),
+        ("TPOT", "tpot_p95", slo.tpot_seconds),
+    )
+    for name, signal, bound in bounds:
+        value, _ = _p95(stable, signal)
+        if value is not None and value > bound:
+            return f"{name} p95 {_ms(value)}"
+    return ""
+
+
+def analyse(
+    *,
+    candidate: VariantStats | None,
+    stable: VariantStats | None,
+    slo: SLO,
+    rules: RolloutRules,
+    expected_ttft_ratio: float | None = None,
+    expected_tpot_ratio: float | None = None,
+    step_age_s: float = 0.0,
+    weight: int = 50,
+    fleet_replicas: int = 1,
+) -> Analysis:
+    """Compare the candidate with stable over the current step.
+
+    A candidate may trade some latency for throughput: the canary trials measured that trade-off
+    (``expected_*_ratio``, candidate/stable, at equal load), so production may show it (scaled to the candidate's
+    share of the load at ``weight``), plus the policy's tolerance, before it counts as a regression. Beyond that,
+    or above the SLO, above the error-rate ceiling or below the goodput ratio, it fails; when stable breaches the
+    SLO as well, the verdict is Inconclusive (a human decides).
+
+    Data that cannot be judged never passes: no candidate series, no candidate requests, or an absent, NaN or
+    infinite signal of the candidate (or of stable, for the comparisons with stable) gives Inconclusive (the step
+    holds; Failed once baked with ``on_missing_data="rollback"``), unless another signal already fails the candidate.
+    A p95 beyond the histogram's top bucket is larger than any bound: a breach. Below 100 % the candidate is compared
+    with stable; at 100 % stable carries no traffic and only the absolute bounds apply.
+    """
+    if candidate is None:
+        return _lacking(rules, "no-candidate-series", "no candidate series in the metrics", step_age_s)
+    if candidate.requests == 0:
+        return _lacking(rules, "no-candidate-samples", "no candidate requests observed yet", step_age_s)
+    samples = candidate.requests
+    compare = weight < 100
+    baseline = stable if compare and stable is not None and stable.requests > 0 else None
+    failures: list[tuple[AnalysisCode, str]] = []
+    gaps: list[tuple[AnalysisCode, str]] = []
+    if compare and baseline is None:
+        gaps.append(("missing-data", "no stable requests to compare the candidate with"))
+    for problem in candidate.problems:
+        if problem.kind != "beyond-top-bucket":
+            gaps.append((_data_code(problem), f"candidate {problem.describe()}"))
+
+    if candidate.problem("errors") is None:
+        # stable's error rate, when it cannot be read, is taken as 0: the stricter comparison
+        stable_error = baseline.error_rate if baseline and baseline.problem("errors") is None else 0.0
+        if candidate.error_rate > max(slo.max_error_rate, stable_error + rules.max_error_rate_increase):
+            failures.append(
+                ("error-rate", f"candidate error rate {candidate.error_rate:.1%} (stable {stable_error:.1%})")
+            )
+        elif candidate.error_rate > rules.max_error_rate:
+            failures.append(
+                (
+                    "error-rate",
+                    f"candidate error rate {candidate.error_rate:.1%} above the ceiling {rules.max_error_rate:.1%}",
+                )
+            )
+
+    checks: tuple[tuple[str, P95Signal, float, float], ...] = (
+        (
+            "TTFT",
+            "ttft_p95",
+            slo.ttft_seconds,
+            (1 + rules.max_ttft_regression) * _expected_at(expected_ttft_ratio, weight, fleet_replicas) - 1,
+        ),
+        (
+            "TPOT",
+            "tpot_p95",
+            slo.tpot_seconds,
+            (1 + rules.max_tpot_regression) * _expected_at(expected_tpot_ratio, weight, fleet_replicas) - 1,
+        ),
+    )
+    for name, signal, bound, allowed in checks:
+        cand, cand_gap = _p95(candidate, signal)
+        if cand is None:
+            if cand_gap is not None and candidate.problem(signal) is None:  # absent without a recorded problem
+                gaps.append((_data_code(cand_gap), f"candidate {cand_gap.describe()}"))
+            continue
+        stab, stab_gap = _p95(baseline, signal) if baseline is not None else (None, None)
+        if stab is not None and stab > bound >= cand:
+            continue  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
+        breach = _latency_breach(name, cand, stab, bound, allowed)
+        if not breach:
+            if stab_gap is not None:
+                gaps.append(
+                    (
+                        _data_code(stab_gap),
+                        f"stable {stab_gap.describe()}: the {name} regression check cannot be made",
+                    )
+                )
+            continue
+        if stab is not None and stab > bound and cand <= stab * (1 + allowed):
+            return Analysis(
+                "Inconclusive",
+                f"stable breaches the {name} SLO too ({_ms(stab)}): load, not config",
+                "stable-breach",
+            )
+        code: AnalysisCode = "beyond-top-bucket" if math.isinf(cand) else "slo-breach" if cand > bound else "regression"
+        failures.append((code, breach))
+
+    if baseline is not None:
+        cand_gap, stab_gap = _goodput_gap(candidate), _goodput_gap(baseline)
+        if stab_gap is not None:
+            gaps.append((_data_code(stab_gap), f"stable {stab_gap.describe()}: the goodput check cannot be made"))
+        elif cand_gap is not None and candidate.problem(cand_gap.signal) is None:
+            gaps.append((_data_code(cand_gap), f"candidate {cand_gap.describe()}"))
+        elif cand_gap is None:
+            ratio = goodput_ratio(candidate, baseline)
+            if ratio is not None and ratio < rules.min_goodput_ratio:
+                failures.append(
+                    (
+                        "goodput-ratio",
+                        f"candidate goodput per replica {ratio:.3f}x stable's at the same load "
+                        f"(at least {rules.min_goodput_ratio:.3f}x)",
+                    )
+                )
+
+    if failures and stable is not None and stable.requests >= rules.min_failure_samples:
+        stable_breach = _stable_breach(stable, slo)
+        if stable_breach and not any(code in _COMPARATIVE for code, _ in failures):
+            return Analysis(
+                "Inconclusive", f"stable breaches the SLO too ({stable_breach}): load, not config", "stable-breach"
+            )
+    if failures:
+        code = failures[0][0]
+        if samples < rules.min_failure_samples:
+            return Analysis("Pending", f"possible regression, {samples} < {rules.min_failure_samples} samples", code)
+        return Analysis("Failed", "; ".join(text for _, text in failures) + f" over {samples} requests", code)
+    if gaps:
+        reason = "; ".join(text for _, text in gaps) + f" over {samples} requests: not judging the candidate"
+        return _lacking(rules, gaps[0][0], reason, step_age_s)
+    if samples < rules.min_samples:
+        if step_age_s >= rules.low_traffic_after_s and samples >= rules.min_failure_samples:
+            return Analysis(
+                "Successful",
+                f"low traffic: {samples} candidate requests in {step_age_s / 60:.0f} min, within the SLO and no worse "
+                "than stable",
+                "low-traffic",
+            )
+        return Analysis("Pending", f"{samples} of {rules.min_samples} candidate requests needed", "too-few-samples")
+    return Analysis(
+        "Successful", f"candidate within the SLO and no worse than stable over {samples} requests", "within-slo"
+    )
+
+
+__all__ = [
+    "DATA_CODES",
+    "Analysis",
+    "AnalysisCode",
+    "AnalysisVerdict",
+    "RolloutRules",
+    "analyse",
+    "goodput_ratio",
+]
