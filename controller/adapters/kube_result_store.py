@@ -135,7 +135,12 @@ class ConfigMapResultStore:
             return
         if self._exists or not self._create({k: v for k, v in changes.items() if v is not None}):
             with kube_errors(self.where):
-                self.core.patch_namespaced_config_map(self.name, self.namespace, {"data": changes})
+                self.core.patch_namespaced_config_map(
+                    self.name,
+                    self.namespace,
+                    {"data": changes},  # a null removes that entry (RFC 7386)
+                    _content_type="application/merge-patch+json",
+                )
         self._stored = dict(kept)
         self._stamps = {k: s for k, s in self._stamps.items() if data_key(k) in kept}
 
