@@ -103,9 +103,11 @@ class OperatorSettings:
     mirror_crs: bool = True
     """Create Trial and ConfigRollout CRs that mirror the status (for kubectl visibility)."""
     trial_progress_interval_s: float = 5.0
-    """The least time between two progress patches of a running trial's Trial CR (``kubernetes`` backend)."""
+    """The least time between two progress patches of a running trial's Trial CR (``kubernetes`` backend;
+    ``SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS``)."""
     trial_cache_max_entries: int = 200
-    """Trial results kept per TunedService in its cache ConfigMap (the oldest go first; also bounded in bytes)."""
+    """Trial results kept per TunedService in its cache ConfigMap (the oldest go first; also bounded in bytes;
+    ``SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES``)."""
     verify_approvals: bool = True
     """Honour approvals only from users allowed to ``approve`` configrollouts (SubjectAccessReview)."""
     slack_webhook_file: Path | None = None
@@ -262,6 +264,8 @@ class OperatorSettings:
             canary_node_selector=dict(selector),  # type: ignore[call-overload]
             canary_tolerations=tolerations,  # type: ignore[arg-type]
             prometheus_timeout_s=positive("SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS", 10.0),
+            trial_progress_interval_s=positive("SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS", 5.0),
+            trial_cache_max_entries=max(1, int(num("SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES", 200))),
             log_level=choice("SHIFTLIGHT_LOG_LEVEL", "info", LOG_LEVELS),
             log_format=choice("SHIFTLIGHT_LOG_FORMAT", "text", ("text", "json")),  # type: ignore[arg-type]
             slack_digest_hour=digest_hour(),

@@ -361,3 +361,11 @@ def test_a_reporter_that_fails_never_fails_the_trial(engine: FakeEngine) -> None
     result = tester.run(trial_request(EngineConfig(max_num_seqs=64)))
     assert result.status is not TrialStatus.FAILED and result.completed == 12
     assert tester.report_errors == len(reporter.calls) >= 3  # started, progress, finished: each logged
+
+
+def test_the_progress_interval_and_cache_size_are_operator_settings() -> None:
+    env = {"SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS": "2.5", "SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES": "50"}
+    settings = OperatorSettings.from_env(env)
+    assert (settings.trial_progress_interval_s, settings.trial_cache_max_entries) == (2.5, 50)
+    defaults = OperatorSettings.from_env({})
+    assert (defaults.trial_progress_interval_s, defaults.trial_cache_max_entries) == (5.0, 200)
