@@ -80,6 +80,7 @@ class Adherence:
     client_cpu_s: float  # CPU time of the client's whole process over the run
     loop_cpu_s: float  # CPU time of the thread running the client's event loop
     connections_opened: int  # TCP connections the client opened (a closed loop reuses one per stream)
+    steady_s: float | None = None  # length of the steady phase the in-flight figures cover (None: not recorded)
 
 
 def in_flight_profile(
@@ -227,4 +228,5 @@ def measure_adherence(
         client_cpu_s=client_cpu_s,
         loop_cpu_s=loop_cpu_s,
         connections_opened=connections_opened,
+        steady_s=max(end - start, 0.0),
     )

@@ -10,6 +10,9 @@ only :class:`Adherence`, what the client itself recorded (see ``docs/trials.md``
   most :data:`MAX_SEND_LAG_P99_S`;
 - both: no single stall of the client's event loop is longer than :data:`MAX_LOOP_STALL_S`.
 
+The in-flight and rate checks need a steady phase of at least :data:`MIN_JUDGED_S`; a shorter one is not judged
+by them (one 10 ms hiccup is a fifth of a 50 ms window).
+
 Each miss is one reason, ``<code>: <what was missed and by how much>``; several are joined with ``"; "``.
 """
 
@@ -31,6 +34,9 @@ MAX_SEND_LAG_P99_S = 0.25
 #: scheduling on a shared 2-core machine); starved clients stalled 0.4-1.7 s with every stream idle. A stall adds
 #: its length to the TTFT or ITL of every request in flight, so 0.25 s is also past typical SLO margins.
 MAX_LOOP_STALL_S = 0.25
+#: The shortest steady phase whose in-flight mean and send rate are judged: over 1 s, a pause of a few ms (one
+#: turnaround, one GC) moves the mean by under 1 %.
+MIN_JUDGED_S = 1.0
 
 IN_FLIGHT_LOW = "in-flight-low"
 RATE_MISSED = "rate-missed"
@@ -46,6 +52,7 @@ class ValidityRules:
     max_rate_miss: float = MAX_RATE_MISS
     max_send_lag_p99_s: float = MAX_SEND_LAG_P99_S
     max_loop_stall_s: float = MAX_LOOP_STALL_S
+    min_judged_s: float = MIN_JUDGED_S
 
 
 def misses(kept: Adherence | None, rules: ValidityRules | None = None) -> tuple[str, ...]:
@@ -54,14 +61,15 @@ def misses(kept: Adherence | None, rules: ValidityRules | None = None) -> tuple[
         return ()
     r = rules or ValidityRules()
     out: list[str] = []
-    if kept.mode == "closed" and kept.planned_concurrency > 0:
+    long_enough = kept.steady_s is None or kept.steady_s >= r.min_judged_s
+    if long_enough and kept.mode == "closed" and kept.planned_concurrency > 0:
         share = kept.mean_in_flight / kept.planned_concurrency
         if share < r.min_in_flight_share:
             out.append(
                 f"{IN_FLIGHT_LOW}: mean in-flight {kept.mean_in_flight:.2f} of {kept.planned_concurrency} planned "
                 f"streams ({share:.0%}, needs {r.min_in_flight_share:.0%})"
             )
-    if kept.mode == "open" and kept.planned_rate_rps > 0:
+    if long_enough and kept.mode == "open" and kept.planned_rate_rps > 0:
         miss = kept.achieved_rate_rps / kept.planned_rate_rps - 1
         if abs(miss) > r.max_rate_miss:
             out.append(

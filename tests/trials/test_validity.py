@@ -33,6 +33,7 @@ CLOSED = Adherence(
     client_cpu_s=1.0,
     loop_cpu_s=0.8,
     connections_opened=8,
+    steady_s=10.0,
 )
 OPEN = replace(
     CLOSED, mode="open", planned_concurrency=0, mean_in_flight=3.0, planned_rate_rps=4.0, achieved_rate_rps=4.1
@@ -55,6 +56,14 @@ CASES = [
     ("open: 15% slow", replace(OPEN, achieved_rate_rps=3.4), (RATE_MISSED,)),
     ("open: 15% fast (a burst after a stall)", replace(OPEN, achieved_rate_rps=4.6), (RATE_MISSED,)),
     ("open: late sends", replace(OPEN, send_lag_s=Percentiles(p50=0.1, p95=0.2, p99=0.4)), (SEND_LAG,)),
+    ("closed: a short steady phase is not judged", replace(CLOSED, mean_in_flight=3.5, steady_s=0.1), ()),
+    ("open: nor is a short one's rate", replace(OPEN, achieved_rate_rps=2.0, steady_s=0.5), ()),
+    (
+        "closed: a short run's stall is",
+        replace(CLOSED, mean_in_flight=3.5, steady_s=0.5, max_loop_stall_s=0.4),
+        (LOOP_STALLED,),
+    ),
+    ("closed: unknown steady length is judged", replace(CLOSED, mean_in_flight=3.5, steady_s=None), (IN_FLIGHT_LOW,)),
     ("closed: send lag is not judged", replace(CLOSED, send_lag_s=Percentiles(p50=1, p95=1, p99=1)), ()),
 ]
 
