@@ -8,7 +8,8 @@ Port: in-memory / simulated adapter -> real adapter (module paths under ``contro
   observe.grafana.GrafanaMetrics;
 * ``Forecaster``: adapters.simulated.SimulatedForecaster -> observe.forecaster.ProfileForecaster;
 * ``LoadTester``: adapters.simulated_loadtester.SimulatedLoadTester -> trials.runner.TrialRunner (a local vLLM
-  process or a Kubernetes canary pod);
+  process or a Kubernetes canary pod); ``TrialStarter`` (trials started, then polled by later cycles):
+  adapters.background_loadtester.BackgroundLoadTester around any LoadTester;
 * ``TrafficRouter``: adapters.memory.InMemoryRouter, adapters.simulated.SimulatedRouter ->
   adapters.gateway.GatewayRouter (Gateway API HTTPRoute weights);
 * ``Advisor``: decide.optimizer.OptimizerAdvisor (in process, no I/O) -> advisor.graph.AgentAdvisor (LangGraph
