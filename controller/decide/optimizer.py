@@ -358,6 +358,17 @@ def candidate_configs(
     return [c for c in space if feasibility is None or feasibility(c) is None]
 
 
+def _mean_of_repeats(observed: Sequence[tuple[EngineConfig, float]]) -> list[tuple[EngineConfig, float]]:
+    """One observation per config, in first-seen order: repeated measurements of a config (a round measures its
+    baseline twice) enter the surrogate as their mean; their spread is the noise figure instead."""
+    values: dict[str, list[float]] = {}
+    configs: dict[str, EngineConfig] = {}
+    for config, value in observed:
+        configs.setdefault(config.key(), config)
+        values.setdefault(config.key(), []).append(value)
+    return [(configs[k], sum(v) / len(v)) for k, v in values.items()]
+
+
 def _search(candidates: CandidateSet, strategy: Strategy, seed: int) -> GpSearch | TpeSearch:
     return GpSearch(candidates, seed=seed) if strategy == "gp" else TpeSearch(candidates, seed=seed)
 
@@ -459,7 +470,7 @@ class OptimizerAdvisor:
             self._sets[cache_key] = cands
         bucket = shape.bucket()
         same = [r for r in context.history if r.shape.bucket() == bucket] or list(context.history)
-        observed = [(r.config, self.score(r)) for r in same if r.status is not TrialStatus.INVALID]
+        observed = _mean_of_repeats([(r.config, self.score(r)) for r in same if r.status is not TrialStatus.INVALID])
         exclude = {r.config.key() for r in context.history} | {context.active.key()}
         repeats = noises.measured(same)
         return _search(cands, self.strategy, self.seed).suggest(
