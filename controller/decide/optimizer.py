@@ -300,9 +300,8 @@ class TpeSearch:
         exclude: Iterable[str] = (),
         n: int = 1,
         baseline: EngineConfig | None = None,
-        noise: float = _NOISE,
+        noise: float = _NOISE,  # the common interface; TPE does not model measurement noise
     ) -> list[Suggestion]:
-        """``noise`` is accepted for the common interface; TPE does not model measurement noise."""
         c = self.c
         optuna.logging.set_verbosity(logging.WARNING)
         dists: dict[str, optuna.distributions.BaseDistribution] = {
@@ -361,12 +360,10 @@ def candidate_configs(
 def _mean_of_repeats(observed: Sequence[tuple[EngineConfig, float]]) -> list[tuple[EngineConfig, float]]:
     """One observation per config, in first-seen order: repeated measurements of a config (a round measures its
     baseline twice) enter the surrogate as their mean; their spread is the noise figure instead."""
-    values: dict[str, list[float]] = {}
-    configs: dict[str, EngineConfig] = {}
+    values: dict[str, tuple[EngineConfig, list[float]]] = {}
     for config, value in observed:
-        configs.setdefault(config.key(), config)
-        values.setdefault(config.key(), []).append(value)
-    return [(configs[k], sum(v) / len(v)) for k, v in values.items()]
+        values.setdefault(config.key(), (config, []))[1].append(value)
+    return [(config, sum(v) / len(v)) for config, v in values.values()]
 
 
 def _search(candidates: CandidateSet, strategy: Strategy, seed: int) -> GpSearch | TpeSearch:
