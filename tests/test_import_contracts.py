@@ -64,6 +64,11 @@ def test_the_contracts_hold() -> None:
             "not allowed to import controller.policy.loading",
         ),
         (
+            "controller/act/planted.py",
+            "from controller.decide import guardrails",
+            "not allowed to import controller.decide",
+        ),
+        (
             "controller/domain/planted.py",
             "from controller.reconcile import Reconciler",
             "not allowed to import controller.reconcile",
