@@ -154,8 +154,10 @@ def test_blocked_event_loop_shows_in_the_closed_loop_in_flight(make_fake_engine)
     kept = report.adherence
     assert kept is not None and len(report.completed) == 80
     assert kept.max_loop_stall_s >= 0.98 and kept.loop_stall_s >= 0.98
-    assert kept.min_in_flight == 0.0  # the planned 8 streams were not kept during the stall
-    assert kept.mean_in_flight < 8
+    # the planned 8 streams were not kept during the stall; an answer whose end the client read only well after the
+    # stall (a loaded machine) may still count as in flight through it, so the figures are bounded, not exact
+    assert kept.min_in_flight < 8
+    assert kept.mean_in_flight < 0.9 * 8  # below what the validity check asks of a closed loop
     assert kept.max_send_lag_s >= 1.0  # the stream whose callback blocked sent its next request a second late
 
 
