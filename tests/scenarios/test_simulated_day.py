@@ -42,8 +42,10 @@ def test_schedule_differs_between_day_and_night(day: DemoRun) -> None:
 
 
 def test_rollouts_stepped_through_the_policy_weights(day: DemoRun) -> None:
-    weights = [int(e.message.split("%")[0].split()[-1]) for e in day.cluster.events if e.reason == "SetWeights"]
-    assert weights[:4] == list(day.policy.rollout.steps)
+    # the candidate's share of the traffic the fleet served, tick by tick: each new non-zero weight is a step
+    served = [p.candidate_weight for p in day.timeline]
+    steps = [w for i, w in enumerate(served) if w and (i == 0 or w != served[i - 1])]
+    assert steps[:4] == list(day.policy.rollout.steps)
     assert any(e.reason == "Promote" for e in day.cluster.events)
     assert day.status.phase in (Phase.OBSERVING, Phase.ROLLING_OUT, Phase.TRIALLING)
 
