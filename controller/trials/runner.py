@@ -171,7 +171,7 @@ class TrialRunner:
 
     def run(self, request: TrialRequest) -> TrialResult:
         key = self.key(request)
-        if self.cache is not None:
+        if self.cache is not None and not request.fresh:
             cached = self.cache.get(key)
             if cached is not None:
                 self._report("done", 1, 1)
