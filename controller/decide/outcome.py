@@ -12,7 +12,7 @@ from controller.domain.actions import Notify, Severity
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduledConfig, TuningRound
-from controller.domain.trial import TrialResult
+from controller.domain.trial import TrialResult, TrialStatus
 
 
 def select(ctx: PlanContext, round_: TuningRound) -> Intent:
@@ -28,14 +28,13 @@ def select(ctx: PlanContext, round_: TuningRound) -> Intent:
     status = ctx.status.model_copy(update={"tuning": None, "tuned_shape": round_.shape})
     stock_goodput = stock.objective() if stock else 0.0
     base_goodput = baseline.objective() if baseline else 0.0
-    if best is None and ctx.rules.scaling is not None and trials and round_.shape.concurrency >= 2:
-        measured_any = any(t.status.value != "failed" for t in trials)
-        if measured_any:
-            return tuning.retry_lighter(ctx, round_)
+    lighter = best is None and ctx.rules.scaling is not None and round_.shape.concurrency >= 2
+    if lighter and any(measured(t) for t in trials):
+        return tuning.retry_lighter(ctx, round_)
     if best is None:
-        failed = [t for t in trials if t.status.value == "failed"]
-        if trials and len(failed) == len(trials):
-            cause = f"the canary could not measure anything ({failed[-1].reason})"
+        unmeasured = [t for t in trials if not measured(t)]
+        if trials and len(unmeasured) == len(trials):
+            cause = f"the canary could not measure anything ({unmeasured[-1].reason})"
         else:
             cause = "no trial met the SLO"
         pause = ctx.rules.schedule.retune_min_interval_s
@@ -150,3 +149,10 @@ def _entry(
 
 
 __all__ = ["select"]
+
+
+def measured(trial: TrialResult) -> bool:
+    """Whether the canary measured the engine: a trial that ``failed`` (the canary could not run it) or is
+    ``invalid`` (the load generator did not keep its plan) measured nothing about the config, an ``infeasible``
+    or ``rejected`` one did."""
+    return trial.status not in (TrialStatus.FAILED, TrialStatus.INVALID)

@@ -4,12 +4,14 @@ replicas. Pure; the bracket search itself is in :mod:`controller.decide.capacity
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from controller.decide import selection
 from controller.decide.capacity import holds, next_probe_factor, probe_bracket, replicas_for
 from controller.decide.context import Intent, PlanContext, round_trials, scaled
 from controller.domain.actions import RunTrial
 from controller.domain.status import TuningRound
-from controller.domain.trial import TrialResult
+from controller.domain.trial import TrialResult, TrialStatus
 
 
 def capacity_probe(ctx: PlanContext, round_: TuningRound) -> Intent | None:
@@ -69,9 +71,13 @@ def bracket(ctx: PlanContext, round_: TuningRound, key: str) -> tuple[float, flo
     base = next((t for t in reversed(round_trials(ctx.status)) if t.config.key() == key), None)
     at_1 = [(1.0, base)] if base is not None else []
     closed = ctx.rules.capacity_probe_loop == "closed"
-    return probe_bracket(
-        [(f, holds(t, keeps_up=closed or f == 1.0)) for f, t in (*at_1, *probe_results(ctx, round_, key))]
-    )
+    return probe_bracket(held_loads((*at_1, *probe_results(ctx, round_, key)), closed=closed))
+
+
+def held_loads(probed: Sequence[tuple[float, TrialResult]], *, closed: bool) -> list[tuple[float, bool]]:
+    """``(load multiple, held)`` for each probed load. An ``invalid`` probe (the load generator did not keep its
+    plan) says nothing about the engine: it is neither a load that held nor one that did not."""
+    return [(f, holds(t, keeps_up=closed or f == 1.0)) for f, t in probed if t.status is not TrialStatus.INVALID]
 
 
 def fleet_rate(ctx: PlanContext, round_: TuningRound) -> float | None:

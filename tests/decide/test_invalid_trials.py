@@ -8,6 +8,8 @@ import pytest
 
 from controller.decide.capacity import holds
 from controller.decide.optimizer import OptimizerAdvisor, candidate_configs
+from controller.decide.outcome import measured
+from controller.decide.probe import held_loads
 from controller.decide.selection import best_trial
 from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, TrafficShape
 from controller.domain.observation import TargetRef
@@ -33,7 +35,9 @@ def trial(config: EngineConfig, goodput: float, status: TrialStatus = TrialStatu
         shape=SHAPE,
         slo=SLO_,
         status=status,
-        reason=REASON if status is TrialStatus.INVALID else "",
+        reason={TrialStatus.INVALID: REASON, TrialStatus.FAILED: "no request completed"}.get(
+            status, "CUDA out of memory" if status is TrialStatus.INFEASIBLE else ""
+        ),
         completed=500,
         output_tokens_per_s=goodput,
         total_tokens_per_s=goodput * 5,
@@ -99,3 +103,34 @@ def test_the_optimizer_does_not_learn_from_an_invalid_trial() -> None:
     excluded = AdvisorContext(target, SHAPE, SLO_, invalid, history, max_proposals=3)
     picks = [p.config for p in OptimizerAdvisor(POLICY, seed=3).propose(with_invalid)]
     assert picks == [p.config for p in OptimizerAdvisor(POLICY, seed=3).propose(excluded)]
+
+
+# (the probed loads, whether the probe was closed loop, the (load, held) points the bracket search may use)
+HELD_CASES = [
+    ([(1.0, trial(FAST, 9000.0)), (2.0, trial(FAST, 9000.0, TrialStatus.INVALID))], True, [(1.0, True)]),
+    ([(1.0, trial(FAST, 9000.0)), (2.0, trial(FAST, 0.0, TrialStatus.FAILED))], True, [(1.0, True), (2.0, False)]),
+    ([(2.0, trial(FAST, 9000.0, TrialStatus.INVALID)), (4.0, trial(FAST, 9000.0))], False, [(4.0, True)]),
+]
+
+
+@pytest.mark.parametrize(("probed", "closed", "points"), HELD_CASES)
+def test_an_invalid_probe_is_neither_a_held_nor_a_missed_load(
+    probed: list[tuple[float, TrialResult]], closed: bool, points: list[tuple[float, bool]]
+) -> None:
+    assert held_loads(probed, closed=closed) == points
+
+
+@pytest.mark.parametrize(
+    ("status", "is_measurement"),
+    [
+        (TrialStatus.MEASURED, True),
+        (TrialStatus.REJECTED, True),
+        (TrialStatus.INFEASIBLE, True),
+        (TrialStatus.FAILED, False),
+        (TrialStatus.INVALID, False),
+    ],
+)
+def test_a_round_of_invalid_trials_measured_nothing(status: TrialStatus, is_measurement: bool) -> None:
+    """A round whose trials are all invalid is paused as one where the canary could not measure anything, not
+    retried at a lighter load as if the configs had missed the SLO."""
+    assert measured(trial(FAST, 9000.0, status)) is is_measurement
