@@ -233,7 +233,7 @@ def trial_crd() -> JSON:
             _column("Target", "string", ".spec.target", "TunedService"),
             _column("Config", "string", ".status.configLabel", "engine config"),
             _column("Phase", "string", ".status.phase", "trial phase"),
-            _column("Outcome", "string", ".status.result.status", "measured, infeasible, failed or rejected"),
+            _column("Outcome", "string", ".status.result.status", "measured, infeasible, failed, rejected or invalid"),
             _column("Goodput", "number", ".status.result.goodput_tokens_per_s", "output tokens/s within the SLO"),
         ],
     )
