@@ -172,4 +172,3 @@ def quality_gate_for(policy: Policy, baseline_endpoint: str, baseline_model: str
         min_exact_match=gate.min_exact_match,
         max_logprob_divergence=gate.max_logprob_divergence,
     )
-
