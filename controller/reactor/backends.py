@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,12 +26,11 @@ from typing import Any, Protocol
 from kubernetes import client
 
 from controller.adapters.gateway import GatewayRouter, gateway_installed
-from controller.adapters.kube import KubeCluster, KubeEvents, KubernetesLauncher, kube_errors
+from controller.adapters.kube import KubeCluster, KubeEvents, kube_errors
 from controller.adapters.kube_result_store import ConfigMapResultStore, cache_name
 from controller.adapters.memory import NopNotifier, RecordingNotifier
 from controller.adapters.vllm_pod import baseline_config
-from controller.crd.models import API_VERSION, TunedServiceSpec
-from controller.crd.models import Toleration as CanaryToleration
+from controller.crd.models import TunedServiceSpec
 from controller.decide.capacity import ScalingRules
 from controller.decide.planner import DigestRules
 from controller.domain.config import EngineConfig
@@ -39,15 +38,13 @@ from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound
 from controller.policy import Policy, load_policy, parse_policy, profile_feasibility
 from controller.ports import Cluster, LoadTester, Notifier, TrafficRouter
+from controller.reactor.canary import canary_trials, tuned_service_owner
 from controller.reactor.settings import OperatorSettings
 from controller.reactor.status_io import owner_references
 from controller.reactor.trial_progress import ReportingLoadTester, TrialCRReporter
 from controller.reconcile import Ports, Reconciler, rules_from_policy
 from controller.trials.cache import TrialCache
-from controller.trials.launchers import KubernetesTrialManifest, Launcher, OwnerRef
-from controller.trials.launchers import Toleration as PodToleration
-from controller.trials.quality import quality_gate_for
-from controller.trials.runner import TrialRunner
+from controller.trials.launchers import KubernetesTrialManifest, Launcher
 
 log = logging.getLogger(__name__)
 
@@ -403,83 +400,12 @@ class KubernetesBackend:
         return runtime
 
 
-def tuned_service_owner(target: TargetRef, meta: Mapping[str, Any]) -> OwnerRef:
-    """The TunedService as the owner of what Shiftlight creates for it (collected when it is deleted)."""
-    return OwnerRef(api_version=API_VERSION, kind="TunedService", name=target.name, uid=str(meta.get("uid", "")))
-
-
 def digest_rules(spec: TunedServiceSpec, settings: OperatorSettings) -> DigestRules | None:
     """The daily digest's hour: the TunedService's ``notifications.slack.digestHour``, or the operator's default
     (``SHIFTLIGHT_SLACK_DIGEST_HOUR``) when its spec has no Slack settings; None: no digest."""
     slack = spec.notifications.slack
     hour = settings.slack_digest_hour if slack is None else slack.digest_hour
     return None if hour is None else DigestRules(hour=hour)
-
-
-def canary_trials(
-    api: client.ApiClient,
-    target: TargetRef,
-    spec: TunedServiceSpec,
-    meta: Mapping[str, Any],
-    default_image: str,
-    *,
-    default_node_selector: Mapping[str, str] | None = None,
-    default_tolerations: Sequence[CanaryToleration] = (),
-    policy: Policy | None = None,
-    selectors: Sequence[Mapping[str, str]] = (),
-    launcher: Callable[[KubernetesTrialManifest], Launcher] | None = None,
-) -> TrialRunner:
-    """Trials as Pods on the TunedService's canary pool, owned by it (garbage-collected with it). A pool that sets
-    no node selector (or no tolerations) gets the operator's defaults (``SHIFTLIGHT_CANARY_NODE_SELECTOR``,
-    ``SHIFTLIGHT_CANARY_TOLERATIONS``). With a ``policy``, its lossy configs must pass the policy's quality gate
-    against the stable variant (the TunedService's Service, in its namespace). Trial pods stay out of
-    ``selectors`` (a stable InferencePool's) besides the production Deployment's and the stable Service's."""
-    pool = spec.canary_pool
-    node_selector = dict(pool.node_selector) or dict(default_node_selector or {})
-    tolerations = tuple(pool.tolerations) or tuple(default_tolerations)
-    manifest = KubernetesTrialManifest(
-        namespace=target.namespace,
-        target_name=target.name,
-        model=spec.model.name,
-        served_model_name=spec.model.served_model_name or spec.model.name,
-        image=pool.image or default_image,
-        gpu_count=pool.gpu_count,
-        gpu_resource=pool.gpu_resource,
-        node_selector=node_selector,
-        tolerations=tuple(
-            PodToleration(key=t.key or "", operator=t.operator, value=t.value, effect=t.effect) for t in tolerations
-        ),
-        owner=OwnerRef(
-            api_version=API_VERSION,
-            kind="TunedService",
-            name=target.name,
-            uid=str(meta.get("uid", "")),
-        ),
-        port=spec.workload.port,
-        override_image=pool.image,
-    )
-    template = KubeCluster(
-        api,
-        port=spec.workload.port,
-        template_deployment=spec.workload.deployments[0],
-        container=spec.workload.container,
-        stable_service=spec.workload.service,
-        selectors=selectors,
-    )
-    gate = None
-    if policy is not None:
-        stable = f"http://{spec.workload.service}.{target.namespace}.svc:{spec.workload.port}"
-        gate = quality_gate_for(policy, stable, manifest.served_model_name or spec.model.name)
-    return TrialRunner(
-        KubernetesLauncher(api, manifest, pod_source=lambda: template.pod_source(target))
-        if launcher is None
-        else launcher(manifest),
-        model=spec.model.name,
-        gpu_type=spec.gpu_type,
-        engine_version=manifest.image,
-        quality_gate=gate,
-        gate_if=policy.is_lossy if policy is not None else None,
-    )
 
 
 def make_backend(settings: OperatorSettings, api: client.ApiClient, *, notifier: Notifier | None = None) -> Backend:

@@ -9,7 +9,7 @@ from controller.crd.models import parse_tuned_service
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.policy import Policy
-from controller.reactor.backends import canary_trials
+from controller.reactor.canary import canary_trials
 
 BODY = {
     "apiVersion": "shiftlight.dev/v1alpha1",
