@@ -17,6 +17,8 @@ from controller.errors import InvalidInput
 from controller.simulator.profiles import load_gpu, load_model
 
 PROBE = Path(__file__).with_name("gpu_probe.py")
+#: The probe's end-to-end stack, which it imports from its own folder.
+PROBE_E2E = Path(__file__).with_name("gpu_probe_e2e.py")
 
 
 def parse_latents(items: Sequence[str]) -> dict[str, int]:
@@ -63,14 +65,15 @@ def run_probe(shapes: dict[str, Any], workdir: Path, *, quick: bool, e2e: bool, 
 
 
 def prepare_probe(folder: Path, dense_model: str, other_models: Sequence[str], moe_latent: Sequence[str]) -> Path:
-    """Write ``shapes.json`` and a copy of the probe script to ``folder``; returns the shapes file."""
+    """Write ``shapes.json`` and a copy of the probe scripts to ``folder``; returns the shapes file."""
     folder.mkdir(parents=True, exist_ok=True)
     shapes = probe_shapes(
         load_model(dense_model), [load_model(m) for m in other_models], moe_latent=parse_latents(moe_latent)
     )
     path = folder / "shapes.json"
     path.write_text(json.dumps(shapes, indent=1))
-    (folder / PROBE.name).write_text(PROBE.read_text())
+    for script in (PROBE, PROBE_E2E):
+        (folder / script.name).write_text(script.read_text())
     return path
 
 

@@ -39,6 +39,7 @@ def test_the_prepare_step_writes_what_the_probe_step_reads(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     assert (tmp_path / "shapes.json").is_file()
     assert (tmp_path / "gpu_probe.py").is_file()
+    assert (tmp_path / "gpu_probe_e2e.py").is_file()  # the probe step runs with --e2e
 
 
 def test_the_fit_step_prints_a_profile_that_parses(tmp_path: Path) -> None:
