@@ -7,8 +7,9 @@
   ``loop.time_scale`` in real time).
 * ``kubernetes``: Prometheus metrics, Deployments per variant (:class:`KubeCluster`) and HTTPRoute weights
   (:class:`GatewayRouter`, replica-ratio fallback; a candidate InferencePool next to an InferencePool backend).
-  Trials run as Pods on the canary pool; each reports its progress in its Trial CR, and results are cached in a
-  ConfigMap per TunedService (``<name>-trial-cache``), so a restarted operator never re-runs a measured trial.
+  Trials run as Pods on the canary pool beside the cycle (started, then polled; one at a time per TunedService);
+  each reports its progress in its Trial CR, and results are cached in a ConfigMap per TunedService
+  (``<name>-trial-cache``), so a restarted operator never re-runs a measured trial.
 
 Runtimes live as long as the operator process; all decision state lives in the CR status.
 """
@@ -19,12 +20,14 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from kubernetes import client
 
+from controller.adapters.background_loadtester import BackgroundLoadTester
 from controller.adapters.gateway import GatewayRouter, gateway_installed
 from controller.adapters.kube import KubeCluster, KubeEvents, kube_errors
 from controller.adapters.kube_result_store import ConfigMapResultStore, cache_name
@@ -294,6 +297,9 @@ class KubernetesBackend:
         self.notifier = notifier
         self.trial_launcher = trial_launcher
         self._runtimes: dict[tuple[str, str, str, int | None], TargetRuntime] = {}
+        # one trial worker per TunedService, kept across its generations: trials run beside the cycle, one at a
+        # time, so a spec change while a trial runs queues the next behind it instead of a second canary engine
+        self._trial_workers: dict[tuple[str, str, str], ThreadPoolExecutor] = {}
 
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
         from controller.advisor.factory import advisors_for
@@ -390,8 +396,13 @@ class KubernetesBackend:
         )
         scaling = ScalingRules(min_replicas=spec.replicas.min_replicas, max_replicas=spec.replicas.max_replicas)
         rules = rules_from_policy(policy, spec.schedule, scaling=scaling, digest=digest_rules(spec, self.settings))
+        worker = self._trial_workers.get(key[:3])
+        if worker is None:
+            worker = self._trial_workers[key[:3]] = ThreadPoolExecutor(1, thread_name_prefix=f"trial-{target.name}")
+        # the cycle starts a canary trial and polls it (a Pod starting vLLM takes minutes) instead of waiting for it
+        background = replace(ports, load_tester=BackgroundLoadTester(load_tester, executor=worker))
         runtime = TargetRuntime(
-            reconciler=Reconciler(ports, policy, windows=spec.schedule, rules=rules),
+            reconciler=Reconciler(background, policy, windows=spec.schedule, rules=rules),
             initial_config=running,
             ports=ports,
             notifier=ports.notifier,

@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 from kubernetes import client, config
 
+from controller.adapters.background_loadtester import BackgroundLoadTester
 from controller.adapters.kube_result_store import ConfigMapResultStore, cache_name, data_key
 from controller.crd.models import parse_tuned_service
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
@@ -369,3 +370,60 @@ def test_the_progress_interval_and_cache_size_are_operator_settings() -> None:
     assert (settings.trial_progress_interval_s, settings.trial_cache_max_entries) == (2.5, 50)
     defaults = OperatorSettings.from_env({})
     assert (defaults.trial_progress_interval_s, defaults.trial_cache_max_entries) == (5.0, 200)
+
+
+class GatedLauncher(CountingLauncher):
+    """A canary Pod that becomes ready only once the test opens the gate."""
+
+    def __init__(self, engine: FakeEngine) -> None:
+        super().__init__(engine)
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def start(self, config: EngineConfig, *, timeout_s: float | None = None) -> Launch:
+        self.entered.set()
+        self.gate.wait()
+        return super().start(config, timeout_s=timeout_s)
+
+
+def test_the_cycle_starts_a_canary_trial_and_polls_it_on_one_worker_per_tuned_service(
+    operator_kubeconfig: Path, policy_dir: Path, engine: FakeEngine, tuned: dict[str, Any]
+) -> None:
+    """On the kubernetes backend the reconciler gets a trial starter: a trial whose Pod is still starting leaves
+    the caller free (its handle polls None), and a new generation of the TunedService queues its trials on the
+    same worker rather than starting a second canary engine beside the first."""
+    launcher = GatedLauncher(engine)
+    settings = OperatorSettings(
+        backend="kubernetes",
+        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
+        policy_dir=policy_dir,
+        health_port=None,
+        metrics_port=None,
+        trial_progress_interval_s=0.0,
+    )
+    backend = KubernetesBackend(
+        settings, config.new_client_from_config(str(operator_kubeconfig)), trial_launcher=launcher
+    )
+    spec, _ = parse_tuned_service(tuned)
+    target = TargetRef(namespace=NS, name="workhorse", model=spec.model.name)
+    first = backend.runtime(target, spec, tuned)
+    starter = first.reconciler.ports.load_tester
+    assert isinstance(starter, BackgroundLoadTester)
+    assert first.ports.load_tester is starter.inner  # what the runtime reports on is what runs the trial
+
+    handle = starter.start(trial_request(EngineConfig(max_num_seqs=64)))
+    assert launcher.entered.wait(30)  # the trial is launching on its worker...
+    assert handle.poll() is None  # ...and the caller was not held
+
+    newer = {**tuned, "metadata": {**tuned["metadata"], "generation": (tuned["metadata"].get("generation") or 1) + 1}}
+    second = backend.runtime(target, spec, newer)
+    assert second is not first
+    queued = second.reconciler.ports.load_tester
+    assert isinstance(queued, BackgroundLoadTester) and queued._executor is starter._executor
+    behind = queued.start(trial_request(EngineConfig(max_num_seqs=128)))
+    assert len(launcher.launches) == 0 and behind.poll() is None  # queued behind the running trial
+
+    launcher.gate.set()
+    assert handle.future.result(timeout=120).status is TrialStatus.MEASURED
+    assert behind.future.result(timeout=120).status is TrialStatus.MEASURED
+    assert launcher.launches == [EngineConfig(max_num_seqs=64), EngineConfig(max_num_seqs=128)]
