@@ -141,7 +141,7 @@ def calibrate(
     quick: bool = typer.Option(False, "--quick", help="tiny sweeps: check that the probe runs"),
     e2e: bool = typer.Option(True, "--e2e/--no-e2e", help="also time end-to-end decode steps of the dense stack"),
     prepare: Path | None = typer.Option(
-        None, "--prepare", help="only write shapes.json and gpu_probe.py here (to run the probe in another image)"
+        None, "--prepare", help="only write shapes.json and the probe scripts here (to run the probe in another image)"
     ),
     stdout: bool = typer.Option(False, "--stdout", help="also print the profile (for kubectl logs)"),
 ) -> None:
