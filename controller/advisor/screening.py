@@ -10,6 +10,7 @@ from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TargetStatus
+from controller.domain.trial import TrialResult
 from controller.errors import ShiftlightError
 from controller.policy import Policy
 from controller.ports import Advisor
@@ -32,7 +33,7 @@ def screen(
         [p for p in proposals if p.config.key() not in blocked],
         policy=policy,
         active=status.active_config,
-        history=planner.round_trials(status),
+        history=this_rounds_trials(status),
         max_accept=max_accept,
     )
     return list(verdict.accepted), refused + [f"rejected {r.describe()}" for r in verdict.rejected]
@@ -77,3 +78,12 @@ def screened_proposals(
         more, more_rejected = screen(list(fallback.propose(ctx)), status, policy=policy, max_accept=per_cycle)
         accepted, rejected = more, rejected + more_rejected
     return accepted, notes + rejected
+
+
+def this_rounds_trials(status: TargetStatus) -> list[TrialResult]:
+    """The trials the current round ran itself, which its budget counts: the latest one per entry of its trial
+    keys. A round interrupted earlier on the same shape left trials of the same configs in status; they still teach
+    the optimizer, but they are not this round's spending."""
+    trials = planner.round_trials(status)
+    ran = len(status.tuning.trial_keys) if status.tuning is not None else 0
+    return trials[-ran:] if ran else []
