@@ -145,7 +145,11 @@ class LocalProcessLauncher:
         shutdown_timeout_s: float = 0.0,
         log_dir: Path | None = None,
         cache_root: Path | None = None,
+        engine_cpus: Sequence[int] | None = None,
     ) -> None:
+        """``engine_cpus`` pins the engine and every process it starts to those cores (and binds a CPU engine's
+        compute threads there), so a load generator pinned elsewhere (``RunnerSettings.client_cpus``) is never
+        starved by the engine it measures."""
         self.model_path = str(model_path)
         self.served_model_name = served_model_name
         self.engine_python = engine_python or default_engine_python()
@@ -155,6 +159,9 @@ class LocalProcessLauncher:
         self.shutdown_timeout_s = shutdown_timeout_s
         self.log_dir = log_dir
         self.cache_root = cache_root
+        self.engine_cpus = tuple(engine_cpus) if engine_cpus else None
+        if self.engine_cpus is not None:
+            self.env["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(map(str, self.engine_cpus))
 
     def command(self, config: EngineConfig, port: int) -> list[str]:
         """``<engine python> -m vllm.entrypoints.openai.api_server --model ... <extra args>`` with the config's
@@ -206,6 +213,7 @@ class LocalProcessLauncher:
                 env=env,
                 cwd=tmp,
                 start_new_session=True,  # own process group: teardown reaches the engine-core children
+                preexec_fn=self._pin if self.engine_cpus is not None else None,
             )
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -236,6 +244,9 @@ class LocalProcessLauncher:
                     self.stop(launch)
                     return launch
                 time.sleep(0.5)
+
+    def _pin(self) -> None:
+        os.sched_setaffinity(0, set(self.engine_cpus or ()))  # in the child, before exec: its children inherit it
 
     def logs(self, launch: Launch) -> tuple[str, ...]:
         proc = launch._handle

@@ -7,6 +7,7 @@ Trials are memoised per config so several tests can read one measurement.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -45,13 +46,20 @@ def cpu_has_fp8_kv_support() -> bool:
     return "avx512f" in flags or "amx_tile" in flags
 
 
+#: The engine on the first core, the load generator on the last: on a small machine a CPU engine otherwise takes the
+#: client's CPU, and the trial is (rightly) judged invalid; a canary GPU leaves the client its cores in production.
+CORES = sorted(os.sched_getaffinity(0))
+ENGINE_CPUS, CLIENT_CPUS = ((CORES[0],), (CORES[-1],)) if len(CORES) > 1 else (None, None)
+
+
 def make_runner(model_dir: Path, cache: TrialCache | None = None, gate: QualityGate | None = None) -> TrialRunner:
     launcher = LocalProcessLauncher(
-        model_dir, served_model_name="tiny", extra_args=CPU_TEST_ARGS, cache_root=cache_root()
+        model_dir, served_model_name="tiny", extra_args=CPU_TEST_ARGS, cache_root=cache_root(), engine_cpus=ENGINE_CPUS
     )
     return TrialRunner(
         launcher, model=f"tiny-{model_dir.name}", gpu_type="cpu", engine_version="0.32.0",
-        settings=RunnerSettings(max_model_len=512, sample_interval_s=0.25), cache=cache, quality_gate=gate,
+        settings=RunnerSettings(max_model_len=512, sample_interval_s=0.25, client_cpus=CLIENT_CPUS),
+        cache=cache, quality_gate=gate,
         gate_if=lambda config: config.speculative_method == "none",  # gate the non-speculative trials here
     )  # fmt: skip
 
