@@ -5,7 +5,6 @@ it without launching anything; entries read back from that ConfigMap are validat
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -14,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 from kubernetes import client, config
 
 from controller.adapters.background_loadtester import BackgroundLoadTester
@@ -28,8 +26,9 @@ from controller.reactor.settings import ConnectionSettings, OperatorSettings
 from controller.reactor.status_io import CRMirror, trial_name_for
 from controller.reactor.trial_progress import ProgressUpdate, ReportingLoadTester, TrialCRReporter
 from controller.trials.cache import TrialCache
-from controller.trials.launchers import KubernetesTrialManifest, Launch, free_port
+from controller.trials.launchers import KubernetesTrialManifest, Launch
 from controller.trials.runner import TrialRunner
+from tests.support.fake_engine import FakeEngine
 from tests.support.kube_api import KubeAPIServer
 
 from .conftest import G, V, tuned_service
@@ -46,67 +45,6 @@ SHAPE = TrafficShape(
     output_tokens=LengthDistribution(mean=8),
 )
 BUDGET = TrialBudget(duration_s=20, warmup_s=0, max_requests=12, startup_timeout_s=5)
-
-
-class FakeEngine:
-    """A streaming ``/v1/completions`` + ``/metrics`` + ``/health`` server on loopback (no vLLM)."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.generated = 0
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        n = int(body["max_tokens"])
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        for _ in range(n):
-            await asyncio.sleep(0.001)
-            chunk = {"choices": [{"index": 0, "text": "x", "finish_reason": None}]}
-            await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-        self.generated += n
-        usage = {"choices": [], "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}}
-        await resp.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        text = (
-            "# TYPE vllm:generation_tokens counter\n"
-            f'vllm:generation_tokens_total{{engine="0",model_name="fake"}} {self.generated}\n'
-            "# TYPE vllm:kv_cache_usage_perc gauge\n"
-            'vllm:kv_cache_usage_perc{engine="0",model_name="fake"} 0.25\n'
-        )
-        return web.Response(text=text, content_type="text/plain")
-
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(text="")
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        app = web.Application()
-        app.router.add_post("/v1/completions", self._completions)
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/health", self._health)
-        runner = web.AppRunner(app, access_log=None)
-        self._loop.run_until_complete(runner.setup())
-        self._loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", self.port).start())
-        self._ready.set()
-        self._loop.run_forever()
-        self._loop.run_until_complete(runner.cleanup())
-
-    def __enter__(self) -> FakeEngine:
-        self._thread.start()
-        self._ready.wait(10)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
 
 
 class CountingLauncher:
