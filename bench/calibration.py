@@ -16,9 +16,11 @@ Sections:
    steps (goodput of each measured (B, q) at a TPOT bound), not from the model; the search loop, its noise and
    its trace are ``bench/search_efficiency.py``'s own.
 
-The stack's PyTorch forward pass is not vLLM's: it runs about 25 small kernels per layer where vLLM fuses to about
-6, and moves about 20.8 MB of activations per token where the Llama profile says 9.4 (both counted from the
-probe's code in :func:`stack_profile`); the model is given those two numbers for this comparison and nothing else.
+The stack's PyTorch forward pass is not vLLM's: besides its GEMMs and the attention kernel it runs 22 small
+kernels per layer (24 when a sequence verifies more than one token) where vLLM fuses to about 6, and moves 20.6
+MB (21.6 MB) of activations per token where the Llama profile says 9.4. Both are counted from the probe's code,
+the same way the probe's layer-op primitive counts them (:func:`stack_kernels_per_layer`, :func:`stack_profile`);
+the model is given those two numbers for each query length (:class:`StackModel`) and nothing else.
 
 Run: ``.venv/bin/python bench/calibration.py``. Ends with one line::
 
@@ -50,40 +52,68 @@ from controller.calibrate.fit import (  # noqa: E402
     fit_calibration,
     split_half,
 )
+from controller.calibrate.gpu_probe import layer_ops_bytes_per_token, layer_ops_kernels  # noqa: E402
 from controller.calibrate.profile import Calibration, load_calibration  # noqa: E402
 from controller.domain.config import EngineConfig  # noqa: E402
 from controller.domain.slo import SLO  # noqa: E402
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus  # noqa: E402
-from controller.simulator.perf import ATTENTION_MFU, PerformanceModel  # noqa: E402
+from controller.simulator.perf import ATTENTION_MFU, PerformanceModel, StepTiming  # noqa: E402
 from controller.simulator.profiles import GpuProfile, ModelProfile, load_gpu, load_model  # noqa: E402
 
 RAW = ROOT / "controller/simulator/profiles/calibration/h200-raw.json"
-#: Small kernels per layer of the probe's stack: two unfused RMSNorms (8 each), two KV-cache writes, two layout
-#: copies around attention, the attention kernel, two residual adds, SiLU and the gate product.
-STACK_SMALL_KERNELS_PER_LAYER = 25.0
 MAX_TRIALS = 12
 
 
-def stack_profile(model: ModelProfile) -> ModelProfile:
-    """The Llama profile with the probe stack's own activation traffic (bytes per token, from its code)."""
+def stack_kernels_per_layer(query: int) -> float:
+    """Small kernels per layer of the probe's stack (its layer-op primitive counts the same code): two unfused
+    RMSNorms (8 each), two KV-cache writes, two residual adds, SiLU and the gate product, and two layout copies
+    around attention when a sequence verifies more than one token. The attention kernel is the attention
+    family's own (its fixed time per layer)."""
+    return float(layer_ops_kernels(query))
+
+
+def stack_profile(model: ModelProfile, query: int = 1) -> ModelProfile:
+    """The Llama profile with the probe stack's own activation traffic (bytes per token, from its code): the
+    layer ops as the probe counts them, the GEMMs' inputs and outputs, and the logits."""
     h = model.hidden_size
     inter = 14336
     qkv = (model.num_attention_heads + 2 * model.num_kv_heads) * model.head_dim
-    per_layer = (
-        2 * 32 * h  # two RMSNorms in float32: cast, square, mean, scale, cast back, weight (bytes per element)
-        + (2 * h + 2 * qkv)
-        + (4 * h)
-        + (2 * h + 4 * inter)
-        + (2 * inter + 2 * h)  # GEMM inputs and outputs
-        + 8 * model.num_kv_heads * model.head_dim  # K and V written to the cache
-        + 4 * h
-        + 6 * h  # query layout copy; attention output and its layout copy
-        + 12 * h  # two residual adds
-        + 10 * inter  # SiLU and the gate product
-    )
-    total = per_layer * model.num_layers + 2 * model.vocab_size
+    ops = layer_ops_bytes_per_token(h, inter, model.num_attention_heads, model.num_kv_heads, model.head_dim, query)
+    gemm_io = (2 * h + 2 * qkv) + (2 * h + 2 * h) + (2 * h + 4 * inter) + (2 * inter + 2 * h)
+    total = (ops + gemm_io) * model.num_layers + 2 * model.vocab_size
     return dataclasses.replace(model, activation_mb_per_token=total / 1e6)
+
+
+#: One number for every query length (the count at q = 1), for a single model over all steps; :class:`StackModel`
+#: takes the count for each query length.
+STACK_SMALL_KERNELS_PER_LAYER = stack_kernels_per_layer(1)
+
+
+class StackModel:
+    """The performance model given the stack's own numbers for each query length (``1 + k`` of the config)."""
+
+    def __init__(self, gpu: GpuProfile, calibration: Calibration | None) -> None:
+        self._gpu, self._cal = gpu, calibration
+        self._base = load_model("llama-3.1-8b")
+        self._by_q: dict[int, PerformanceModel] = {}
+
+    def _model(self, q: int) -> PerformanceModel:
+        if q not in self._by_q:
+            stack = stack_profile(self._base, q)
+            if self._cal is None:
+                self._by_q[q] = PerformanceModel(stack, self._gpu, None, prefill_fixes=False)
+            else:
+                self._by_q[q] = PerformanceModel(
+                    stack, self._gpu, self._cal, small_kernels_per_layer=stack_kernels_per_layer(q)
+                )
+        return self._by_q[q]
+
+    def step(self, config: EngineConfig, **kwargs: Any) -> StepTiming:
+        return self._model(1 + config.k).step(config, **kwargs)
+
+    def tokens_per_step(self, config: EngineConfig, repetitiveness: float) -> float:
+        return self._model(1 + config.k).tokens_per_step(config, repetitiveness)
 
 
 def e2e_points(raw: dict[str, Any], impl: str | None = ATTENTION_IMPL) -> list[dict[str, Any]]:
@@ -101,7 +131,7 @@ def decode_config(q: int) -> EngineConfig:
     )
 
 
-def predict(pm: PerformanceModel, p: dict[str, Any]) -> float:
+def predict(pm: StackModel, p: dict[str, Any]) -> float:
     st = pm.step(decode_config(p["query"]), decode_seqs=p["batch"], prefill_tokens=0, mean_context_tokens=p["context"])
     return st.gpu_seconds
 
@@ -122,12 +152,11 @@ def section_primitives(raw: dict[str, Any], gpu: GpuProfile) -> None:
 
 
 def section_e2e(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration) -> tuple[list[float], list[float], list[float]]:
-    stack = stack_profile(load_model("llama-3.1-8b"))
     half = fit_calibration(raw, gpu, points=split_half(raw["points"])[0])
     models = {
-        "uncalibrated": PerformanceModel(stack, gpu, None, prefill_fixes=False),
-        "calibrated": PerformanceModel(stack, gpu, cal, small_kernels_per_layer=STACK_SMALL_KERNELS_PER_LAYER),
-        "half-fit": PerformanceModel(stack, gpu, half, small_kernels_per_layer=STACK_SMALL_KERNELS_PER_LAYER),
+        "uncalibrated": StackModel(gpu, None),
+        "calibrated": StackModel(gpu, cal),
+        "half-fit": StackModel(gpu, half),
     }
     errs: dict[str, list[float]] = {k: [] for k in models}
     print("\n2. end-to-end decode steps (8B-shaped stack, CUDA graph), GPU time in ms")
@@ -246,10 +275,9 @@ def _search(
 
 
 def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds: int = 8) -> None:
-    stack = stack_profile(load_model("llama-3.1-8b"))
     measured = {(p["batch"], p["query"], p["context"]): p["seconds"] for p in e2e_points(raw)}
-    pm_unc = PerformanceModel(stack, gpu, None, prefill_fixes=False)
-    pm_cal = PerformanceModel(stack, gpu, cal, small_kernels_per_layer=STACK_SMALL_KERNELS_PER_LAYER)
+    pm_unc = StackModel(gpu, None)
+    pm_cal = StackModel(gpu, cal)
     batches = sorted({b for b, _, _ in measured})
     queries = sorted({q for _, q, _ in measured})
     hits: dict[str, list[float]] = {"calibrated prior": [], "uncalibrated prior": [], "no prior": []}
@@ -281,7 +309,7 @@ def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds
                 cases += 1
                 surface = MeasuredSurface(truth, bound_ms / 1e3)
 
-                def model_prior(pm: PerformanceModel, ctx: int = ctx, bound: float = bound_ms / 1e3) -> Any:
+                def model_prior(pm: StackModel, ctx: int = ctx, bound: float = bound_ms / 1e3) -> Any:
                     def fn(cfg: EngineConfig) -> float:
                         b = cfg.max_num_seqs or 1
                         st = pm.step(decode_config(1 + cfg.k), decode_seqs=b, prefill_tokens=0, mean_context_tokens=ctx)

@@ -11,7 +11,10 @@ Each kernel family gets the simplest form its measurements support (see docs/sim
 * prefill attention: FLOPs over the measured time against FLOPs per layer pass, for fresh prompts and for chunks
   on a cached context;
 * Mamba state: bytes over time against sequences (float32 state);
-* kernel overhead: as measured.
+* kernel overhead: as measured;
+* a layer's small kernels together: a bandwidth from the slope of time against bytes at streaming sizes, and
+  each kernel's time (what the bytes do not explain) against tokens, as the overhead kernel's time over it;
+* a layer's GEMMs back to back: the weight-GEMM curves' sum over the measured time, against tokens.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from controller.calibrate.profile import (
     Ceilings,
     Curve,
     DecodeAttention,
+    GemmChain,
     KernelOverhead,
+    LayerOps,
     MeasuredOn,
     MoeGemm,
     PrefillAttention,
@@ -41,6 +46,9 @@ Point = dict[str, Any]
 #: Points at or below this many tokens are memory-bound for every weight matrix on any current GPU.
 MEMORY_BOUND_TOKENS = 16
 MAX_EFFICIENCY = 1.5
+#: Layer-op points at or above this many tokens stream their bytes: the slope of time against bytes there is the
+#: bandwidth of a layer's small kernels.
+STREAMING_TOKENS = 256
 #: Decode attention kernel the profile is fitted to: PyTorch's fused SDPA kernel (the one the end-to-end steps
 #: were validated with); ``None`` takes the faster of the probe's kernels at each point.
 ATTENTION_IMPL: str | None = "sdpa"
@@ -99,6 +107,8 @@ def _split_key(p: Point) -> str:
         return f"prefill_multi:{p['tokens']}"
     if fam == "state":
         return f"state:{p['dtype']}"
+    if fam == "layer_ops":
+        return f"layer_ops:{p['query']}"
     return str(fam)
 
 
@@ -225,6 +235,58 @@ def predict_state(fit: StateTraffic, p: Point, gpu: GpuProfile) -> float:
     return float(p["bytes"]) / (gpu.hbm_bandwidth_gbs * 1e9 * fit.efficiency.at(p["batch"]))
 
 
+def fit_layer_ops(points: Sequence[Point], gpu: GpuProfile, graph_kernel_s: float) -> LayerOps:
+    """Bandwidth from the streaming points' slope; per-kernel time (the rest) against tokens, as an efficiency
+    relative to the overhead probe's kernel."""
+    peak_bw = gpu.hbm_bandwidth_gbs * 1e9
+    stream = [p for p in points if p["tokens"] >= STREAMING_TOKENS]
+    if len({p["bytes"] for p in stream}) < 2:
+        raise ValueError(f"layer-op fit needs points at two sizes of {STREAMING_TOKENS} tokens or more")
+    _, slope = line_fit([float(p["bytes"]) for p in stream], [float(p["seconds"]) for p in stream])
+    if slope <= 0:
+        raise ValueError("layer-op time does not grow with the bytes moved")
+    bw = 1.0 / slope
+    pairs = []
+    for p in points:
+        per_kernel = (p["seconds"] - p["bytes"] / bw) / p["kernels"]
+        if per_kernel > 0:
+            pairs.append((p["tokens"], graph_kernel_s / per_kernel))
+    if not pairs:
+        pairs = [(1.0, 1.0)]
+    return LayerOps(
+        kernel_efficiency=curve(pairs),
+        bandwidth=min(1.2, bw / peak_bw),
+        kernels_per_layer=tuple(sorted({float(p["kernels"]) for p in points})),
+    )
+
+
+def predict_layer_ops(fit: LayerOps, p: Point, gpu: GpuProfile, graph_kernel_s: float) -> float:
+    kernels = float(p["kernels"]) * graph_kernel_s / fit.kernel_efficiency.at(p["tokens"])
+    return kernels + float(p["bytes"]) / (gpu.hbm_bandwidth_gbs * 1e9 * fit.bandwidth)
+
+
+def chain_matrices(p: Point) -> list[tuple[int, int]]:
+    """The ``k x n`` matrices of a GEMM-chain point (``"4096x6144,4096x4096,..."``)."""
+    out = []
+    for item in str(p["matrices"]).split(","):
+        k, n = item.split("x")
+        out.append((int(k), int(n)))
+    return out
+
+
+def chain_parts(fit: WeightGemm, p: Point, gpu: GpuProfile) -> float:
+    """The weight-GEMM curves' time for each matrix of a chain point, summed."""
+    return sum(predict_gemm(fit, {"tokens": p["tokens"], "k": k, "n": n}, gpu) for k, n in chain_matrices(p))
+
+
+def fit_gemm_chain(points: Sequence[Point], gemm: WeightGemm, gpu: GpuProfile) -> GemmChain:
+    return GemmChain(efficiency=curve((p["tokens"], chain_parts(gemm, p, gpu) / p["seconds"]) for p in points))
+
+
+def predict_gemm_chain(fit: GemmChain, gemm: WeightGemm, p: Point, gpu: GpuProfile) -> float:
+    return chain_parts(gemm, p, gpu) / fit.efficiency.at(p["tokens"])
+
+
 def _family(points: Sequence[Point], name: str) -> list[Point]:
     return [p for p in points if p["family"] == name]
 
@@ -256,6 +318,12 @@ def fit_calibration(
 
     date = datetime.datetime.fromtimestamp(started, tz=datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     moe_pts, state_pts = _family(pts, "moe"), _family(pts, "state")
+    ops_pts, chain_pts = _family(pts, "layer_ops"), _family(pts, "gemm_chain")
+    overhead = KernelOverhead(
+        graph_kernel_s=_one(allp, "overhead_graph")["seconds"],
+        eager_kernel_s=_one(allp, "overhead_eager")["seconds"],
+    )
+    weight_gemm = fit_weight_gemm(_family(pts, "gemm"), gpu)
     return Calibration(
         gpu=gpu.name,
         measured_on=MeasuredOn(
@@ -269,15 +337,14 @@ def fit_calibration(
         ),
         ceilings=Ceilings(copy_gbs=copy["gbs"], read_gbs=read["gbs"], gemm_tflops=gemm_ceiling["tflops"]),
         activation_bandwidth=copy["gbs"] / gpu.hbm_bandwidth_gbs,
-        weight_gemm=fit_weight_gemm(_family(pts, "gemm"), gpu),
+        weight_gemm=weight_gemm,
         moe_gemm=fit_moe(moe_pts, gpu) if moe_pts else None,
         decode_attention=fit_attention(_family(pts, "attention"), gpu, attention_impl),
         prefill_attention=fit_prefill(_family(pts, "prefill_multi"), _family(pts, "prefill_chunk"), gpu),
         state=fit_state(state_pts, gpu) if state_pts else None,
-        overhead=KernelOverhead(
-            graph_kernel_s=_one(allp, "overhead_graph")["seconds"],
-            eager_kernel_s=_one(allp, "overhead_eager")["seconds"],
-        ),
+        overhead=overhead,
+        layer_ops=fit_layer_ops(ops_pts, gpu, overhead.graph_kernel_s) if ops_pts else None,
+        gemm_chain=fit_gemm_chain(chain_pts, weight_gemm, gpu) if chain_pts else None,
         raw_file=raw_file,
         points=tuple(_raw_point(p) for p in allp if not p["family"].startswith(("ceiling", "overhead"))),
     )
@@ -303,6 +370,10 @@ def _pred(cal: Calibration, p: Point, gpu: GpuProfile) -> float | None:
         return predict_prefill(cal.prefill_attention, p, gpu)
     if fam == "state" and cal.state and p["dtype"] == "float32":
         return predict_state(cal.state, p, gpu)
+    if fam == "layer_ops" and cal.layer_ops:
+        return predict_layer_ops(cal.layer_ops, p, gpu, cal.overhead.graph_kernel_s)
+    if fam == "gemm_chain" and cal.gemm_chain:
+        return predict_gemm_chain(cal.gemm_chain, cal.weight_gemm, p, gpu)
     return None
 
 

@@ -110,6 +110,27 @@ class KernelOverhead(BaseModel):
     eager_kernel_s: float = Field(gt=0, lt=1e-3)
 
 
+class LayerOps(BaseModel):
+    """A decoder layer's small kernels (norms, cache writes, layout copies, residual adds, the gated activation),
+    timed together at B sequences x q tokens: ``kernels * graph_kernel_s / kernel_efficiency(tokens) +
+    activation_bytes / (peak_bw * bandwidth)``. ``kernel_efficiency`` is the overhead probe's kernel time over a
+    layer kernel's own (real-width reductions and copies take longer than a one-row elementwise op);
+    ``bandwidth`` is the slope of the measured time against the bytes moved, at streaming sizes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kernel_efficiency: Curve
+    bandwidth: float = Field(gt=0, le=1.2)
+    kernels_per_layer: tuple[float, ...] = ()  # the probe's layer, as counted (one entry per distinct count)
+
+
+class GemmChain(BaseModel):
+    """A layer's GEMMs back to back over distinct weights: the weight-GEMM curves' sum over the measured time,
+    against tokens. The model divides its dense GEMM time by it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    efficiency: Curve
+
+
 class Ceilings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     copy_gbs: float = Field(gt=0)
@@ -152,6 +173,8 @@ class Calibration(BaseModel):
     prefill_attention: PrefillAttention
     state: StateTraffic | None = None
     overhead: KernelOverhead
+    layer_ops: LayerOps | None = None
+    gemm_chain: GemmChain | None = None
     held_out: dict[str, float] = {}
     raw_file: str = ""
     points: tuple[RawPoint, ...] = ()

@@ -700,8 +700,11 @@ class PerformanceModel:
         w = cal.weight_gemm
         t_wmem = p.dense_bytes / (peak_bw * w.bandwidth)
         t_wcmp = p.dense_peak_s_per_token * n / w.mfu.at(n)
-        mem, cmp = (t_wmem, 0.0) if t_wmem >= t_wcmp else (0.0, t_wcmp)
         fixed = p.gemm_kernels * w.fixed_s
+        if cal.gemm_chain is not None:  # a layer's GEMMs back to back, against the sum of their curves
+            chain = cal.gemm_chain.efficiency.at(n)
+            t_wmem, t_wcmp, fixed = t_wmem / chain, t_wcmp / chain, fixed / chain
+        mem, cmp = (t_wmem, 0.0) if t_wmem >= t_wcmp else (0.0, t_wcmp)
         if p.expert_p:
             touched = 1.0 - (1.0 - p.expert_p) ** n
             e_mem = p.routed_bytes * touched / peak_bw
@@ -721,13 +724,17 @@ class PerformanceModel:
             on_cache = prefill_work > prefill_tokens * prefill_tokens / 2.0 + 1.0
             curve = cal.prefill_attention.cached if on_cache else cal.prefill_attention.fresh
             cmp += m.attention_layers * flops * p.attn_peak_flop_s / curve.at(flops)
-        # activations and the new tokens' KV: written and read once, at the measured read + write bandwidth
-        mem += n * (p.act_bytes_per_token + p.kv_bytes_per_token) / (peak_bw * cal.activation_bandwidth)
+        # activations and the new tokens' KV: written and read once, at the bandwidth a layer's small kernels
+        # reached together (or the copy ceiling); each small kernel at its measured time for this many tokens
+        ops = cal.layer_ops
+        act_bw = ops.bandwidth if ops is not None else cal.activation_bandwidth
+        kernel_s = cal.overhead.graph_kernel_s / (ops.kernel_efficiency.at(n) if ops is not None else 1.0)
+        mem += n * (p.act_bytes_per_token + p.kv_bytes_per_token) / (peak_bw * act_bw)
         if p.slot_bytes:
             seqs = decode_seqs + prefill_seqs
             eff = cal.state.efficiency.at(max(1, seqs)) if cal.state else SSU_BANDWIDTH_EFFICIENCY["flashinfer"]
             mem += p.slot_bytes * (decode_seqs * (1 + q) + 2 * prefill_seqs) / (peak_bw * eff * p.state_backend_factor)
-        small = p.small_kernels * cal.overhead.graph_kernel_s
+        small = p.small_kernels * kernel_s
         gpu = mem + cmp + fixed + small + p.tp_comm_fixed_s + p.tp_comm_s_per_token * n
         kernels = p.gemm_kernels + p.small_kernels + m.attention_layers + 2 * p.moe_layers
         if n > p.capacity.cudagraph_ceiling:  # eager: the CPU launches every kernel
