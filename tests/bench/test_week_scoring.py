@@ -1,0 +1,162 @@
+"""The week benchmark's scoring: qualification, worst window, ratios, the ideal sizing and the ceiling's choice."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "week.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("week_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["week_bench"] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+week = _load()
+
+
+@pytest.mark.parametrize(
+    ("overall", "worst", "expected"),
+    [
+        (0.995, 0.98, True),
+        (0.99, 0.97, True),  # both bounds inclusive
+        (0.989, 0.99, False),  # overall too low
+        (0.999, 0.969, False),  # one window too low
+        (1.0, 1.0, True),
+    ],
+)
+def test_qualification_needs_99_overall_and_97_in_every_window(overall: float, worst: float, expected: bool) -> None:
+    assert week.qualifies(overall, worst) is expected
+
+
+@pytest.mark.parametrize(
+    ("tallies", "expected"),
+    [
+        ({}, (1.0, None)),
+        ({("d1", "night"): (0.0, 0.0)}, (1.0, None)),  # a window without requests is not scored
+        ({("d1", "night"): (100.0, 99.0), ("d1", "day"): (1000.0, 960.0)}, (0.96, ("d1", "day"))),
+        ({("d1", "night"): (10.0, 9.0), ("d2", "night"): (10.0, 10.0)}, (0.9, ("d1", "night"))),
+    ],
+)
+def test_worst_window_is_the_lowest_attainment_of_a_window_with_requests(
+    tallies: dict[tuple[str, str], tuple[float, float]], expected: tuple[float, object]
+) -> None:
+    worst, where = week.worst_window(tallies)
+    assert worst == pytest.approx(expected[0])
+    assert where == expected[1]
+
+
+@pytest.mark.parametrize(
+    ("baseline", "hours", "counts", "expected"),
+    [
+        (150.0, 100.0, True, "1.50x"),  # baseline over ours: higher is better
+        (80.0, 100.0, True, "0.80x"),
+        (150.0, 100.0, False, "n/q"),  # a side that does not qualify gives no ratio
+        (150.0, 0.0, True, "n/q"),
+    ],
+)
+def test_gpu_hour_ratio(baseline: float, hours: float, counts: bool, expected: str) -> None:
+    assert week.gpu_hour_ratio(baseline, hours, counts=counts) == expected
+
+
+def test_week_line_format() -> None:
+    line = week.week_line(
+        stock="1.40x", static="1.10x", ceiling="1.20x", attainment_overall=0.9951, attainment_worst=0.9712
+    )
+    assert line == (
+        "week: GPU-hours vs stock+HPA 1.40x fewer, vs ideal best static 1.10x, ceiling 1.20x, "
+        "SLO attainment 99.5% (worst window 97.1%)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "capacity", "headroom", "lo", "hi", "expected"),
+    [
+        (100.0, 50.0, 0.0, 1, 16, 2),
+        (100.0, 50.0, 0.25, 1, 16, 3),  # 125 / 50 -> 3
+        (100.0, 125.0, 0.25, 1, 16, 1),  # exactly one replica's worth
+        (0.0, 50.0, 0.25, 0, 16, 1),  # never below one
+        (0.0, 50.0, 0.25, 2, 16, 2),  # the minimum
+        (10_000.0, 50.0, 0.25, 1, 16, 16),  # the maximum
+        (10.0, 0.0, 0.25, 1, 16, 16),  # a config that cannot hold the SLO gets the maximum
+    ],
+)
+def test_ideal_replicas(concurrency: float, capacity: float, headroom: float, lo: int, hi: int, expected: int) -> None:
+    assert week.ideal_replicas(concurrency, capacity, headroom=headroom, lo=lo, hi=hi) == expected
+
+
+@pytest.mark.parametrize(
+    ("replicas", "previous", "fallback", "expected"),
+    [
+        ({0: 4, 1: 3, 2: 5}, None, 0, 1),  # fewest wins
+        ({0: 3, 1: 3, 2: 5}, 1, 0, 1),  # a tie keeps the previous hour's config (no switch)
+        ({0: 3, 1: 3, 2: 3}, 2, 0, 2),
+        ({0: 3, 1: 3, 2: 5}, 2, 1, 1),  # previous not tied: the ideal static config
+        ({0: 5, 1: 3, 2: 3}, None, 0, 1),  # neither: the lowest index
+    ],
+)
+def test_ceiling_choice(replicas: dict[int, int], previous: int | None, fallback: int, expected: int) -> None:
+    assert week.ceiling_choice(replicas, previous=previous, fallback=fallback) == expected
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [([(0, 1), (0, 3), (0, 2)], 0), ([(0, 1), (1, 1), (1, 2), (0, 2)], 2), ([(3, 1)], 0)],
+)
+def test_plan_switches_counts_config_changes_only(plan: list[tuple[int, int]], expected: int) -> None:
+    assert week.plan_switches(plan) == expected
+
+
+def test_ideal_static_plan_and_ceiling_from_per_hour_replicas() -> None:
+    # two configs: 0 is better by day (hours 8-19), 1 by night; 48 hours (a Monday and a Tuesday)
+    day = {(t, h): (2 if 8 <= h < 20 else 4) for t in (0, 5) for h in range(24)}
+    night = {(t, h): (3 if 8 <= h < 20 else 1) for t in (0, 5) for h in range(24)}
+    sizing = week.IdealSizing([week.STOCK, week.STOCK], {0: day, 1: night})
+    assert sizing.static_gpu_hours(0, 48) == 2 * (12 * 2 + 12 * 4)
+    assert sizing.static_gpu_hours(1, 48) == 2 * (12 * 3 + 12 * 1)
+    assert sizing.best_index(48) == 1
+    ceiling = sizing.ceiling_plan(48)
+    assert sum(n for _i, n in ceiling) == 2 * (12 * 2 + 12 * 1)
+    assert week.plan_switches(ceiling) == 4  # night -> day -> night -> day -> night
+
+
+def test_counting_load_tester_charges_the_canary_pool_for_launched_trials_only() -> None:
+    from controller.domain.slo import SLO
+    from controller.domain.traffic import LengthDistribution, TrafficShape
+    from controller.ports import TrialBudget, TrialRequest
+
+    shape = TrafficShape(
+        arrival_rate_rps=1.0,
+        concurrency=4.0,
+        prompt_tokens=LengthDistribution(mean=512),
+        output_tokens=LengthDistribution(mean=256),
+    )
+
+    class Fake:
+        def __init__(self, status: object) -> None:
+            self.status = status
+
+        def run(self, request: TrialRequest) -> object:
+            return week.TrialResult(
+                config=request.config, shape=request.shape, slo=request.slo, status=self.status, reason="x"
+            )
+
+    budget = TrialBudget(duration_s=120.0, warmup_s=10.0)
+    request = TrialRequest(week.TargetRef("ns", "n", "m"), week.STOCK, shape, SLO(), budget)
+    launched = week.CountingLoadTester(Fake(week.TrialStatus.FAILED), cold_start_s=180.0)
+    launched.run(request)
+    launched.run(request)
+    assert launched.trials == 2
+    assert launched.gpu_seconds == pytest.approx(2 * (180.0 + 10.0 + 120.0))
+    refused = week.CountingLoadTester(Fake(week.TrialStatus.INFEASIBLE), cold_start_s=180.0)
+    refused.run(request)
+    assert refused.trials == 0 and refused.gpu_seconds == 0.0
