@@ -76,6 +76,12 @@ _DELETE = object()
         ("moe_gemm.efficiency.y", [0.5], "moe_gemm.efficiency"),
         ("decode_attention.fixed_s", -1.0, "decode_attention.fixed_s"),
         ("overhead.graph_kernel_s", "fast", "overhead.graph_kernel_s"),
+        ("layer_ops.bandwidth", 0.0, "layer_ops.bandwidth"),
+        ("layer_ops.kernel_efficiency.y", [2.0] * 14, "layer_ops.kernel_efficiency"),
+        ("layer_ops.kernel_efficiency", _DELETE, "layer_ops.kernel_efficiency"),
+        ("layer_ops.kernel_s", 1e-6, "layer_ops.kernel_s"),
+        ("gemm_chain.efficiency.x", [0.0] * 14, "gemm_chain.efficiency"),
+        ("gemm_chain.efficiency", _DELETE, "gemm_chain.efficiency"),
         ("gpu", _DELETE, "gpu"),
         ("surprise", 1, "surprise"),
         ("schema_version", 2, ""),
@@ -98,3 +104,18 @@ def test_a_file_that_is_not_a_profile_is_refused_naming_the_file(tmp_path: Path,
     with pytest.raises(InvalidInput) as err:
         read_calibration(path)
     assert err.value.source == str(path)
+
+
+def test_a_profile_from_before_the_layer_primitives_still_loads_without_them() -> None:
+    data = _shipped()
+    del data["layer_ops"], data["gemm_chain"]
+    cal = parse_calibration(data, "calibration-h200.yaml")
+    assert cal.layer_ops is None and cal.gemm_chain is None
+
+
+def test_the_shipped_profile_has_the_layer_primitives() -> None:
+    cal = load_calibration("h200")
+    assert cal is not None and cal.layer_ops is not None and cal.gemm_chain is not None
+    assert cal.layer_ops.kernels_per_layer == (22.0, 24.0)  # the profiler's count, as the stack's code says
+    assert 0.0 < cal.layer_ops.bandwidth <= 1.2
+    assert {"layer_ops_median", "gemm_chain_median"} <= set(cal.held_out)
