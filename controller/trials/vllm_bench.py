@@ -22,6 +22,7 @@ import math
 import os
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -168,21 +169,31 @@ def sharegpt_valid(prompt_tokens: int, output_tokens: int) -> bool:
     return 4 <= prompt_tokens <= 1024 and output_tokens >= 4 and prompt_tokens + output_tokens <= 2048
 
 
-def write_sharegpt_dataset(plan: LoadPlan, path: Path, *, prompt_word: str = PROMPT_WORD,
-                           output_token: str = OUTPUT_TOKEN) -> int:  # fmt: skip
+def write_sharegpt_dataset(
+    plan: LoadPlan,
+    path: Path,
+    *,
+    prompt_word: str = PROMPT_WORD,
+    output_token: str = OUTPUT_TOKEN,
+    prompt_texts: Sequence[str] | None = None,
+) -> int:
     """The plan as a ShareGPT JSON file, in plan order (run with ``--disable-shuffle``): each prompt is
-    ``prompt_tokens`` copies of ``prompt_word`` and each answer ``max_tokens`` copies of ``output_token``, so the
-    bench asks for exactly the planned lengths when those strings are one token each (true for the simulator and
-    the tiny test model). Requests outside the ShareGPT filter are skipped; returns how many were written."""
+    ``prompt_tokens`` copies of ``prompt_word`` (or, with ``prompt_texts``, that request's text: one per planned
+    request, for a caller that made the texts tokenize to the plan's own token ids) and each answer ``max_tokens``
+    copies of ``output_token``, so the bench asks for exactly the planned lengths when those strings are one token
+    each (true for the simulator and the tiny test model). Requests outside the ShareGPT filter are skipped; returns
+    how many were written."""
+    if prompt_texts is not None and len(prompt_texts) != len(plan.requests):
+        raise ValueError(f"prompt_texts has {len(prompt_texts)} texts for {len(plan.requests)} planned requests")
     rows = [
         {
             "id": str(r.index),
             "conversations": [
-                {"from": "human", "value": prompt_word * r.prompt_tokens},
+                {"from": "human", "value": prompt_word * r.prompt_tokens if prompt_texts is None else prompt_texts[i]},
                 {"from": "gpt", "value": output_token * r.max_tokens},
             ],
         }
-        for r in plan.requests
+        for i, r in enumerate(plan.requests)
         if sharegpt_valid(r.prompt_tokens, r.max_tokens)
     ]
     path.write_text(json.dumps(rows), encoding="utf-8")
