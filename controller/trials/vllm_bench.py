@@ -8,7 +8,10 @@ the same shape becomes ``vllm bench serve`` flags, and the result file becomes t
   ``--random-prefix-len``.
 - ``dataset="sharegpt"``: the seeded plan of :mod:`controller.trials.loadgen` written as a ShareGPT file (prompt
   and answer strings of exactly the planned token counts when the words are single tokens), ``--disable-shuffle``,
-  so both tools send the same requests in the same order.
+  so both tools send requests of the same lengths in the same order. The default prompt is one repeated word, so
+  every prompt shares its prefix with the longer ones and an engine with prefix caching serves most of the
+  prefill from cache; for the same tokens as the load generator, pass texts that tokenize to the plan's ids
+  (``write_sharegpt_dataset(..., prompt_texts=...)``, as ``bench/loadgen.py`` does).
 - ``dataset="custom"``: the same plan as ``{"prompt", "output_tokens"}`` JSONL (needs pandas in the engine venv).
 
 Arrivals: ``--request-rate`` with ``--burstiness`` (open loop) or ``--request-rate inf --max-concurrency C``
