@@ -30,7 +30,7 @@ from controller.trials.runner import TrialRunner
 
 log = logging.getLogger(__name__)
 
-#: The least time between two progress patches of one Trial CR (``SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_S``).
+#: The least time between two progress patches of one Trial CR (``SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS``).
 DEFAULT_PROGRESS_INTERVAL_S = 5.0
 
 

@@ -59,6 +59,8 @@ FEEDS = {
     "SHIFTLIGHT_SLACK_WEBHOOK_FILE": "slack_webhook_file",
     "SHIFTLIGHT_SLACK_CHANNEL": "slack_channel",
     "SHIFTLIGHT_SLACK_DIGEST_HOUR": "slack_digest_hour",
+    "SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS": "trial_progress_interval_s",
+    "SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES": "trial_cache_max_entries",
     "SHIFTLIGHT_GRAFANA_URL": "grafana",
     "SHIFTLIGHT_GRAFANA_TOKEN_FILE": "grafana",
     "SHIFTLIGHT_GRAFANA_DATASOURCE_UID": "grafana",

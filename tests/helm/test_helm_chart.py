@@ -134,6 +134,8 @@ def test_operator_deployment_defaults(helm: Helm) -> None:
     assert env["SHIFTLIGHT_PROMETHEUS_URL"] == "http://prometheus-operated.monitoring.svc:9090"
     assert env["SHIFTLIGHT_POLICY_DIR"] == "/etc/shiftlight/policies/v1"
     assert env["SHIFTLIGHT_BACKEND"] == "kubernetes"
+    assert env["SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS"] == "5"
+    assert env["SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES"] == "200"
     assert container["command"] == ["shiftlight"] and container["args"] == ["operator", "--all-namespaces"]
     assert "SHIFTLIGHT_SLACK_WEBHOOK_FILE" not in env and "SHIFTLIGHT_LLM_ENDPOINT" not in env
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp", "/etc/shiftlight/policies"}
@@ -217,6 +219,9 @@ def test_single_replica_has_no_pdb(helm: Helm) -> None:
         (["--set", "canary.tolerations[0].operator=Maybe"], "/canary/tolerations/0/operator"),
         (["--set", "leaderElection.leaseName="], "/leaderElection/leaseName"),
         (["--set", "rbac.readableSecrets[0]=slack"], "readableSecrets"),
+        (["--set", "trials.progressIntervalSeconds=0"], "/trials/progressIntervalSeconds"),
+        (["--set", "trials.cacheMaxEntries=0"], "/trials/cacheMaxEntries"),
+        (["--set", "trials.cacheDir=/tmp/x"], "cacheDir"),
     ],
 )
 def test_values_schema_rejects_bad_values(helm: Helm, args: list[str], message: str) -> None:
