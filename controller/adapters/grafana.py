@@ -20,9 +20,7 @@ is scrubbed from every message this module logs.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue
 import re
 import threading
 import time
@@ -33,6 +31,7 @@ from typing import Any
 import requests
 
 from controller.adapters import slack_format
+from controller.adapters.delivery_queue import DeliveryQueue
 from controller.adapters.slack import TokenBucket
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
@@ -103,9 +102,6 @@ class _Job:
     payloads: tuple[dict[str, Any], ...] = field(default=())
 
 
-_STOP = _Job("stop")
-
-
 class GrafanaAnnotator:
     """Posts decisions as Grafana annotations from a background thread. Implements ``Notifier``."""
 
@@ -132,14 +128,9 @@ class GrafanaAnnotator:
         self._bucket = TokenBucket(capacity=burst, rate_per_s=rate_per_s, clock=clock)
         self._seen: dict[tuple[str, str, str], float] = {}
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._pending = 0
-        self._stop = threading.Event()
-        self._queue: queue.Queue[_Job] = queue.Queue(maxsize=queue_size)
         self._session = requests.Session()
         self._url = f"{settings.url.rstrip('/')}/api/annotations"
-        self._worker = threading.Thread(target=self._run, name="grafana-annotator", daemon=True)
-        self._worker.start()
+        self._delivery = DeliveryQueue(self._deliver_job, name="grafana-annotator", size=queue_size)
 
     def __repr__(self) -> str:
         return f"GrafanaAnnotator(url={self.settings.url!r}, dashboards={list(self.dashboard_uids)})"
@@ -179,16 +170,11 @@ class GrafanaAnnotator:
         self._enqueue(_Job(f"{phase} {notification.title!r} for {target}", payloads))
 
     def _enqueue(self, job: _Job) -> None:
-        if self._stop.is_set():
+        if self._delivery.closed:
             logger.warning("grafana: annotator closed; %s not annotated", job.label)
             return
-        with self._lock:
-            self._pending += 1
-        try:
-            self._queue.put_nowait(job)
-        except queue.Full:
+        if not self._delivery.submit(job):
             with self._lock:
-                self._pending -= 1
                 self.stats.dropped_queue_full += 1
             logger.warning("grafana: queue full; %s not annotated", job.label)
             return
@@ -196,18 +182,9 @@ class GrafanaAnnotator:
             self.stats.enqueued += 1
 
     # ----- delivery -------------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is _STOP:
-                return
-            try:
-                for payload in job.payloads:
-                    self._deliver(job.label, payload)
-            finally:
-                with self._lock:
-                    self._pending -= 1
-                    self._idle.notify_all()
+    def _deliver_job(self, job: _Job) -> None:
+        for payload in job.payloads:
+            self._deliver(job.label, payload)
 
     def _deliver(self, label: str, payload: dict[str, Any]) -> None:
         where = f"{label} on dashboard {payload['dashboardUID']}"
@@ -236,16 +213,11 @@ class GrafanaAnnotator:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued annotation is delivered (or given up); ``False`` on timeout."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
+        return self._delivery.flush(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what is queued (up to ``timeout``), then stop the worker."""
-        self.flush(timeout)
-        self._stop.set()
-        with contextlib.suppress(queue.Full):
-            self._queue.put(_STOP, timeout=1.0)
-        self._worker.join(timeout=max(timeout, 1.0))
+        self._delivery.close(timeout)
         self._session.close()
 
 

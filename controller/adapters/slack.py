@@ -14,11 +14,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import email.utils
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +35,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
 from controller.adapters import slack_format
+from controller.adapters.delivery_queue import DeliveryQueue
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
@@ -248,9 +247,6 @@ class _Job:
     payload: dict[str, Any]
 
 
-_STOP = _Job("stop", {})
-
-
 class SlackNotifier:
     """Posts notifications to a Slack incoming webhook from a background thread. Implements ``Notifier``."""
 
@@ -280,10 +276,7 @@ class SlackNotifier:
         self._seen: dict[tuple[str, str, str], float] = {}
         self._digests: set[date] = set()
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._pending = 0
-        self._stop = threading.Event()
-        self._queue: queue.Queue[_Job] = queue.Queue(maxsize=queue_size)
+        self._stop = threading.Event()  # set on close: pending retries give up
         self._redactor = RedactingFilter(_secret_variants(url))
         for log in (logger, sdk_logger):
             log.addFilter(self._redactor)
@@ -298,8 +291,7 @@ class SlackNotifier:
                 ConnectionRetry(stop=self._stop, stats=self.stats, **common),
             ],
         )
-        self._worker = threading.Thread(target=self._run, name="slack-notifier", daemon=True)
-        self._worker.start()
+        self._delivery = DeliveryQueue(self._deliver, name="slack-notifier", size=queue_size)
 
     # ----- construction from a Secret -------------------------------------------------------------------
     @classmethod
@@ -362,16 +354,11 @@ class SlackNotifier:
         )
 
     def _enqueue(self, job: _Job) -> None:
-        if self._stop.is_set():
+        if self._delivery.closed:
             logger.warning("slack: notifier closed; %s not sent", job.label)
             return
-        with self._lock:
-            self._pending += 1
-        try:
-            self._queue.put_nowait(job)
-        except queue.Full:
+        if not self._delivery.submit(job):
             with self._lock:
-                self._pending -= 1
                 self.stats.dropped_queue_full += 1
             logger.warning("slack: queue full; %s not sent", job.label)
             return
@@ -379,17 +366,6 @@ class SlackNotifier:
             self.stats.enqueued += 1
 
     # ----- delivery -------------------------------------------------------------------------------------
-    def _run(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is _STOP:
-                return
-            try:
-                self._deliver(job)
-            finally:
-                with self._lock:
-                    self._pending -= 1
-                    self._idle.notify_all()
 
     def _deliver(self, job: _Job) -> None:
         try:
@@ -408,16 +384,11 @@ class SlackNotifier:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued message is delivered (or given up); ``False`` on timeout."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)
+        return self._delivery.flush(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what is queued (up to ``timeout``), then stop the worker; pending retries are abandoned."""
-        self.flush(timeout)
-        self._stop.set()
-        with contextlib.suppress(queue.Full):
-            self._queue.put(_STOP, timeout=1.0)
-        self._worker.join(timeout=max(timeout, 1.0))
+        self._delivery.close(timeout, before_join=self._stop.set)
         for log in (logger, sdk_logger):
             log.removeFilter(self._redactor)
 
