@@ -3,7 +3,8 @@
 Surface: the in-process fleet (``controller/simulator/fleet.py``, one tick a minute) serving
 ``DiurnalTraffic.week(seed, profile, load_scale=...)``, sized with ``load_scale`` so the busy hours need several
 replicas. Every strategy serves the same traffic on the same simulated hardware, starts with enough replicas for the
-first hour, and is scored over the whole week:
+first hour (the ideal schedule's for its first config: stock's for stock+HPA and for Shiftlight, which starts on
+stock), and is scored over the whole week:
 
 * **GPU-hours**: replicas x tensor-parallel size x time, cold and idle replicas included, rollout candidates
   included, and for Shiftlight the canary pool its trials ran on too (each trial that starts an engine holds its
@@ -327,8 +328,8 @@ def meets(perf: PerformanceModel, config: EngineConfig, shape: TrafficShape, slo
     if not est.feasible or est.ttft_s is None or est.tpot_s is None:
         return False
     return (
-        est.ttft_s.p95 <= slo.ttft_seconds
-        and est.tpot_s.p95 <= slo.tpot_seconds
+        est.ttft_s.at(slo.ttft_percentile) <= slo.ttft_seconds
+        and est.tpot_s.at(slo.tpot_percentile) <= slo.tpot_seconds
         and est.request_throughput >= shape.arrival_rate_rps * 0.999
     )
 
@@ -719,9 +720,11 @@ def main(argv: list[str] | None = None) -> int:
     traffic = week_traffic(s)
     busiest = peak_shape(traffic)
     print(f"traffic: {s.days:g} days, load scale {s.load_scale:g}, busiest hour {busiest.describe()}")
-    first = traffic.shape_at(WEEK_START)
     stock_streams = s.hpa_utilisation * capacity_streams(perf, STOCK, busiest, policy.slo)
-    first_replicas = min(max(math.ceil(first.concurrency / max(stock_streams, 0.5)), s.min_replicas), s.max_replicas)
+    # every strategy starts with enough replicas of its first config for the first hour: the ideal schedule's
+    # (stock's, for stock and for Shiftlight, which starts on stock); an HPA target set on the busiest (day) shape
+    # would start the night's long documents on far too few
+    first_replicas = sizing.replicas[0][_slot(0)]
     stock = run_static(s, "stock+hpa", STOCK, max(stock_streams, 0.5), policy, first_replicas)
     static = run_plan(s, "ideal-static", sizing.static_plan(best_index, hours), sizing.configs, policy)
     top = run_plan(s, "ceiling", ceiling, sizing.configs, policy)

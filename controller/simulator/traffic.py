@@ -11,6 +11,9 @@ per request; an *intensity curve* over the hour of day scales its streams betwee
   quote the document (high repetitiveness, the case lookup drafters accelerate);
 * ramps between the two in the morning and evening.
 
+``chat-quoting`` follows field note 2's consumer card: chat by day (short prompts, fresh text) and document quoting
+at night (25k-token documents whose answers copy them, where a lookup drafter pays several-fold).
+
 At hour ``h`` each population contributes ``streams_i = peak_i * intensity_i(h)`` concurrent streams and, by Little's
 law, ``rate_i = streams_i / request_seconds_i`` arrivals per second. The shape is the mixture: concurrency and
 rate add up, length distributions are mixed by request rate (first and second moments, so the mixture's
@@ -196,12 +199,44 @@ _DOCUMENTS: dict[str, Any] = {
     "weekend_curve": {"knots": [[0, 1.0], [9, 1.0], [12, 0.3], [18, 0.3], [22, 1.0], [24, 1.0]]},
 }
 
+_CHAT: dict[str, Any] = {
+    # Interactive chat by day: short prompts, a few hundred tokens of fresh text in reply.
+    "peak_concurrency": 64,
+    "request_seconds": 20.0,
+    "prompt_tokens": {"mean": 1024, "cv": 0.6, "maximum": 8192},
+    "output_tokens": {"mean": 384, "cv": 0.5, "maximum": 4096},
+    "repetitiveness": 0.05,
+    "prefix_share": 0.4,
+    "curve": {"knots": [[0, 0.0], [7, 0.0], [10, 0.8], [13, 1.0], [18, 0.7], [21, 0.1], [22, 0.0], [24, 0.0]]},
+    "weekend_curve": {"knots": [[0, 0.0], [9, 0.0], [12, 0.6], [15, 0.7], [19, 0.4], [22, 0.0], [24, 0.0]]},
+    "weekend_scale": 0.5,
+}
+
+_QUOTING: dict[str, Any] = {
+    # Document quoting at night (field note 2): 25k-token documents whose answers copy long passages of them, the
+    # text a lookup drafter guesses right ~15 times in 16.
+    "peak_concurrency": 8,
+    "request_seconds": 60.0,
+    "prompt_tokens": {"mean": 8000, "cv": 0.3, "maximum": 24000},
+    "output_tokens": {"mean": 2048, "cv": 0.5, "maximum": 8192},
+    "repetitiveness": 0.95,
+    "prefix_share": 0.95,
+    "curve": {"knots": [[0, 1.0], [6, 1.0], [9, 0.0], [19, 0.0], [23, 1.0], [24, 1.0]]},
+}
+
 #: Named traffic profiles, as data. Validated by :class:`TrafficProfile` on first use.
 PRESETS: dict[str, dict[str, Any]] = {
     "coding-agents": {
         "name": "coding-agents",
         "description": "coding agents by day (256 x 512/512 at midday), long-document work at night (1-8 streams)",
         "populations": {"agents": _AGENTS, "documents": _DOCUMENTS},
+        "windows": _DAY_WINDOWS,
+        "noise_cv": 0.08,
+    },
+    "chat-quoting": {
+        "name": "chat-quoting",
+        "description": "chat by day (64 x 1k/384 at midday), document quoting at night (8 x 25k/1.5k, 95% copied)",
+        "populations": {"chat": _CHAT, "quoting": _QUOTING},
         "windows": _DAY_WINDOWS,
         "noise_cv": 0.08,
     },
