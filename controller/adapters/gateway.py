@@ -147,6 +147,16 @@ class GatewayRouter:
         selector = self.pools.selector(target, stable) if pool else {}
         return (selector,) if selector else ()
 
+    def routes_to_pool(self, target: TargetRef) -> bool:
+        """Whether the route's stable backend is an InferencePool (candidates then get a candidate pool, not a
+        Service); False without a route."""
+        if not self.use_gateway:
+            return False
+        try:
+            return self._backends(self._read(target))[2]
+        except NotFound:
+            return False
+
     def get_weight(self, target: TargetRef) -> int:
         if not self.use_gateway:
             stable = self.cluster.replicas(target, "stable")

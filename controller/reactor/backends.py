@@ -280,6 +280,17 @@ class SimulatorBackend:
 # ----- kubernetes backend --------------------------------------------------------------------------------
 
 
+def route_through_pools(cluster: KubeCluster, router: GatewayRouter, target: TargetRef) -> tuple[dict[str, str], ...]:
+    """Where the route's stable backend is an InferencePool: candidate pods stay out of the stable pool (its
+    selector joins the cluster's), and the candidate is reached through its own pool, so no ``<service>-candidate``
+    Service is made. Returns the stable pool's selectors (trial pods stay out of it too); () without a pool."""
+    selectors = router.stable_pool_selectors(target)
+    cluster.selectors = (*cluster.selectors, *selectors)
+    if router.routes_to_pool(target):
+        cluster.candidate_service = None
+    return selectors
+
+
 class KubernetesBackend:
     """Production actions on the cluster: Deployments, HTTPRoute weights, Events; metrics from Prometheus."""
 
@@ -341,8 +352,7 @@ class KubernetesBackend:
         pool_selectors: tuple[dict[str, str], ...] = ()
         if router.use_gateway:
             cluster.on_promote.append(lambda t: router.set_weight(t, 0))  # all traffic to the new stable
-            pool_selectors = router.stable_pool_selectors(target)  # an InferencePool backend's selector
-            cluster.selectors = (*cluster.selectors, *pool_selectors)  # candidates stay out of the stable pool
+            pool_selectors = route_through_pools(cluster, router, target)
         try:
             prom = PrometheusSettings.model_validate(
                 {"url": self.settings.prometheus_url, "timeout_s": self.settings.prometheus_timeout_s}

@@ -19,6 +19,7 @@ from controller.adapters.vllm_pod import selector_matches
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
+from controller.reactor.backends import route_through_pools
 from controller.trials.launchers import OwnerRef
 from tests.support.crd_schema import schema_errors
 
@@ -99,7 +100,7 @@ def _rollout(operator_api: client.ApiClient) -> tuple[KubeCluster, GatewayRouter
         candidate_service="qwen-candidate",
         owner=OWNER,
     )
-    cluster.selectors = (*cluster.selectors, *router.stable_pool_selectors(T))
+    route_through_pools(cluster, router, T)
     cluster.on_promote.append(lambda t: router.set_weight(t, 0))
     cluster.deploy(T, "stable", EngineConfig(max_num_seqs=256), 2)
     cluster.deploy(T, "candidate", CFG, 1)
@@ -176,7 +177,7 @@ def test_rollback_puts_the_route_back_on_the_stable_pool_and_removes_the_candida
     assert _refs(api) == [_ref("qwen-pool", 100)]
     assert _pool(api, "qwen-pool-candidate") is None
     assert set(_deployments(api)) == {"qwen", "qwen-pool-epp", "workhorse-stable"}
-    assert _services(api) == {"qwen-pool-epp", "qwen-candidate"}  # the candidate Service stays, as without pools
+    assert _services(api) == {"qwen-pool-epp"}  # the candidate was reached through its pool: no candidate Service
 
 
 def test_a_changed_stable_pool_is_followed_by_the_candidate_pool(
@@ -293,6 +294,7 @@ def test_the_kubernetes_backend_keeps_candidates_and_trials_out_of_the_stable_po
     pool_selector = {"llm-d.ai/model": "qwen3-32b", "llm-d.ai/role": "decode"}
     cluster = runtime.ports.cluster
     assert isinstance(cluster, KubeCluster) and pool_selector in cluster.selectors
+    assert cluster.candidate_service is None  # the candidate pool reaches the candidate; no Service for it
     reporting = runtime.ports.load_tester
     assert isinstance(reporting, ReportingLoadTester)  # trials report their progress in their Trial CRs
     runner = reporting.runner
