@@ -5,6 +5,7 @@ Kubernetes pieces they share (group ``shiftlight.dev``, version ``v1alpha1``). T
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -45,6 +46,16 @@ _NAME = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
 ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 #: A policy preset's name: a file name under the operator's policy directory, never a path.
 PRESET_NAME = r"^[a-z0-9][a-z0-9-]*$"
+#: A label value, or the name part of a label key (at most 63 characters; a value may be empty).
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?")
+
+
+def label_key_valid(key: str) -> bool:
+    """A Kubernetes label key: ``[prefix/]name``, the prefix a DNS subdomain of at most 253 characters."""
+    prefix, _, name = key.rpartition("/")
+    if not name or not LABEL_VALUE.fullmatch(name):
+        return False
+    return not prefix or (len(prefix) <= 253 and re.fullmatch(DNS_SUBDOMAIN, prefix) is not None)
 
 
 class WireModel(BaseModel):
@@ -125,12 +136,32 @@ class WorkloadRef(WireModel):
     )
     container: str = Field(default="vllm", min_length=1, max_length=63, description="the vLLM container's name")
     port: int = Field(default=8000, ge=1, le=65535, description="the engine's HTTP port")
+    router_selectors: tuple[dict[str, str], ...] = Field(
+        default=(),
+        max_length=8,
+        description="label sets that a router discovers engine pods by on its own (production-stack's "
+        "--k8s-label-selector, say): candidate and trial pods get these labels' values suffixed, so the router "
+        "does not send them traffic",
+    )
 
     @field_validator("deployments")
     @classmethod
     def _unique(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         if len(set(value)) != len(value):
             raise ValueError("deployment names must be unique")
+        return value
+
+    @field_validator("router_selectors")
+    @classmethod
+    def _label_sets(cls, value: tuple[dict[str, str], ...]) -> tuple[dict[str, str], ...]:
+        for i, labels in enumerate(value):
+            if not 1 <= len(labels) <= 16:
+                raise ValueError(f"routerSelectors[{i}] must have 1 to 16 labels")
+            for key, val in labels.items():
+                if not label_key_valid(key):
+                    raise ValueError(f"routerSelectors[{i}]: {key!r} is not a label key")
+                if not LABEL_VALUE.fullmatch(val):
+                    raise ValueError(f"routerSelectors[{i}].{key}: {val!r} is not a label value")
         return value
 
 

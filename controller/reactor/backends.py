@@ -349,10 +349,13 @@ class KubernetesBackend:
             candidate_service=f"{spec.workload.service}-candidate",
             owner=tuned_service_owner(target, meta),
         )
-        pool_selectors: tuple[dict[str, str], ...] = ()
+        # the label sets that something other than the Deployment and its Service selects engine pods by: a
+        # router's own discovery selector, an InferencePool's; candidate and trial pods are kept out of them
+        foreign_selectors: tuple[dict[str, str], ...] = spec.workload.router_selectors
+        cluster.selectors = (*cluster.selectors, *foreign_selectors)
         if router.use_gateway:
             cluster.on_promote.append(lambda t: router.set_weight(t, 0))  # all traffic to the new stable
-            pool_selectors = route_through_pools(cluster, router, target)
+            foreign_selectors = (*foreign_selectors, *route_through_pools(cluster, router, target))
         try:
             prom = PrometheusSettings.model_validate(
                 {"url": self.settings.prometheus_url, "timeout_s": self.settings.prometheus_timeout_s}
@@ -371,7 +374,7 @@ class KubernetesBackend:
             default_node_selector=self.settings.canary_node_selector,
             default_tolerations=self.settings.canary_tolerations,
             policy=policy,
-            selectors=pool_selectors,
+            selectors=foreign_selectors,
             launcher=self.trial_launcher,
         )
         runner.cache = TrialCache(
