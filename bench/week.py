@@ -557,6 +557,12 @@ def run_plan(
             result.switches += 1
         elif nxt[1] < stable.replicas:
             fleet.scale("stable", nxt[1])
+    runs: list[str] = []  # the first day, as runs of hours on one config
+    for i, group in itertools.groupby(enumerate(plan[: min(hours, 24)]), key=lambda hp: hp[1][0]):
+        hs = [h for h, _p in group]
+        runs.append(f"{hs[0]:02d}-{hs[-1] + 1:02d}h {configs[i].label()}")
+    replicas = " ".join(str(n) for _i, n in plan[: min(hours, 24)])
+    result.notes.append(f"first day: {'; '.join(runs)}; replicas by hour: {replicas}")
     used = sorted({i for i, _n in plan[:hours]})
     result.config = configs[used[0]].label() if len(used) == 1 else f"{len(used)} configs, hour by hour"
     result.notes.append(
@@ -647,6 +653,8 @@ def run_shiftlight(
         f"{result.trial_gpu_seconds / 3600:.1f} on {result.trials} canary trials (counted), "
         f"mean {result.replica_seconds / max(result.seconds, 1):.1f} replicas"
     )
+    for line in (h for h in status.history if "rolled back" in h):
+        result.notes.append(line[:300])
     result.notes.append(
         "trajectory (window: stable config at its end, peak replicas): "
         + "; ".join(f"{d[5:]} {w}: {c} x{p}" for (d, w), (c, p) in trajectory.items())
