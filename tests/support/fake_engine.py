@@ -18,7 +18,8 @@ class FakeEngineState:
     token_delay_s: float = 0.001
     requests: int = 0
     generated: int = 0
-    prompts: list[list[int]] = field(default_factory=list)
+    prompts: list[list[int]] = field(default_factory=list)  # prompts sent as token ids
+    texts: list[str] = field(default_factory=list)  # prompts sent as text
     fail_every: int = 0  # answer HTTP 500 to every n-th request (0: never)
 
 
@@ -41,7 +42,10 @@ class FakeEngine:
         if st.fail_every and st.requests % st.fail_every == 0:
             return web.json_response({"error": {"message": "boom"}}, status=500)
         prompt = body["prompt"]
-        st.prompts.append(list(prompt))
+        if isinstance(prompt, str):
+            st.texts.append(prompt)
+        else:
+            st.prompts.append(list(prompt))
         n = int(body["max_tokens"])
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)

@@ -146,6 +146,16 @@ def test_the_worker_replays_and_streams_progress(fake_engine, small_shape: Traff
     assert fake_engine.state.requests == 24
 
 
+def test_planned_prompt_texts_are_sent_as_text_through_the_worker(fake_engine, small_shape: TrafficShape) -> None:
+    drawn = _plan(small_shape, 12)
+    texts = [f"prompt {r.index}" for r in drawn.requests]
+    plan = replace(drawn, requests=tuple(replace(r, prompt_text=t) for r, t in zip(drawn.requests, texts, strict=True)))
+    assert plan.fingerprint() != drawn.fingerprint()  # the text is part of what the plan sends
+    report = replay_in_worker(plan, WorkerSettings(base_url=fake_engine.endpoint, model="fake"))
+    assert len(report.completed) == 12 and not report.failed
+    assert sorted(fake_engine.state.texts) == sorted(texts) and fake_engine.state.prompts == []
+
+
 def test_one_worker_keeps_hundreds_of_streams(make_fake_engine, small_shape: TrafficShape) -> None:
     with make_fake_engine() as engine:
         engine.state.token_delay_s = 0.01
