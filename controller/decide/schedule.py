@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from controller.decide.capacity import holds, length_distance, replicas_for
 from controller.decide.context import Intent, PlanContext, remaining_s, window_at
 from controller.decide.rolling import begin as begin_rollout
+from controller.decide.rollout import candidate_replicas_for
 from controller.decide.scaling import short_of_replicas
 from controller.decide.tuning import start as start_tuning
+from controller.domain.config import EngineConfig
+from controller.domain.status import ScheduledConfig
+from controller.domain.traffic import TimeWindow, TrafficShape
 
 
 def scheduled_switch(ctx: PlanContext) -> Intent | None:
@@ -44,6 +49,11 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         benefit_s = (gain - 1) * (window.hours * 3600 if ahead else remaining_s(ctx.now, window))
         if gain < ctx.rules.tuning.min_gain or benefit_s < ctx.rules.schedule.switch_cost_s:
             return None
+        gpu_s = switch_gpu_seconds(ctx, window, entry, window.hours * 3600 if ahead else remaining_s(ctx.now, window))
+        if gpu_s is not None and gpu_s[0] <= gpu_s[1]:
+            # with managed replicas a switch pays in GPUs: replicas it saves over the window against the GPU time
+            # its rollout holds on candidates
+            return None
         when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
         why = (
             f"{when}: its scheduled config {entry.config.label()} measured {gain:.2f}x the active "
@@ -54,6 +64,50 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         started = begin_rollout(ctx, entry.config, why, proposed_by="schedule", gain=gain)
         return Intent("prewarm" if ahead else "scheduled-switch", started.status, started.actions, started.notes)
     return None
+
+
+def probed_capacity(ctx: PlanContext, config: EngineConfig, shape: TrafficShape) -> float | None:
+    """Requests/s one replica of ``config`` carried within the SLO on ``shape``'s mix: the highest of its trials on
+    that mix (a round's trials and capacity probes replay one shape at several loads) that held. None when none
+    did."""
+    key, closed = config.key(), ctx.rules.capacity_probe_loop == "closed"
+    held = [
+        min(t.goodput_rps, t.shape.arrival_rate_rps)
+        for t in ctx.status.trials
+        if t.config.key() == key
+        and t.shape.repetitiveness == shape.repetitiveness
+        and length_distance(t.shape, shape) < 1e-9
+        and holds(t, keeps_up=closed)
+    ]
+    return max(held, default=None)
+
+
+def switch_gpu_seconds(
+    ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig, seconds: float
+) -> tuple[float, float] | None:
+    """With managed replicas: (GPU-seconds that switching to ``entry``'s config saves over ``seconds`` of
+    ``window`` at its forecast load, GPU-seconds its rollout holds on candidate replicas: each step's candidates
+    for the bake time). None when a capacity to tell is unknown (the goodput gain decides alone)."""
+    rules = ctx.rules.scaling
+    if rules is None or ctx.external_autoscaler or not entry.capacity_rps:
+        return None
+    active = ctx.status.active_config
+    active_capacity = probed_capacity(ctx, active, entry.shape)
+    forecast = ctx.forecast.get(window.name)
+    rate = forecast.arrival_rate_rps if forecast is not None else entry.fleet_rate_rps
+    if not active_capacity or not rate:
+        return None
+
+    def need(capacity: float) -> int:
+        return min(max(replicas_for(rate, capacity, rules), rules.min_replicas, 1), max(rules.max_replicas, 1))
+
+    now_gpus = need(active_capacity) * active.tensor_parallel_size
+    new_replicas = need(entry.capacity_rps)
+    tp = entry.config.tensor_parallel_size
+    saved = (now_gpus - new_replicas * tp) * seconds
+    rollout = ctx.rules.rollout
+    held = sum(candidate_replicas_for(new_replicas, w) for w in rollout.steps) * rollout.bake_s * tp
+    return saved, held
 
 
 def tune_ahead(ctx: PlanContext) -> Intent | None:
@@ -73,4 +127,4 @@ def tune_ahead(ctx: PlanContext) -> Intent | None:
     return None
 
 
-__all__ = ["scheduled_switch", "tune_ahead"]
+__all__ = ["probed_capacity", "scheduled_switch", "switch_gpu_seconds", "tune_ahead"]

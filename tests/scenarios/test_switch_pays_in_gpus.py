@@ -1,0 +1,125 @@
+"""Scenario: the evening before the night window, with managed replicas. The night's scheduled config measured more
+goodput than the day's config at the night's load, so the old rule (goodput gain x the window's length against a
+fixed switch cost) pre-warmed it. Whether a switch pays is a question of GPUs: the replicas it saves over the night
+at the forecast load against the GPU time its rollout holds on candidates. Clock injected (23:50, lead 15 min)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.decide import planner
+from controller.decide.capacity import ScalingRules
+from controller.decide.planner import Rules, TuningRules
+from controller.domain import (
+    SLO,
+    EngineConfig,
+    LengthDistribution,
+    Observation,
+    Percentiles,
+    ScheduledConfig,
+    TargetStatus,
+    TimeWindow,
+    TrafficShape,
+    TrialResult,
+    TrialStatus,
+)
+
+NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
+DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
+BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
+DAY_CONFIG = EngineConfig(max_num_seqs=512)
+NIGHT_CONFIG = EngineConfig(speculative_method="ngram", num_speculative_tokens=4)
+DAY_SHAPE = TrafficShape(
+    arrival_rate_rps=20,
+    concurrency=256,
+    prompt_tokens=LengthDistribution(mean=512),
+    output_tokens=LengthDistribution(mean=512),
+)
+#: one replica's share of the night's documents, as the night's round replayed it
+NIGHT_SHAPE = TrafficShape(
+    arrival_rate_rps=0.5,
+    concurrency=8,
+    prompt_tokens=LengthDistribution(mean=24000),
+    output_tokens=LengthDistribution(mean=1024),
+    repetitiveness=0.85,
+)
+NIGHT_FORECAST = NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64})
+RULES = Rules(
+    slo=SLO(ttft_seconds=2, tpot_seconds=0.1),
+    tuning=TuningRules(max_trials=4),
+    windows=(NIGHT, DAY),
+    scaling=ScalingRules(min_replicas=1, max_replicas=32, headroom=0.25, scale_down_stabilisation_s=0),
+)
+
+
+def held(config: EngineConfig, rate: float, goodput: float) -> TrialResult:
+    """A probe of ``config`` on the night's mix at ``rate`` req/s that met the SLO."""
+    return TrialResult(
+        config=config,
+        shape=NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": rate, "concurrency": 16 * rate}),
+        slo=RULES.slo,
+        status=TrialStatus.MEASURED,
+        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
+        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
+        goodput_tokens_per_s=goodput,
+        output_tokens_per_s=goodput,
+        goodput_rps=rate,
+        request_throughput=rate,
+        completed=100,
+    )
+
+
+def evening(day_config_capacity: float | None) -> TargetStatus:
+    night = ScheduledConfig(
+        window="night",
+        config=NIGHT_CONFIG,
+        shape=NIGHT_SHAPE,
+        goodput_tokens_per_s=600,  # 1.5x the day config's on the night's load
+        stock_goodput_tokens_per_s=400,
+        reason="measured",
+        capacity_rps=1.0,
+        fleet_rate_rps=4.0,
+    )
+    day = ScheduledConfig(
+        window="day",
+        config=DAY_CONFIG,
+        shape=DAY_SHAPE,
+        goodput_tokens_per_s=3000,
+        stock_goodput_tokens_per_s=1500,
+        reason="measured",
+        capacity_rps=10.0,
+    )
+    trials = [held(NIGHT_CONFIG, 1.0, 600)]
+    if day_config_capacity is not None:
+        trials.append(held(DAY_CONFIG, day_config_capacity, 400))
+    return TargetStatus(active_config=DAY_CONFIG, window="day", replicas=4, schedule=(night, day), trials=tuple(trials))
+
+
+@pytest.mark.parametrize(
+    ("day_config_capacity", "prewarms"),
+    [
+        (1.0, False),  # both configs need 5 replicas for the night's 4 req/s: the switch saves no GPU
+        (0.95, True),  # 6 vs 5 replicas: one GPU all night, more than the rollout's candidates hold
+        (0.5, True),  # 10 vs 5 replicas all night: the switch pays many times over
+        (None, True),  # the day config's capacity on the night's mix is unknown: the goodput gain decides
+    ],
+)
+def test_a_scheduled_switch_must_save_more_gpu_time_than_its_rollout_holds(
+    day_config_capacity: float | None, prewarms: bool
+) -> None:
+    d = planner.plan(
+        status=evening(day_config_capacity),
+        observation=Observation(
+            target="ns/m", start=BEFORE_MIDNIGHT - timedelta(minutes=5), end=BEFORE_MIDNIGHT, shape=DAY_SHAPE
+        ),
+        observe_error=None,
+        proposals=(),
+        rules=RULES,
+        now=BEFORE_MIDNIGHT,
+        forecast={"night": NIGHT_FORECAST},
+    )
+    assert (d.status.rollout is not None) is prewarms, d.codes
+    if prewarms:
+        assert d.codes == ("prewarm",)
