@@ -14,6 +14,8 @@
    engine's tokenizer makes of it), so the engine tokenizes and prefills the same tokens for both; one repeated
    word, as on the simulator, would let the engine's prefix cache serve nearly all of the bench's prefill. Each of
    our runs also prints what it planned and achieved (in-flight, send lag, loop stalls, connections, client CPU).
+   Then ``--noise-rounds`` pairs of ``vllm bench`` against itself show the engine's own round-to-round spread, the
+   finest a single round can judge any client by.
 
 Our load generator runs as the operator runs it: in its own process (``replay_in_worker``, the
 ``controller.trials.loadgen_worker`` JSON-lines process). **CPU arrangement**, the same for both tools: on a machine
@@ -267,7 +269,36 @@ def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[l
             print(f"  engine ({threads} threads) on cpu {sorted(ENGINE_CPUS)}, clients on cpu {clients}")
         run_ours(server.endpoint, server.model, plan)  # warm-up: one unmeasured pass of each tool
         run_vllm_bench(server.endpoint, server.model, plan, shape, model_dir, tmp, texts)
-        return compare(server.endpoint, server.model, plan, shape, model_dir, tmp, args.vllm_rounds, texts)
+        compared = compare(server.endpoint, server.model, plan, shape, model_dir, tmp, args.vllm_rounds, texts)
+        if args.noise_rounds:
+            engine_noise(server.endpoint, server.model, plan, shape, model_dir, tmp, args.noise_rounds, texts)
+        return compared
+
+
+def engine_noise(
+    endpoint: str,
+    model: str,
+    plan: LoadPlan,
+    shape: TrafficShape,
+    tokenizer: Path,
+    tmp: Path,
+    rounds: int,
+    prompt_texts: list[str],
+) -> None:
+    """The engine's own round-to-round spread: ``vllm bench`` against itself in back-to-back pairs, the same plan.
+    A client cannot be judged per round more finely than the ratio of two runs of one tool."""
+    ratios = []
+    for i in range(rounds):
+        first, _ = run_vllm_bench(endpoint, model, plan, shape, tokenizer, tmp, prompt_texts)
+        second, _ = run_vllm_bench(endpoint, model, plan, shape, tokenizer, tmp, prompt_texts)
+        ratios.append(second / first)
+        print(
+            f"  noise round {i + 1}: vllm bench {first:8.1f} then {second:8.1f} out tok/s, ratio {second / first:.3f}x"
+        )
+    worst = max(ratios, key=lambda r: abs(r - 1.0))
+    print(
+        f"  engine noise: vllm bench against itself, median {statistics.median(ratios):.3f}x, worst round {worst:.3f}x"
+    )
 
 
 def max_streams(endpoint: str, streams: int, requests: int) -> tuple[int, int, float]:
@@ -302,6 +333,9 @@ def main() -> int:
     parser.add_argument("--vllm-concurrency", type=int, default=8, help="closed-loop streams on the real engine")
     parser.add_argument("--vllm-requests", type=int, default=400)
     parser.add_argument("--vllm-rounds", type=int, default=6)
+    parser.add_argument(
+        "--noise-rounds", type=int, default=4, help="vllm bench against itself on the real engine (0: skip)"
+    )
     parser.add_argument("--skip-sim", action="store_true", help="only the real engine (the sim figures read nan)")
     parser.add_argument("--no-pin", action="store_true", help="leave the engine and the clients on all cores")
     args = parser.parse_args()
