@@ -23,9 +23,9 @@ Rows:
     fewest replicas that hold the SLO at that hour's load from the performance model, i.e.
     ``ceil(peak concurrency of the hour x (1 + headroom) / per-replica concurrency at the SLO)`` on the hour's
     noise-free shape (the same headroom Shiftlight plans with covers the traffic's noise; the per-replica
-    concurrency is the config's, by bisection on the model), never below one. The config is the one of the
-    policy's valid space (stock included) whose schedule needs the fewest GPU-hours. The schedule is served in the
-    simulator as it is: replicas added one cold start ahead of the hour that needs them, removed at the start of the
+    concurrency is the config's, by bisection on the model, with the policy's SLO percentiles), never below one.
+    The config is the one of the policy's valid space (stock included) whose schedule needs the fewest GPU-hours.
+    The schedule is served in the simulator as it is: replicas added one cold start ahead of the hour that needs them, removed at the start of the
     hour that does not. No HPA;
 (c) ``ceiling``: the best config for every hour, ideally sized the same way (fewest replicas; on a tie the config
     of the hour before, then the ideal static one), served in the simulator with each switch pre-warmed one cold
