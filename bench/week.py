@@ -25,8 +25,8 @@ Rows:
     noise-free shape (the same headroom Shiftlight plans with covers the traffic's noise; the per-replica
     concurrency is the config's, by bisection on the model, with the policy's SLO percentiles), never below one.
     The config is the one of the policy's valid space (stock included) whose schedule needs the fewest GPU-hours.
-    The schedule is served in the simulator as it is: replicas added one cold start ahead of the hour that needs them, removed at the start of the
-    hour that does not. No HPA;
+    The schedule is served in the simulator as it is: replicas added one cold start ahead of the hour that needs
+    them, removed at the start of the hour that does not. No HPA;
 (c) ``ceiling``: the best config for every hour, ideally sized the same way (fewest replicas; on a tie the config
     of the hour before, then the ideal static one), served in the simulator with each switch pre-warmed one cold
     start ahead (the new config's replicas held beside the old ones until the hour starts). It bounds what any
