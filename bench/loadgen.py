@@ -182,28 +182,34 @@ def token_exact_prompts(plan: LoadPlan, tokenizer: Path) -> tuple[LoadPlan, list
     return dataclasses.replace(plan, requests=requests), [text for text, _ in pairs]
 
 
-def run_vllm_bench(
-    endpoint: str,
-    model: str,
-    plan: LoadPlan,
-    shape: TrafficShape,
-    tokenizer: Path,
-    tmp: Path,
-    prompt_texts: list[str] | None = None,
-) -> tuple[float, float]:
-    dataset = tmp / "dataset.json"
-    written = write_sharegpt_dataset(plan, dataset, prompt_texts=prompt_texts)
-    assert written == len(plan.requests), "the plan must fit vllm bench's ShareGPT length filter"
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One endpoint and what both tools send it: the plan (``prompt_texts``: vllm bench's prompts, one per request;
+    None: its one-word default), the shape it came from, the tokenizer vllm bench loads, a scratch folder."""
+
+    endpoint: str
+    model: str
+    plan: LoadPlan
+    shape: TrafficShape
+    tokenizer: Path
+    tmp: Path
+    prompt_texts: list[str] | None = None
+
+
+def run_vllm_bench(c: Comparison) -> tuple[float, float]:
+    dataset = c.tmp / "dataset.json"
+    written = write_sharegpt_dataset(c.plan, dataset, prompt_texts=c.prompt_texts)
+    assert written == len(c.plan.requests), "the plan must fit vllm bench's ShareGPT length filter"
     cmd = bench_command(
-        endpoint, model, str(tokenizer), shape, num_prompts=written, seed=plan.seed,
-        mode=plan.mode, dataset="sharegpt", dataset_path=dataset, result_dir=tmp, result_filename="bench.json",
+        c.endpoint, c.model, str(c.tokenizer), c.shape, num_prompts=written, seed=c.plan.seed,
+        mode=c.plan.mode, dataset="sharegpt", dataset_path=dataset, result_dir=c.tmp, result_filename="bench.json",
     )  # fmt: skip
     env = dict(os.environ, HF_HUB_OFFLINE="1", VLLM_NO_USAGE_STATS="1", TOKENIZERS_PARALLELISM="false")
     env.pop("PYTHONPATH", None)
-    proc = run_client(cmd, env, tmp)
+    proc = run_client(cmd, env, c.tmp)
     if proc.returncode != 0:
         raise SystemExit(f"vllm bench serve failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
-    result = load_result(tmp / "bench.json")
+    result = load_result(c.tmp / "bench.json")
     if result.failed or result.median_ttft_ms is None:
         raise SystemExit(f"vllm bench saw {result.failed} failures (or reported no TTFT)")
     print(
@@ -213,16 +219,7 @@ def run_vllm_bench(
     return result.output_throughput, result.median_ttft_ms / 1000
 
 
-def compare(
-    endpoint: str,
-    model: str,
-    plan: LoadPlan,
-    shape: TrafficShape,
-    tokenizer: Path,
-    tmp: Path,
-    rounds: int,
-    prompt_texts: list[str] | None = None,
-) -> tuple[list[float], list[float]]:
+def compare(c: Comparison, rounds: int) -> tuple[list[float], list[float]]:
     """Alternating rounds of both tools on the same plan: per-round throughput ratios and TTFT p50 diffs (%)."""
     ratios: list[float] = []
     ttft_diffs: list[float] = []
@@ -232,9 +229,9 @@ def compare(
         got: dict[str, tuple[float, float]] = {}
         for who in order:
             if who == "ours":
-                tput, ttft, _ = run_ours(endpoint, model, plan)
+                tput, ttft, _ = run_ours(c.endpoint, c.model, c.plan)
             else:
-                tput, ttft = run_vllm_bench(endpoint, model, plan, shape, tokenizer, tmp, prompt_texts)
+                tput, ttft = run_vllm_bench(c)
             got[who] = (tput, ttft)
             label = "shiftlight loadgen" if who == "ours" else "vllm bench serve  "
             print(f"  round {i + 1} {label}: {tput:8.1f} out tok/s, TTFT p50 {ttft * 1000:7.1f} ms")
@@ -267,30 +264,22 @@ def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[l
         if ENGINE_CPUS is not None:
             clients = sorted(CLIENT_CPUS or ())
             print(f"  engine ({threads} threads) on cpu {sorted(ENGINE_CPUS)}, clients on cpu {clients}")
-        run_ours(server.endpoint, server.model, plan)  # warm-up: one unmeasured pass of each tool
-        run_vllm_bench(server.endpoint, server.model, plan, shape, model_dir, tmp, texts)
-        compared = compare(server.endpoint, server.model, plan, shape, model_dir, tmp, args.vllm_rounds, texts)
+        c = Comparison(server.endpoint, server.model, plan, shape, model_dir, tmp, texts)
+        run_ours(c.endpoint, c.model, c.plan)  # warm-up: one unmeasured pass of each tool
+        run_vllm_bench(c)
+        compared = compare(c, args.vllm_rounds)
         if args.noise_rounds:
-            engine_noise(server.endpoint, server.model, plan, shape, model_dir, tmp, args.noise_rounds, texts)
+            engine_noise(c, args.noise_rounds)
         return compared
 
 
-def engine_noise(
-    endpoint: str,
-    model: str,
-    plan: LoadPlan,
-    shape: TrafficShape,
-    tokenizer: Path,
-    tmp: Path,
-    rounds: int,
-    prompt_texts: list[str],
-) -> None:
+def engine_noise(c: Comparison, rounds: int) -> None:
     """The engine's own round-to-round spread: ``vllm bench`` against itself in back-to-back pairs, the same plan.
     A client cannot be judged per round more finely than the ratio of two runs of one tool."""
     ratios = []
     for i in range(rounds):
-        first, _ = run_vllm_bench(endpoint, model, plan, shape, tokenizer, tmp, prompt_texts)
-        second, _ = run_vllm_bench(endpoint, model, plan, shape, tokenizer, tmp, prompt_texts)
+        first, _ = run_vllm_bench(c)
+        second, _ = run_vllm_bench(c)
         ratios.append(second / first)
         print(
             f"  noise round {i + 1}: vllm bench {first:8.1f} then {second:8.1f} out tok/s, ratio {second / first:.3f}x"
@@ -367,7 +356,7 @@ def main() -> int:
                     f"simulator {args.model} on {args.gpu} at {endpoint}; shape: {shape.describe()}, {plan.mode} loop"
                 )
                 run_plan(endpoint, MODEL_NAME, plan)  # warm-up: one full unmeasured pass (first passes run slow)
-                ratios, ttft_diffs = compare(endpoint, MODEL_NAME, plan, shape, tokenizer, tmp, args.rounds)
+                ratios, ttft_diffs = compare(Comparison(endpoint, MODEL_NAME, plan, shape, tokenizer, tmp), args.rounds)
                 ratio = statistics.median(ratios)
                 ttft_diff = statistics.median(ttft_diffs)
                 print(f"  sim: throughput ratio {ratio:.3f}x, TTFT p50 diff {ttft_diff:+.1f}%")
