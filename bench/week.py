@@ -37,7 +37,9 @@ Rows:
     (``SimulatedForecaster``: what the hour-of-week profile of earlier weeks shows, so windows are tuned ahead of
     their start); the final line reports this one;
 (e) ``shiftlight+hpa``: the same loop with an HPA object on the workload, which Shiftlight sees and defers to:
-    replicas by the HPA emulation with the target of whichever config is active
+    replicas by the HPA emulation with the target of whichever config is active, on the stable Deployment's
+    share of the load, during rollouts too (a real HPA does not stop while a canary runs; an emulation that paused
+    it left a week's stable replicas frozen behind a stalled rollout)
     (``--shiftlight-scaling capacity|hpa|both``, default both).
 
 HPA emulation (the Kubernetes algorithm, evaluated every control cycle): metric = in-flight requests per ready
@@ -629,14 +631,15 @@ def run_shiftlight(
             trajectory[key] = (label, max(trajectory.get(key, (label, 0))[1], replicas))
         cycle = reconciler.reconcile(target, status)
         status = cycle.status
-        if not capacity and status.rollout is None:
+        if not capacity:  # the HPA scales the stable Deployment on its share of the load, rollout or not
             active = status.active_config
             if active.key() not in targets:
                 targets[active.key()] = s.hpa_utilisation * capacity_streams(perf, active, busiest, policy.slo)
             hpa.target = max(targets[active.key()], 0.5)
             stable = fleet.variant("stable")
             assert stable is not None
-            conc = _observed_concurrency(metrics, target, clock.now(), s.cycle_s)
+            share = (100 - fleet.candidate_weight) / 100
+            conc = _observed_concurrency(metrics, target, clock.now(), s.cycle_s) * share
             want = hpa.desired(clock.now(), stable.replicas, fleet.ready_replicas("stable"), conc)
             if want != stable.replicas:
                 fleet.scale("stable", want)
