@@ -12,7 +12,7 @@ the number of repeats (measurements beyond the first). With one pair ``a, b`` it
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from controller.domain.trial import TrialResult
 
@@ -35,9 +35,16 @@ def measured(trials: Sequence[TrialResult]) -> tuple[float, int] | None:
         value = t.objective()
         if not t.ok or value <= 0:
             continue
-        groups.setdefault((t.config.key(), t.shape.model_dump_json()), []).append(math.log(value))
+        groups.setdefault((t.config.key(), t.shape.model_dump_json()), []).append(value)
+    return pooled(groups.values())
+
+
+def pooled(groups: Iterable[Sequence[float]]) -> tuple[float, int] | None:
+    """(relative noise, repeats) pooled over groups of repeated measurements of one config (positive values; a
+    group of one is no repeat); None without a repeat."""
     squares, repeats = 0.0, 0
-    for logs in groups.values():
+    for values in groups:
+        logs = [math.log(v) for v in values if v > 0]
         if len(logs) < 2:
             continue
         mean = sum(logs) / len(logs)
@@ -65,4 +72,4 @@ def required_gain(min_gain: float, noise: float | None) -> float:
     return max(min_gain, math.exp(math.sqrt(2) * min(noise, MAX_NOISE)))
 
 
-__all__ = ["ASSUMED", "MAX_NOISE", "MIN_NOISE", "clamped", "measured", "required_gain"]
+__all__ = ["ASSUMED", "MAX_NOISE", "MIN_NOISE", "clamped", "measured", "pooled", "required_gain"]
