@@ -1,14 +1,17 @@
 """Search efficiency of the decide layer: how many canary trials each strategy needs to find a near-best config.
 
-Surface: the simulator's performance model (``PerformanceModel.estimate``; fast and deterministic, so the exact
-optimum of every space is computed offline by exhaustive evaluation). A trial's measurement is the estimate's
-goodput under the SLO times seeded Gaussian noise (sd 2.5%), and the incumbent after t trials is the config with
-the best *measured* goodput, judged by its *true* goodput. Reported per strategy, over every (profile, shape, seed):
+Two regimes, each judged by trials until the incumbent (the config with the best *measured* goodput) is within 3%
+of the exact optimum by its *true* goodput; measurements carry seeded Gaussian noise (sd 2.5%):
 
-* trials to reach within 3% of the optimum (median, p90, worst; ">N" when the run never got there in N trials),
-* regret (1 - true incumbent / optimum) after 8 and 16 trials.
+1. **No prior, foreign surfaces** (``bench/foreign_surfaces.py``: objectives built from published measurements and
+   from structure drawn at random, not from the project's performance model), 6 surfaces x 6 shapes: the
+   optimizer's structured GP against the same GP with the plain "knobs in common" kernel, optuna TPE and random
+   order; up to 24 trials, a run stops once it is within 3%.
+2. **With a prior**: the simulator's performance model (``PerformanceModel.estimate``, the exact optimum by
+   exhaustive evaluation) on 2 model/GPU profiles x 6 shapes, every strategy below; and the H200 calibration's
+   measured decode steps with the calibrated model as the prior (the cases of ``bench/calibration.py``).
 
-Strategies:
+Simulator strategies:
 
 * ``optimizer``           our GP-EI optimizer, prior = the perf model for a *mis-specified* setting (the other GPU
                           profile, half the concurrency): an honest stand-in for "simulator prior, real canary"
@@ -21,15 +24,20 @@ Strategies:
 * ``grid``                auto_tune-style grid over max-num-seqs x max-num-batched-tokens only (other knobs stock)
 * ``one-knob``            one-knob-at-a-time coordinate search from the config nearest to stock
 
-Run: ``.venv/bin/python bench/search_efficiency.py [--seeds N] [--quick]``. Ends with one line::
+Run: ``.venv/bin/python bench/search_efficiency.py [--seeds N] [--quick] [--only foreign|simulator|calibration]``.
+Ends with one line::
 
-    search: median trials to 3% N, worst M, random-search median R
+    search: no-prior median M, worst W over F foreign surfaces; with prior median M2, worst W2; random median R
+
+(no prior: the optimizer over the foreign surfaces; with prior: the simulator's ``optimizer`` runs and the
+calibration runs together; random: random order over the foreign surfaces).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import random
 import statistics
@@ -40,6 +48,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import foreign_surfaces as fs
 
 from controller.advisor import AgentAdvisor
 from controller.advisor.scripted import heuristic_model
@@ -205,7 +216,10 @@ def _sim_prior(case: Case, surface: Surface) -> Callable[[EngineConfig], float]:
 Strategy = Callable[[Case, Surface, list[EngineConfig], int, int], list[TrialResult]]
 
 
-def _model_search(kind: str, prior_kind: str) -> Strategy:
+def _model_search(kind: str, prior_kind: str, *, structured: bool = True) -> Strategy:
+    """A model-based search (``kind`` "gp" or "tpe") with the named prior; ``structured=False``: the GP's plain
+    "knobs in common" kernel (every knob unordered, no shape input), the surrogate compared against."""
+
     def run(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
         prior = None
         if prior_kind == "mis":
@@ -214,11 +228,13 @@ def _model_search(kind: str, prior_kind: str) -> Strategy:
             prior = PRIORS_SIM[case.profile + case.shape_name]
         elif prior_kind == "noisy":
             prior = PRIORS_NOISY[case.profile + case.shape_name]
-        cs = CandidateSet(cands, prior)
+        shape = getattr(case, "shape", None) if structured else None
+        cs = CandidateSet(cands, prior, shape if isinstance(shape, TrafficShape) else None, structured=structured)
         search = GpSearch(cs, seed=seed) if kind == "gp" else TpeSearch(cs, seed=seed)
         rng = random.Random(seed * 7919 + 1)
         trials: list[TrialResult] = []
         observed: list[tuple[EngineConfig, float]] = []
+        stop = STOP.get(id(surface))
         while len(trials) < budget:
             picks = search.suggest(observed, n=1)
             if not picks:
@@ -226,9 +242,15 @@ def _model_search(kind: str, prior_kind: str) -> Strategy:
             r = surface.trial(picks[0].config, rng)
             trials.append(r)
             observed.append((r.config, r.objective()))
+            if stop is not None and stop(trials):
+                break
         return trials
 
     return run
+
+
+STOP: dict[int, Callable[[list[TrialResult]], bool]] = {}
+"""Per surface (by id): stop a run early once this says its incumbent is within 3% (the foreign section)."""
 
 
 PRIORS_MIS: dict[str, Callable[[EngineConfig], float]] = {}
@@ -344,15 +366,148 @@ def _regret_at(regrets: list[float], t: int) -> float:
     return regrets[min(t, len(regrets)) - 1] if regrets else 1.0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=16)
-    ap.add_argument("--agent-seeds", type=int, default=4)
-    ap.add_argument("--quick", action="store_true", help="fewer seeds (a smoke run)")
-    args = ap.parse_args(argv)
-    seeds = 3 if args.quick else args.seeds
-    agent_seeds = 1 if args.quick else args.agent_seeds
-    t0 = time.time()
+class ForeignTrials:
+    """The search loop's surface interface (``true``, ``trial``) over one foreign surface at one shape."""
+
+    def __init__(self, surface: fs.ForeignSurface, shape: TrafficShape, slo: SLO) -> None:
+        self.surface, self.shape, self.slo = surface, shape, slo
+        self._true: dict[str, float] = {}
+
+    def true(self, cfg: EngineConfig) -> float:
+        key = cfg.key()
+        if key not in self._true:
+            self._true[key] = self.surface.goodput(cfg, self.shape)
+        return self._true[key]
+
+    def trial(self, cfg: EngineConfig, rng: random.Random) -> TrialResult:
+        value = self.true(cfg)
+        if value <= 0:
+            return TrialResult(config=cfg, shape=self.shape, slo=self.slo, status=TrialStatus.FAILED, reason="fails")
+        measured = max(0.0, value * (1 + rng.gauss(0, NOISE)))
+        pct = Percentiles(p50=0.01, p95=0.01, p99=0.01)
+        return TrialResult(
+            config=cfg,
+            shape=self.shape,
+            slo=self.slo,
+            status=TrialStatus.MEASURED,
+            ttft_s=pct,
+            tpot_s=pct,
+            output_tokens_per_s=measured,
+            goodput_tokens_per_s=measured,
+            duration_s=120,
+            startup_s=60,
+        )
+
+
+FOREIGN_MAX_TRIALS = 24
+FOREIGN_STRATEGIES: dict[str, Strategy] = {
+    "optimizer": _model_search("gp", "none"),
+    "gp-knobs-in-common": _model_search("gp", "none", structured=False),
+    "optuna-tpe": _model_search("tpe", "none"),
+    "random": random_search,
+}
+"""No prior on the foreign surfaces: the structured GP (the product's), the same GP with the plain kernel of
+knobs in common, optuna's TPE and uniform random order."""
+
+
+def _as_num(h: int | None) -> float:
+    return float(h) if h is not None else math.inf
+
+
+def _fmt(x: float, cap: int = MAX_TRIALS) -> str:
+    return f">{cap}" if math.isinf(x) else f"{x:g}"
+
+
+def _summary(h: Sequence[float], cap: int) -> tuple[str, str, str, str]:
+    h = sorted(h)
+    p90 = h[min(len(h) - 1, math.ceil(0.9 * len(h)) - 1)]
+    reached = sum(1 for x in h if not math.isinf(x)) / len(h)
+    return _fmt(statistics.median(h), cap), _fmt(p90, cap), _fmt(h[-1], cap), f"{reached:.0%}"
+
+
+def foreign_section(seeds: int, tpe_seeds: int) -> dict[str, dict[str, list[float]]]:
+    """No prior, on the foreign surfaces: trials to 3% per strategy and surface."""
+    hits: dict[str, dict[str, list[float]]] = {s: {} for s in FOREIGN_STRATEGIES}
+    slo = SLO()
+    print(
+        f"no prior, foreign surfaces (bench/foreign_surfaces.py), up to {FOREIGN_MAX_TRIALS} trials, noise {NOISE:.1%}"
+    )
+    print(f"{'surface':24s} {'shape':20s} {'space':>5s} {'optimum':>9s}  best config")
+    for surface in fs.surfaces():
+        cands = list(surface.configs)
+        for shape_name, shape in SHAPES.items():
+            trials_of = ForeignTrials(surface, shape, slo)
+            values = [trials_of.true(c) for c in cands]
+            opt = max(values)
+            print(
+                f"{surface.name:24s} {shape_name:20s} {len(cands):5d} {opt:9,.0f}  {cands[values.index(opt)].label()}"
+            )
+            case = Case(surface.name, Policy(), "", "", "", shape_name, shape, slo)
+            STOP[id(trials_of)] = lambda ts, o=opt, t=trials_of: _trace(ts, t, o)[0] is not None  # type: ignore[misc]
+            for name, strategy in FOREIGN_STRATEGIES.items():
+                for seed in range(tpe_seeds if name == "optuna-tpe" else seeds):
+                    trials = strategy(case, trials_of, cands, seed, FOREIGN_MAX_TRIALS)  # type: ignore[arg-type]
+                    hit, _ = _trace(trials, trials_of, opt)  # type: ignore[arg-type]
+                    hits[name].setdefault(surface.name, []).append(_as_num(hit))
+            del STOP[id(trials_of)]
+    print(f"\n{'no prior: strategy':28s} {'runs':>5s} {'median':>7s} {'p90':>6s} {'worst':>6s} {'reached':>8s}")
+    for name, per in hits.items():
+        allh = [x for v in per.values() for x in v]
+        print(
+            f"{name:28s} {len(allh):5d} "
+            + " ".join(f"{x:>{w}s}" for x, w in zip(_summary(allh, FOREIGN_MAX_TRIALS), (7, 6, 6, 8), strict=True))
+        )
+    print(f"\n{'optimizer by surface':28s} {'runs':>5s} {'median':>7s} {'p90':>6s} {'worst':>6s} {'reached':>8s}")
+    for sname, h in hits.get("optimizer", {}).items():
+        print(
+            f"{sname:28s} {len(h):5d} "
+            + " ".join(f"{x:>{w}s}" for x, w in zip(_summary(h, FOREIGN_MAX_TRIALS), (7, 6, 6, 8), strict=True))
+        )
+    return hits
+
+
+def calibration_section(seeds: int) -> list[float]:
+    """With the calibrated prior, against goodput computed from the H200 calibration's measured steps: the
+    calibration bench's cases (context x repetitiveness x TPOT bound over B x q), searched by this bench's loop."""
+    import calibration as cb  # bench/calibration.py: its measured-step objective and its calibrated model
+
+    from controller.calibrate.profile import load_calibration
+    from controller.simulator.profiles import load_gpu, load_model
+
+    raw = json.loads(cb.RAW.read_text())
+    cal = load_calibration("h200")
+    if cal is None:
+        return []
+    stack = cb.stack_profile(load_model("llama-3.1-8b"))
+    measured = {(p["batch"], p["query"], p["context"]): p["seconds"] for p in cb.e2e_points(raw)}
+    pm_unc = PerformanceModel(stack, load_gpu("h200"), None, prefill_fixes=False)
+    pm_cal = PerformanceModel(stack, load_gpu("h200"), cal, small_kernels_per_layer=cb.STACK_SMALL_KERNELS_PER_LAYER)
+    batches, queries = sorted({b for b, _, _ in measured}), sorted({q for _, q, _ in measured})
+    cands = [cb.decode_config(q).model_copy(update={"max_num_seqs": b}) for b in batches for q in queries]
+    hits: list[float] = []
+    for ctx, rep, bound in itertools.product(sorted({c for _, _, c in measured}), (0.0, 0.6, 0.9), (8e-3, 12e-3, 1.0)):
+
+        def truth(cfg: EngineConfig, ctx: int = ctx, rep: float = rep, bound: float = bound) -> float:
+            t = measured[(cfg.max_num_seqs or 1, 1 + cfg.k, ctx)]
+            return cb._measured_goodput(t, cfg.max_num_seqs or 1, pm_unc.tokens_per_step(cfg, rep), bound)
+
+        def prior(cfg: EngineConfig, ctx: int = ctx, rep: float = rep, bound: float = bound) -> float:
+            b = cfg.max_num_seqs or 1
+            st = pm_cal.step(cb.decode_config(1 + cfg.k), decode_seqs=b, prefill_tokens=0, mean_context_tokens=ctx)
+            return cb._measured_goodput(st.gpu_seconds, b, pm_unc.tokens_per_step(cfg, rep), bound)
+
+        if max(truth(c) for c in cands) <= 0:
+            continue
+        surface = cb.MeasuredSurface(truth, bound)
+        for seed in range(seeds):
+            hit = cb._search(f"cal/{ctx}/{rep}/{bound}", cands, surface, prior, seed)
+            hits.append(_as_num(hit))
+    return hits
+
+
+def simulator_section(seeds: int, agent_seeds: int) -> dict[str, list[int | None]]:
+    """The simulator surface: every strategy, with and without priors (the product's setting: a mis-specified
+    simulator prior)."""
     cases: list[Case] = []
     for name, path, model, gpu, prior_gpu in PROFILES:
         policy = load_policy(ROOT / path)
@@ -361,6 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hits: dict[str, list[int | None]] = {s: [] for s in STRATEGIES}
     r8: dict[str, list[float]] = {s: [] for s in STRATEGIES}
     r16: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+    print(f"simulator surface (the performance model), up to {MAX_TRIALS} trials, noise {NOISE:.1%}")
     print(f"{'case':44s} {'space':>5s} {'optimum':>9s} {'stock':>8s}  best config")
     for case in cases:
         surface = Surface(case)
@@ -375,6 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{case.profile + ' ' + case.shape_name:44s} {len(cands):5d} {opt:9,.0f} {surface.true(STOCK):8,.0f}  "
             f"{best.label()}"
         )
+        # a run stops once it has reached 3% and run the 16 trials the regret columns read
+        STOP[id(surface)] = lambda ts, o=opt, sf=surface: len(ts) >= 16 and _trace(ts, sf, o)[0] is not None  # type: ignore[misc]
         for name, strategy in STRATEGIES.items():
             n_seeds = agent_seeds if name == "agent" else seeds
             for seed in range(n_seeds):
@@ -383,36 +541,56 @@ def main(argv: Sequence[str] | None = None) -> int:
                 hits[name].append(hit)
                 r8[name].append(_regret_at(regrets, 8))
                 r16[name].append(_regret_at(regrets, 16))
-
-    def as_num(h: int | None) -> float:
-        return float(h) if h is not None else math.inf
-
-    def fmt(x: float) -> str:
-        return f">{MAX_TRIALS}" if math.isinf(x) else f"{x:g}"
-
-    print()
+        del STOP[id(surface)]
     print(
-        f"{'strategy':20s} {'runs':>5s} {'median':>7s} {'p90':>6s} {'worst':>6s} {'reached':>8s} "
+        f"\n{'simulator: strategy':20s} {'runs':>5s} {'median':>7s} {'p90':>6s} {'worst':>6s} {'reached':>8s} "
         f"{'regret@8':>9s} {'regret@16':>10s}"
     )
     for name in STRATEGIES:
-        h = sorted(as_num(x) for x in hits[name])
-        med = statistics.median(h)
-        p90 = h[min(len(h) - 1, math.ceil(0.9 * len(h)) - 1)]
-        reached = sum(1 for x in h if not math.isinf(x)) / len(h)
+        med, p90, worst, reached = _summary([_as_num(x) for x in hits[name]], MAX_TRIALS)
         print(
-            f"{name:20s} {len(h):5d} {fmt(med):>7s} {fmt(p90):>6s} {fmt(h[-1]):>6s} {reached:8.0%} "
+            f"{name:20s} {len(hits[name]):5d} {med:>7s} {p90:>6s} {worst:>6s} {reached:>8s} "
             f"{statistics.mean(r8[name]):9.1%} {statistics.mean(r16[name]):10.1%}"
         )
-    ours = sorted(as_num(x) for x in hits["optimizer"])
-    rnd = sorted(as_num(x) for x in hits["random"])
+    return hits
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--agent-seeds", type=int, default=2)
+    ap.add_argument("--tpe-seeds", type=int, default=3, help="seeds for optuna TPE on the foreign surfaces (slow)")
+    ap.add_argument("--quick", action="store_true", help="fewer seeds (a smoke run)")
+    ap.add_argument("--only", choices=("foreign", "simulator", "calibration"), help="run one section")
+    args = ap.parse_args(argv)
+    seeds = 3 if args.quick else args.seeds
+    agent_seeds = 1 if args.quick else args.agent_seeds
+    tpe_seeds = 1 if args.quick else args.tpe_seeds
+    t0 = time.time()
+    foreign = foreign_section(seeds, tpe_seeds) if args.only in (None, "foreign") else {}
+    print()
+    sim = simulator_section(seeds, agent_seeds) if args.only in (None, "simulator") else {}
+    cal = calibration_section(seeds) if args.only in (None, "calibration") else []
+    if cal:
+        med, _, worst, _ = _summary(cal, 12)
+        print(f"\ncalibrated prior, H200 measured steps: {len(cal)} runs, median {med}, worst {worst}")
     print(
-        f"\n{len(cases)} cases x {seeds} seeds ({agent_seeds} for the agent), noise {NOISE:.1%}, "
+        f"\n{seeds} seeds ({agent_seeds} for the agent, {tpe_seeds} for TPE on foreign surfaces), "
         f"{time.time() - t0:.0f}s"
     )
+    no_prior = [x for v in foreign.get("optimizer", {}).values() for x in v]
+    rnd = [x for v in foreign.get("random", {}).values() for x in v]
+    with_prior = sorted([_as_num(x) for x in sim.get("optimizer", [])] + cal)
+
+    def stat(h: Sequence[float], cap: int) -> tuple[str, str]:
+        return (_fmt(statistics.median(h), cap), _fmt(max(h), cap)) if h else ("-", "-")
+
+    m, w = stat(no_prior, FOREIGN_MAX_TRIALS)
+    m2, w2 = stat(with_prior, MAX_TRIALS)
+    r, _ = stat(rnd, FOREIGN_MAX_TRIALS)
     print(
-        f"search: median trials to 3% {fmt(statistics.median(ours))}, worst {fmt(ours[-1])}, "
-        f"random-search median {fmt(statistics.median(rnd))}"
+        f"search: no-prior median {m}, worst {w} over {len(foreign.get('optimizer', {}))} foreign surfaces; "
+        f"with prior median {m2}, worst {w2}; random median {r}"
     )
     return 0
 

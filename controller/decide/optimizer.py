@@ -4,15 +4,19 @@ Canary trials cost GPU-minutes, so the optimizer works on the *enumerated* set o
 (``Policy.space.configs()``: every config it can propose is in policy by construction) and picks each next trial
 by Bayesian optimisation:
 
-* **Surrogate**: a Gaussian process over configs with an exponential Hamming kernel (configs that share more knob
-  values behave alike), whose mean function is a fitted multiple of the **prior** (e.g. the simulator's
-  performance-model estimate of tokens/s; any ``EngineConfig -> float``). Without a prior the mean is the
-  observed mean. The kernel length-scale is chosen by marginal likelihood on a small grid.
+* **Surrogate** (``optimizer_gp``, kernel in ``optimizer_kernel``): a Gaussian process on log goodput whose
+  kernel knows what the knobs are: ordered knobs (depth, ``max_num_seqs``, batched tokens, capture size, ...) on
+  a log scale with a distance-aware correlation, unordered ones equal-or-not, speculation as one structured knob
+  (method, then depth), and the traffic shape (concurrency, lengths, repetitiveness) as an input when the trials
+  span several shapes. One main effect per input and one interaction per pair of inputs (so depth x concurrency
+  and batch limits x prompt length are representable). Its mean is a fitted multiple of the **prior** (e.g. the
+  simulator's performance-model estimate of tokens/s; any ``EngineConfig -> float``), else the observed mean.
+  Amplitude, length-scale and (without a repeat) the noise are chosen by marginal likelihood on a small grid.
 * **Acquisition**: expected improvement over the best measurement; batches use the "kriging believer" trick.
 * **Warm start**: the first trial is the prior's top pick (or the baseline, or a seeded random config).
-* **Noise**: the surrogate's measurement noise is the one the trials measured: every tuning round measures its
-  baseline twice, and :class:`OptimizerAdvisor` takes the spread of such repeats in ``AdvisorContext.history``
-  (``controller.decide.noise``, clamped to 1-25 %); without a repeat it assumes 4 %.
+* **Noise**: pooled from repeated measurements of one config on one shape among the observations (every tuning
+  round measures its baseline twice, ``controller.decide.noise``, clamped to 1-25 %); :class:`OptimizerAdvisor`
+  falls back to the figure of the whole history (the round's ``status.noise``), else assumes 4 %.
 
 ``strategy="tpe"`` runs optuna's TPE sampler instead (ask/tell, warm-started with ``enqueue_trial`` from the
 prior's top picks); a suggestion that is invalid or already tried is snapped to the nearest untried valid
@@ -30,15 +34,15 @@ Public API::
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import optuna
 
 from controller.decide import noise as noises
+from controller.decide.optimizer_gp import CandidateSet, GpSearch, Prior, Suggestion
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.traffic import TrafficShape
@@ -46,31 +50,15 @@ from controller.domain.trial import TrialResult, TrialStatus
 from controller.policy.models import Policy
 from controller.policy.space import Feasibility, SearchSpace
 
-Prior = Callable[[EngineConfig], float]
 ShapePrior = Callable[[EngineConfig, TrafficShape], float]
 Objective = Callable[[EngineConfig], TrialResult]
 Score = Callable[[TrialResult], float]
 Strategy = Literal["gp", "tpe"]
 
-_NOISE = noises.ASSUMED  # relative measurement noise (log space) when the trials hold no repeat to measure it
-_FLOOR = 0.5  # failed / SLO-violating trials are modelled as 50% of the best (keeps the log finite)
-_SCALES = (0.5, 1.0, 2.0)  # kernel amplitude multipliers tried by marginal likelihood
-_S_BIAS = 0.3  # prior sd of the overall level (log space, around the offset)
-_S_PRIOR_SCALE = 0.3  # prior sd of the log-prior's exponent around 1
-_S_MAIN, _S_PAIR = 0.3, 0.25  # prior sd of one knob's main effect / one pair's interaction (log space)
-_S_MAIN_PRIOR, _S_PAIR_PRIOR = 0.12, 0.05  # the same, as corrections on top of a prior
-
 
 def default_score(result: TrialResult) -> float:
     """Goodput under the SLO (output tokens/s of requests that met it); 0 for failed or infeasible trials."""
     return result.objective()
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    config: EngineConfig
-    rationale: str
-    predicted: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,208 +69,6 @@ class OptimizationResult:
     trials: tuple[TrialResult, ...]
     trials_used: int
     rationales: tuple[str, ...] = ()
-
-
-class CandidateSet:
-    """The finite valid space, encoded for the surrogate (one integer code per varied knob)."""
-
-    def __init__(self, configs: Sequence[EngineConfig], prior: Prior | None = None) -> None:
-        if not configs:
-            raise ValueError("the search space has no valid config")
-        self.configs = list(configs)
-        self.index = {c.key(): i for i, c in enumerate(self.configs)}
-        dumps = [c.model_dump() for c in self.configs]
-        self.knobs = [k for k in EngineConfig.model_fields if len({repr(d[k]) for d in dumps}) > 1]
-        self.values: dict[str, list[Any]] = {}
-        for k in self.knobs:
-            self.values[k] = list(dict.fromkeys(d[k] for d in dumps))
-        self.codes = np.array([self.encode(c) for c in self.configs], dtype=np.int64).reshape(
-            len(self.configs), len(self.knobs)
-        )
-        raw = np.array([max(0.0, float(prior(c))) for c in self.configs]) if prior is not None else None
-        if raw is not None and (not np.all(np.isfinite(raw)) or raw.max() <= 0):
-            raw = None
-        self.prior: np.ndarray | None = raw / raw.max() if raw is not None else None
-        self.prior_raw = raw
-        self.prior_rank = (
-            {int(i): r + 1 for r, i in enumerate(np.argsort(-raw, kind="stable"))} if raw is not None else {}
-        )
-
-    def __len__(self) -> int:
-        return len(self.configs)
-
-    def encode(self, config: EngineConfig) -> list[int]:
-        """Value index per knob; -1 for a value the space does not have (e.g. the stock baseline)."""
-        d = config.model_dump()
-        out = []
-        for k in self.knobs:
-            vals = self.values[k]
-            out.append(vals.index(d[k]) if d[k] in vals else -1)
-        return out
-
-    def distance(self, codes: np.ndarray) -> np.ndarray:
-        """Hamming fraction between every candidate and each row of ``codes`` -> (N, len(codes))."""
-        if not self.knobs:
-            return np.zeros((len(self.configs), len(codes)))
-        diff = self.codes[:, None, :] != codes[None, :, :]
-        result: np.ndarray = diff.mean(axis=2)
-        return result
-
-
-def _norm_pdf(z: np.ndarray) -> np.ndarray:
-    out: np.ndarray = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-    return out
-
-
-def _norm_cdf(z: np.ndarray) -> np.ndarray:
-    out: np.ndarray = 0.5 * (1.0 + _erf(z / math.sqrt(2.0)))
-    return out
-
-
-_erf = np.vectorize(math.erf, otypes=[float])
-
-
-class GpSearch:
-    """Expected-improvement search with a prior-mean Gaussian process over a :class:`CandidateSet`."""
-
-    def __init__(self, candidates: CandidateSet, *, seed: int = 0) -> None:
-        self.c = candidates
-        self.seed = seed
-
-    def suggest(
-        self,
-        observed: Sequence[tuple[EngineConfig, float]],
-        *,
-        exclude: Iterable[str] = (),
-        n: int = 1,
-        baseline: EngineConfig | None = None,
-        noise: float = _NOISE,
-    ) -> list[Suggestion]:
-        """``noise``: the relative standard deviation of one measurement (log space) the surrogate assumes."""
-        c = self.c
-        blocked = np.zeros(len(c), dtype=bool)
-        for key in exclude:
-            if key in c.index:
-                blocked[c.index[key]] = True
-        for cfg, _ in observed:
-            if cfg.key() in c.index:
-                blocked[c.index[cfg.key()]] = True
-        rng = np.random.default_rng([self.seed, len(observed)])
-        obs = [(np.array(c.encode(cfg)), float(y)) for cfg, y in observed]
-        out: list[Suggestion] = []
-        for _ in range(n):
-            if blocked.all():
-                break
-            if not observed and out:
-                idx, why, pred = self._diverse(out, blocked, rng)
-                out.append(Suggestion(c.configs[idx], why, pred))
-                blocked[idx] = True
-                continue
-            idx, why, pred = self._one(obs, blocked, rng, baseline, noise)
-            out.append(Suggestion(c.configs[idx], why, pred))
-            blocked[idx] = True
-            believed = pred if pred is not None else (max((y for _, y in obs), default=0.0))
-            obs.append((c.codes[idx], believed))  # kriging believer for the rest of the batch
-        return out
-
-    def _one(
-        self,
-        obs: list[tuple[np.ndarray, float]],
-        blocked: np.ndarray,
-        rng: np.random.Generator,
-        baseline: EngineConfig | None,
-        noise: float = _NOISE,
-    ) -> tuple[int, str, float | None]:
-        c = self.c
-        jitter = rng.random(len(c)) * 1e-9
-        if not obs:
-            if baseline is not None and baseline.key() in c.index and not blocked[c.index[baseline.key()]]:
-                return c.index[baseline.key()], "baseline: measure the starting point first", None
-            if c.prior is not None:
-                idx = int(np.argmax(np.where(blocked, -np.inf, c.prior + jitter)))
-                return idx, f"warm start: the prior's top pick (prior rank {c.prior_rank.get(idx, '?')})", None
-            idx = int(np.argmax(np.where(blocked, -np.inf, rng.random(len(c)))))
-            return idx, "cold start: seeded random config (no prior)", None
-        ys = np.array([y for _, y in obs])
-        scale = float(ys.max()) if ys.max() > 0 else 1.0
-        # log space: knob effects on throughput are multiplicative; failures count as 30% of the best
-        t = np.log(np.maximum(ys / scale, _FLOOR))
-        X = np.stack([o for o, _ in obs])
-        nk = max(len(c.knobs), 1)
-        m_oo = (X[:, None, :] == X[None, :, :]).sum(axis=2) if c.knobs else np.zeros((len(obs), len(obs)))
-        m_co = len(c.knobs) - c.distance(X) * len(c.knobs)
-        if c.prior is not None:
-            lp_all = np.log(np.maximum(c.prior, _FLOOR))
-            lp_obs = np.log(np.maximum(self._prior_at(X), _FLOOR))
-            offset = float(np.mean(t - lp_obs))
-            mean_all, mean_obs = lp_all + offset, lp_obs + offset
-            s_main, s_pair = _S_MAIN_PRIOR, _S_PAIR_PRIOR
-        else:
-            offset = float(np.mean(t))
-            mean_all, mean_obs = np.full(len(c), offset), np.full(len(obs), offset)
-            lp_all, lp_obs = np.zeros(len(c)), np.zeros(len(obs))
-            s_main, s_pair = _S_MAIN, _S_PAIR
-        r = t - mean_obs
-
-        def kern(m: np.ndarray, lpa: np.ndarray, lpb: np.ndarray, mult: float) -> np.ndarray:
-            main = (mult * s_main) ** 2 * m
-            pair = (mult * s_pair) ** 2 * m * (m - 1) / 2
-            out: np.ndarray = _S_BIAS**2 + _S_PRIOR_SCALE**2 * np.outer(lpa, lpb) + main + pair
-            return out
-
-        sn2 = noise * noise
-        best_mult, best_ll = 1.0, -np.inf
-        if len(obs) >= 4:
-            for mult in _SCALES:
-                K = kern(m_oo, lp_obs, lp_obs, mult) + sn2 * np.eye(len(obs))
-                try:
-                    L = np.linalg.cholesky(K)
-                except np.linalg.LinAlgError:
-                    continue
-                alpha = np.linalg.solve(L.T, np.linalg.solve(L, r))
-                ll = -0.5 * float(r @ alpha) - float(np.log(np.diag(L)).sum())
-                if ll > best_ll:
-                    best_mult, best_ll = mult, ll
-        K = kern(m_oo, lp_obs, lp_obs, best_mult) + sn2 * np.eye(len(obs))
-        Ks = kern(m_co, lp_all, lp_obs, best_mult)
-        kss = _S_BIAS**2 + _S_PRIOR_SCALE**2 * lp_all**2 + (best_mult * s_main) ** 2 * nk
-        kss = kss + (best_mult * s_pair) ** 2 * nk * (nk - 1) / 2
-        L = np.linalg.cholesky(K + 1e-9 * np.eye(len(obs)))
-        alpha = np.linalg.solve(L.T, np.linalg.solve(L, r))
-        mu = mean_all + Ks @ alpha
-        v = np.linalg.solve(L, Ks.T)
-        sd = np.sqrt(np.maximum(kss - (v * v).sum(axis=0), 1e-12))
-        best = float(t.max())
-        z = (mu - best - 0.005) / sd
-        ei = (mu - best - 0.005) * _norm_cdf(z) + sd * _norm_pdf(z)
-        ei = np.where(blocked, -np.inf, ei + jitter)
-        idx = int(np.argmax(ei))
-        pred = float(math.exp(mu[idx]) * scale)
-        why = (
-            f"GP-EI: predicted {pred:,.0f} (x{math.exp(sd[idx]):.2f} uncertainty) vs best measured {scale:,.0f}"
-            + (f", prior rank {c.prior_rank.get(idx, '?')}" if c.prior is not None else "")
-            + f"; {len(obs)} trials observed"
-        )
-        return idx, why, pred
-
-    def _diverse(
-        self, chosen: list[Suggestion], blocked: np.ndarray, rng: np.random.Generator
-    ) -> tuple[int, str, float | None]:
-        """Before any measurement: the config farthest from those already chosen (prior breaks ties)."""
-        c = self.c
-        X = np.array([c.encode(s.config) for s in chosen], dtype=np.int64)
-        spread = c.distance(X).min(axis=1)
-        tie = c.prior if c.prior is not None else rng.random(len(c))
-        score = np.where(blocked, -np.inf, spread + 1e-3 * tie)
-        idx = int(np.argmax(score))
-        return idx, f"initial design: differs from the other picks in {spread[idx]:.0%} of the knobs", None
-
-    def _prior_at(self, X: np.ndarray) -> np.ndarray:
-        """Prior at observed points (exact match, else the nearest candidate's prior)."""
-        c = self.c
-        assert c.prior is not None
-        d = c.distance(X)  # (N, n)
-        return np.array([c.prior[int(np.argmin(d[:, j]))] for j in range(X.shape[0])])
 
 
 class TpeSearch:
@@ -300,7 +86,8 @@ class TpeSearch:
         exclude: Iterable[str] = (),
         n: int = 1,
         baseline: EngineConfig | None = None,
-        noise: float = _NOISE,  # the common interface; TPE does not model measurement noise
+        noise: float | None = None,  # the common interface; TPE does not model measurement noise
+        shapes: Sequence[TrafficShape | None] | None = None,  # nor the traffic shape
     ) -> list[Suggestion]:
         c = self.c
         optuna.logging.set_verbosity(logging.WARNING)
@@ -419,8 +206,11 @@ class OptimizerAdvisor:
     """The optimizer behind the Advisor port. Stateless between calls: the state is ``context.history``.
 
     ``prior(config, shape)`` may be the simulator's performance estimate; the optimizer never imports it.
-    Trials whose shape bucket differs from the context's still count as tried (never proposed again) but do not
-    feed the surrogate unless no trial matches the current bucket.
+    The trials of the context's shape bucket feed the surrogate as measured on its shape; while the bucket has
+    none, every trial of the history does, each at the traffic shape it was measured on (the shape is then one
+    of the GP's inputs, so trials of neighbouring shapes inform it more than those of distant ones). Every
+    trialled config counts as tried (never proposed again). The noise is pooled from the bucket's repeats of
+    one config on one shape, else from the whole history's, else the assumed figure.
     """
 
     def __init__(
@@ -461,21 +251,35 @@ class OptimizerAdvisor:
         cache_key = shape.model_dump_json()
         cands = self._sets.get(cache_key)
         if cands is None:
-            cands = CandidateSet(self.configs(), prior_fn)
+            # the structured kernel without a prior; on top of a prior the plain one (the demo's day round settled
+            # on the night's config with the structured kernel on the simulator prior)
+            cands = CandidateSet(self.configs(), prior_fn, shape, structured=self.prior is None)
             if len(self._sets) >= 16:
                 self._sets.pop(next(iter(self._sets)))
             self._sets[cache_key] = cands
-        bucket = shape.bucket()
-        same = [r for r in context.history if r.shape.bucket() == bucket] or list(context.history)
-        observed = _mean_of_repeats([(r.config, self.score(r)) for r in same if r.status is not TrialStatus.INVALID])
         exclude = {r.config.key() for r in context.history} | {context.active.key()}
-        repeats = noises.measured(same)
-        return _search(cands, self.strategy, self.seed).suggest(
-            observed,
-            exclude=exclude,
-            n=n if n is not None else context.max_proposals,
-            noise=noises.clamped(repeats[0] if repeats else None),
-        )
+        n_pick = n if n is not None else context.max_proposals
+        usable = [r for r in context.history if r.status is not TrialStatus.INVALID]
+        bucket = shape.bucket()
+        own = [r for r in usable if r.shape.bucket() == bucket]
+        same = own or usable
+        # the noise: the repeats of one config on one exact shape in the bucket, else the whole history's figure
+        # (what the planner records), else the assumed one
+        measured = noises.measured(own) or noises.measured(context.history)
+        figure = noises.clamped(measured[0] if measured else None)
+        if self.strategy == "gp" and not own:
+            # nothing measured on this bucket yet: every trial, each at the shape it was measured on
+            return GpSearch(cands, seed=self.seed).suggest(
+                [(r.config, self.score(r)) for r in same],
+                shapes=[r.shape for r in same],
+                exclude=exclude,
+                n=n_pick,
+                noise=figure,
+            )
+        observed = _mean_of_repeats([(r.config, self.score(r)) for r in same])
+        if self.strategy == "gp":  # the bucket's own trials, as measured on its shape; repeats enter as their mean
+            return GpSearch(cands, seed=self.seed).suggest(observed, exclude=exclude, n=n_pick, noise=figure)
+        return TpeSearch(cands, seed=self.seed).suggest(observed, exclude=exclude, n=n_pick)
 
     def propose(self, context: AdvisorContext) -> list[Proposal]:
         if context.max_proposals <= 0:

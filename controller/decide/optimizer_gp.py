@@ -1,0 +1,365 @@
+"""The Gaussian-process search behind the optimizer: the candidate set and expected improvement over it. Pure.
+
+Split from ``controller.decide.optimizer`` (which re-exports everything public here); the kernel and the knob
+encoding are ``controller.decide.optimizer_kernel``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from controller.decide import noise as noises
+from controller.decide.optimizer_kernel import (
+    ORDERED,
+    Inputs,
+    KnobEncoding,
+    correlations,
+    covariance,
+    self_covariance,
+    shape_features,
+)
+from controller.domain.config import EngineConfig
+from controller.domain.traffic import TrafficShape
+
+Prior = Callable[[EngineConfig], float]
+
+_FLOOR = 0.5  # failed / SLO-violating trials are modelled as 50% of the best (keeps the log finite)
+_PRIOR_FLOOR = 0.05  # the prior keeps its ranking down to 5% of its best (below, configs are alike to it)
+_S_FAILED = 0.3  # ... give or take this much (log space)
+_SCALES = (0.5, 1.0, 2.0)  # kernel amplitude multipliers tried by marginal likelihood
+_S_BIAS = 0.3  # prior sd of the overall level (log space, around the offset)
+_S_PRIOR_SCALE = 0.3  # prior sd of the log-prior's exponent around 1
+_S_MAIN, _S_PAIR = 0.3, 0.1  # prior sd of one knob's main effect / one pair's interaction (log space)
+_S_MAIN_PRIOR, _S_PAIR_PRIOR = 0.12, 0.05  # the same, as corrections on top of a prior
+_S_SHAPE_PAIR = 0.3  # prior sd of how much one knob's effect differs between distant shapes (log space)
+_S_SHAPE = 1.5  # prior sd of the traffic shape's main effect: goodput levels differ far more between shapes
+_LENGTH, _LENGTHS = 0.7, (0.35, 0.7, 1.4)  # ordered knobs' length-scale (share of the knob's log range): default, grid
+_NOISES = (0.01, 0.02, 0.04, 0.08)  # noise figures tried by marginal likelihood when no repeat measured the noise
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    config: EngineConfig
+    rationale: str
+    predicted: float | None = None
+
+
+class CandidateSet:
+    """The finite valid space, encoded for the surrogate (one integer code per varied knob)."""
+
+    def __init__(
+        self,
+        configs: Sequence[EngineConfig],
+        prior: Prior | None = None,
+        shape: TrafficShape | None = None,
+        *,
+        structured: bool = True,
+    ) -> None:
+        """``shape``: the traffic shape the candidates are judged on (an input of the surrogate; optional).
+        ``structured=False`` treats every knob as unordered (the plain "knobs in common" kernel, for comparison)."""
+        if not configs:
+            raise ValueError("the search space has no valid config")
+        self.configs = list(configs)
+        self.shape = shape
+        self.encoding = KnobEncoding(self.configs, ORDERED if structured else frozenset())
+        pos, unset, cat = self.encoding.pos, self.encoding.unset, self.encoding.cat
+        self.inputs = Inputs(pos, unset, cat, np.tile(shape_features(shape), (len(self.configs), 1)))
+        self.index = {c.key(): i for i, c in enumerate(self.configs)}
+        dumps = [c.model_dump() for c in self.configs]
+        self.knobs = [k for k in EngineConfig.model_fields if len({repr(d[k]) for d in dumps}) > 1]
+        self.values: dict[str, list[Any]] = {}
+        for k in self.knobs:
+            self.values[k] = list(dict.fromkeys(d[k] for d in dumps))
+        self.codes = np.array([self.encode(c) for c in self.configs], dtype=np.int64).reshape(
+            len(self.configs), len(self.knobs)
+        )
+        raw = np.array([max(0.0, float(prior(c))) for c in self.configs]) if prior is not None else None
+        if raw is not None and (not np.all(np.isfinite(raw)) or raw.max() <= 0):
+            raw = None
+        self.prior: np.ndarray | None = raw / raw.max() if raw is not None else None
+        self.prior_raw = raw
+        self.prior_rank = (
+            {int(i): r + 1 for r, i in enumerate(np.argsort(-raw, kind="stable"))} if raw is not None else {}
+        )
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def encode(self, config: EngineConfig) -> list[int]:
+        """Value index per knob; -1 for a value the space does not have (e.g. the stock baseline)."""
+        d = config.model_dump()
+        out = []
+        for k in self.knobs:
+            vals = self.values[k]
+            out.append(vals.index(d[k]) if d[k] in vals else -1)
+        return out
+
+    def distance(self, codes: np.ndarray) -> np.ndarray:
+        """Hamming fraction between every candidate and each row of ``codes`` -> (N, len(codes))."""
+        if not self.knobs:
+            return np.zeros((len(self.configs), len(codes)))
+        diff = self.codes[:, None, :] != codes[None, :, :]
+        result: np.ndarray = diff.mean(axis=2)
+        return result
+
+
+def _norm_pdf(z: np.ndarray) -> np.ndarray:
+    out: np.ndarray = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    return out
+
+
+def _norm_cdf(z: np.ndarray) -> np.ndarray:
+    out: np.ndarray = 0.5 * (1.0 + _erf(z / math.sqrt(2.0)))
+    return out
+
+
+_erf = np.vectorize(math.erf, otypes=[float])
+
+
+@dataclass(frozen=True)
+class _Posterior:
+    mu: np.ndarray  # posterior mean of log(goodput / scale) per candidate
+    sd: np.ndarray
+    t: np.ndarray  # the observations, on the same scale
+    here: np.ndarray  # which observations are on the candidates' shape bucket
+    scale: float
+    noise: float
+
+
+class GpSearch:
+    """Expected-improvement search with a structured Gaussian process over a :class:`CandidateSet`.
+
+    The kernel (``controller.decide.optimizer_kernel``) knows which knobs are ordered, treats speculation as a
+    method plus a depth, and takes the traffic shape as an input. The measurement noise is pooled from repeated
+    measurements in ``observed`` (one config measured more than once on one shape); without a repeat it is the
+    ``noise`` figure given (e.g. what the tuning round measured), else chosen by marginal likelihood."""
+
+    def __init__(self, candidates: CandidateSet, *, seed: int = 0) -> None:
+        self.c = candidates
+        self.seed = seed
+
+    def suggest(
+        self,
+        observed: Sequence[tuple[EngineConfig, float]],
+        *,
+        exclude: Iterable[str] = (),
+        n: int = 1,
+        baseline: EngineConfig | None = None,
+        noise: float | None = None,
+        shapes: Sequence[TrafficShape | None] | None = None,
+    ) -> list[Suggestion]:
+        """``noise``: the relative standard deviation of one measurement (log space) to assume when ``observed``
+        holds no repeat; ``shapes``: the traffic shape each observation was measured on (default: the
+        candidates' own shape)."""
+        c = self.c
+        blocked = np.zeros(len(c), dtype=bool)
+        for key in exclude:
+            if key in c.index:
+                blocked[c.index[key]] = True
+        for cfg, _ in observed:
+            if cfg.key() in c.index:
+                blocked[c.index[cfg.key()]] = True
+        rng = np.random.default_rng([self.seed, len(observed)])
+        pts, ys, current, repeats = self._points(observed, shapes)
+        measured = noises.pooled(repeats)
+        figure = noises.clamped(measured[0]) if measured else (noises.clamped(noise) if noise is not None else None)
+        out: list[Suggestion] = []
+        for _ in range(n):
+            if blocked.all():
+                break
+            if not observed and out:
+                idx, why, pred = self._diverse(out, blocked, rng)
+                out.append(Suggestion(c.configs[idx], why, pred))
+                blocked[idx] = True
+                continue
+            idx, why, pred = self._one(pts, ys, current, blocked, rng, baseline, figure)
+            out.append(Suggestion(c.configs[idx], why, pred))
+            blocked[idx] = True
+            believed = pred if pred is not None else (max(ys, default=0.0))
+            pts = Inputs.stack([pts, c.inputs.take([idx])]) if len(ys) else c.inputs.take([idx])
+            ys, current = [*ys, believed], [*current, True]  # kriging believer for the rest of the batch
+        return out
+
+    def _points(
+        self, observed: Sequence[tuple[EngineConfig, float]], shapes: Sequence[TrafficShape | None] | None
+    ) -> tuple[Inputs, list[float], list[bool], list[list[float]]]:
+        """Observations merged per (config, shape): encoded inputs, mean value, at the candidates' shape bucket,
+        and the groups of repeated values (for the noise)."""
+        c = self.c
+        groups: dict[tuple[str, str], tuple[EngineConfig, TrafficShape | None, list[float]]] = {}
+        for i, (cfg, y) in enumerate(observed):
+            shape = shapes[i] if shapes is not None else None
+            key = (cfg.key(), shape.model_dump_json() if shape is not None else "")
+            groups.setdefault(key, (cfg, shape, []))[2].append(float(y))
+        cfgs = [g[0] for g in groups.values()]
+        ys = [sum(g[2]) / len(g[2]) for g in groups.values()]
+        here = c.shape.bucket() if c.shape is not None else None
+        current = [g[1] is None or here is None or g[1].bucket() == here for g in groups.values()]
+        pos, unset, cat = c.encoding.encode(cfgs)
+        feats = np.stack([shape_features(g[1] or c.shape) for g in groups.values()]) if groups else c.inputs.shape[:0]
+        return Inputs(pos, unset, cat, feats), ys, current, [g[2] for g in groups.values()]
+
+    def _one(
+        self,
+        X: Inputs,
+        ys_list: list[float],
+        current_list: list[bool],
+        blocked: np.ndarray,
+        rng: np.random.Generator,
+        baseline: EngineConfig | None,
+        noise: float | None,
+    ) -> tuple[int, str, float | None]:
+        c = self.c
+        jitter = rng.random(len(c)) * 1e-9
+        if not ys_list:
+            if baseline is not None and baseline.key() in c.index and not blocked[c.index[baseline.key()]]:
+                return c.index[baseline.key()], "baseline: measure the starting point first", None
+            if c.prior is not None:
+                idx = int(np.argmax(np.where(blocked, -np.inf, c.prior + jitter)))
+                return idx, f"warm start: the prior's top pick (prior rank {c.prior_rank.get(idx, '?')})", None
+            idx = int(np.argmax(np.where(blocked, -np.inf, rng.random(len(c)))))
+            return idx, "cold start: seeded random config (no prior)", None
+        post = self._posterior(X, ys_list, current_list, noise)
+        mu, sd, t, here, scale, sn = post.mu, post.sd, post.t, post.here, post.scale, post.noise
+        if here.any():
+            best = float(t[here].max())
+        else:  # nothing measured on this shape yet: the best predicted among the configs measured elsewhere
+            tried = [c.index[k] for k in self._keys(X) if k in c.index]
+            best = float(mu[tried].max()) if tried else float(mu.max())
+        z = (mu - best - 0.005) / sd
+        ei = (mu - best - 0.005) * _norm_cdf(z) + sd * _norm_pdf(z)
+        ei = np.where(blocked, -np.inf, ei + jitter)
+        idx = int(np.argmax(ei))
+        pred = float(math.exp(mu[idx]) * scale)
+        why = (
+            f"GP-EI: predicted {pred:,.0f} (x{math.exp(sd[idx]):.2f} uncertainty) vs best measured {scale:,.0f}"
+            + (f", prior rank {c.prior_rank.get(idx, '?')}" if c.prior is not None else "")
+            + f"; {len(ys_list)} configs observed, noise {sn:.1%}"
+        )
+        return idx, why, pred
+
+    def _posterior(self, X: Inputs, ys_list: list[float], current_list: list[bool], noise: float | None) -> _Posterior:
+        """The GP posterior (log goodput relative to the best measured on this shape) at every candidate."""
+        c = self.c
+        ys, here = np.array(ys_list), np.array(current_list)
+        ref = ys[here] if here.any() else ys
+        scale = float(ref.max()) if ref.max() > 0 else 1.0
+        # log space: knob effects on throughput are multiplicative; failures count as _FLOOR of their shape's best
+        feats = X.shape
+        floor = np.empty(len(ys))
+        for i in range(len(ys)):
+            same = np.all(np.isclose(feats, feats[i]), axis=1)
+            best_i = float(ys[same].max())
+            floor[i] = _FLOOR * (best_i if best_i > 0 else scale)
+        t = np.log(np.maximum(ys, floor) / scale)
+        # a failure says "bad here", not by how much: it enters as the floor with a wide error bar, so it does
+        # not drag its ordered neighbours (the next depth, the next batch limit) down with it
+        extra = np.where(ys <= 0, _S_FAILED**2, 0.0)
+        # the shape is an input only when the observations span more than one shape (else it is a constant)
+        with_shape = c.shape is not None and not np.allclose(feats, c.inputs.shape[0])
+        if c.prior is not None:
+            lp_all = np.log(np.maximum(c.prior, _PRIOR_FLOOR))
+            lp_obs = np.log(np.maximum(self._prior_at(X), _PRIOR_FLOOR))
+            offset = float(np.mean((t - lp_obs)[here])) if here.any() else float(np.mean(t - lp_obs))
+            mean_all, mean_obs = lp_all + offset, lp_obs + offset
+            s_main, s_pair = _S_MAIN_PRIOR, _S_PAIR_PRIOR
+        else:
+            offset = float(np.mean(t[here])) if here.any() else float(np.mean(t))
+            mean_all, mean_obs = np.full(len(c), offset), np.full(len(ys), offset)
+            lp_all, lp_obs = np.zeros(len(c)), np.zeros(len(ys))
+            s_main, s_pair = _S_MAIN, _S_PAIR
+        r = t - mean_obs
+        base_oo = _S_BIAS**2 + _S_PRIOR_SCALE**2 * np.outer(lp_obs, lp_obs)
+
+        sp = _S_SHAPE_PAIR if with_shape else None
+
+        def mains(mult: float) -> np.ndarray:
+            w = np.full(c.encoding.inputs + (1 if with_shape else 0), (mult * s_main) ** 2)
+            if with_shape:
+                w[-1] = _S_SHAPE**2
+            return w
+
+        sns = (noise,) if noise else _NOISES
+        grid = [(m, ell, sn) for m in _SCALES for ell in _LENGTHS for sn in sns]
+        best_h, best_ll = (1.0, _LENGTH, noise or noises.ASSUMED), -np.inf
+        if len(ys) >= 4:
+            corr = {ell: correlations(X, X, ell, with_shape=with_shape) for ell in _LENGTHS}
+            for mult, ell, sn in grid:
+                K = base_oo + covariance(corr[ell], mains(mult), mult * s_pair, sp) + np.diag(sn * sn + extra)
+                try:
+                    L = np.linalg.cholesky(K)
+                except np.linalg.LinAlgError:
+                    continue
+                alpha = np.linalg.solve(L.T, np.linalg.solve(L, r))
+                ll = -0.5 * float(r @ alpha) - float(np.log(np.diag(L)).sum())
+                if ll > best_ll:
+                    best_h, best_ll = (mult, ell, sn), ll
+        mult, ell, sn = best_h
+        w = mains(mult)
+        K = base_oo + covariance(correlations(X, X, ell, with_shape=with_shape), w, mult * s_pair, sp)
+        K = K + np.diag(sn * sn + 1e-9 + extra)
+        Ks = _S_BIAS**2 + _S_PRIOR_SCALE**2 * np.outer(lp_all, lp_obs)
+        Ks = Ks + covariance(correlations(c.inputs, X, ell, with_shape=with_shape), w, mult * s_pair, sp)
+        kss = _S_BIAS**2 + _S_PRIOR_SCALE**2 * lp_all**2 + self_covariance(w, mult * s_pair, sp)
+        L = np.linalg.cholesky(K)
+        alpha = np.linalg.solve(L.T, np.linalg.solve(L, r))
+        mu = mean_all + Ks @ alpha
+        v = np.linalg.solve(L, Ks.T)
+        sd = np.sqrt(np.maximum(kss - (v * v).sum(axis=0), 1e-12))
+        return _Posterior(mu, sd, t, here, scale, sn)
+
+    def predict(
+        self,
+        observed: Sequence[tuple[EngineConfig, float]],
+        *,
+        shapes: Sequence[TrafficShape | None] | None = None,
+        noise: float | None = None,
+    ) -> np.ndarray:
+        """The surrogate's predicted goodput of every candidate (in ``CandidateSet.configs`` order)."""
+        pts, ys, current, repeats = self._points(observed, shapes)
+        if not ys:
+            raise ValueError("nothing observed to predict from")
+        measured = noises.pooled(repeats)
+        figure = noises.clamped(measured[0]) if measured else (noises.clamped(noise) if noise is not None else None)
+        post = self._posterior(pts, ys, current, figure)
+        out: np.ndarray = np.exp(post.mu) * post.scale
+        return out
+
+    def _keys(self, X: Inputs) -> list[str]:
+        """Config keys of the candidates whose encoding equals each row of ``X`` (a row outside the space: none)."""
+        c = self.c
+        out = []
+        for j in range(len(X)):
+            same = np.all(np.isclose(c.inputs.pos, X.pos[j]), axis=1) & np.all(c.inputs.unset == X.unset[j], axis=1)
+            same &= np.all(c.inputs.cat == X.cat[j], axis=1)
+            hits = np.flatnonzero(same)
+            if len(hits):
+                out.append(c.configs[int(hits[0])].key())
+        return out
+
+    def _diverse(
+        self, chosen: list[Suggestion], blocked: np.ndarray, rng: np.random.Generator
+    ) -> tuple[int, str, float | None]:
+        """Before any measurement: the config farthest from those already chosen (prior breaks ties)."""
+        c = self.c
+        X = np.array([c.encode(s.config) for s in chosen], dtype=np.int64)
+        spread = c.distance(X).min(axis=1)
+        tie = c.prior if c.prior is not None else rng.random(len(c))
+        score = np.where(blocked, -np.inf, spread + 1e-3 * tie)
+        idx = int(np.argmax(score))
+        return idx, f"initial design: differs from the other picks in {spread[idx]:.0%} of the knobs", None
+
+    def _prior_at(self, X: Inputs) -> np.ndarray:
+        """Prior at observed points (exact match, else the most alike candidate's prior)."""
+        c = self.c
+        assert c.prior is not None
+        k = correlations(c.inputs, X, _LENGTH, with_shape=False).sum(axis=2)  # (N, n)
+        return np.array([c.prior[int(np.argmax(k[:, j]))] for j in range(len(X))])
+
+
+__all__ = ["CandidateSet", "GpSearch", "Prior", "Suggestion"]
