@@ -55,8 +55,10 @@ space) and ``doc-quoting`` (a 27B hybrid MTP model, 4-bit, on RTX 3090s: chat by
 where a long lookup draft pays several-fold and costs about half the speed on fresh text).
 
 Run: ``.venv/bin/python bench/week.py [--scenario workstation|dense-fleet|doc-quoting] [--seed N]
-[--load-scale X] [--days D]`` (``SHIFTLIGHT_SIMULATOR_CALIBRATED=1`` runs GPUs with a shipped calibration, the H200,
-on it). Ends with one line (ratios are the baseline's GPU-hours over Shiftlight's, higher is better; the
+[--load-scale X] [--days D] [--uncalibrated]``. The performance model runs calibrated: a GPU with a shipped
+calibration profile (the H200) on its measured curves, every GPU with the corrected prefill terms
+(``--uncalibrated``: on the assumed constants, as ``controller.simulator.perf.CALIBRATED_BY_DEFAULT`` leaves the
+operator's simulator). Ends with one line (ratios are the baseline's GPU-hours over Shiftlight's, higher is better; the
 ceiling's is the ideal static config's GPU-hours over the ceiling's)::
 
     week: GPU-hours vs stock+HPA A.AAx fewer, vs ideal best static B.BBx, ceiling C.CCx, SLO attainment D.D% \
@@ -94,6 +96,7 @@ from controller.errors import MetricsUnavailable
 from controller.policy import Policy, load_policy, profile_feasibility
 from controller.ports import LoadTester, TrialRequest
 from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.simulator import perf as perf_module
 from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
@@ -697,7 +700,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--probe-loop", choices=["open", "closed"], default=None, help="capacity probes' load (default: the scenario's)"
     )
+    parser.add_argument(
+        "--uncalibrated", action="store_true", help="the assumed efficiency constants, not the shipped calibrations"
+    )
     args = parser.parse_args(argv)
+    calibrated_before = perf_module.CALIBRATED_BY_DEFAULT
+    perf_module.CALIBRATED_BY_DEFAULT = not args.uncalibrated  # read by every PerformanceModel built from here on
+    try:
+        return run_scenario(args)
+    finally:
+        perf_module.CALIBRATED_BY_DEFAULT = calibrated_before
+
+
+def run_scenario(args: argparse.Namespace) -> int:
     base = SCENARIOS[args.scenario]
     s = replace(
         base,
@@ -707,7 +722,11 @@ def main(argv: list[str] | None = None) -> int:
         shiftlight_scaling=args.shiftlight_scaling,
         probe_loop=args.probe_loop or base.probe_loop,
     )
-    print(f"scenario {args.scenario}: {s.model} on {s.gpu}, policy {s.policy_path.name}, traffic {s.profile}")
+    model_kind = "uncalibrated" if args.uncalibrated else "calibrated"
+    print(
+        f"scenario {args.scenario}: {s.model} on {s.gpu}, policy {s.policy_path.name}, traffic {s.profile},"
+        f" {model_kind} model"
+    )
     started = time.perf_counter()
     policy = week_policy(s)
     perf = PerformanceModel(load_model(s.model), load_gpu(s.gpu))
