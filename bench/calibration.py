@@ -57,7 +57,7 @@ from controller.calibrate.profile import Calibration, load_calibration  # noqa: 
 from controller.domain.config import EngineConfig  # noqa: E402
 from controller.domain.slo import SLO  # noqa: E402
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus  # noqa: E402
+from controller.domain.trial import TrialResult  # noqa: E402
 from controller.simulator.perf import ATTENTION_MFU, PerformanceModel, StepTiming  # noqa: E402
 from controller.simulator.profiles import GpuProfile, ModelProfile, load_gpu, load_model  # noqa: E402
 
@@ -242,20 +242,7 @@ class MeasuredSurface:
         return self._truth(cfg)
 
     def trial(self, cfg: EngineConfig, rng: random.Random) -> TrialResult:
-        measured = max(0.0, self.true(cfg) * (1 + rng.gauss(0, se.NOISE)))
-        pct = Percentiles(p50=0.01, p95=0.01, p99=0.01)
-        return TrialResult(
-            config=cfg,
-            shape=self.shape,
-            slo=self.slo,
-            status=TrialStatus.MEASURED,
-            ttft_s=pct,
-            tpot_s=pct,
-            output_tokens_per_s=measured,
-            goodput_tokens_per_s=measured,
-            duration_s=120,
-            startup_s=60,
-        )
+        return se.measured_trial(cfg, self.shape, self.slo, max(0.0, self.true(cfg) * (1 + rng.gauss(0, se.NOISE))))
 
 
 def _search(

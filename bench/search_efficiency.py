@@ -128,6 +128,23 @@ def _share_within(p: Percentiles | None, bound: float) -> float:
     return 1.0
 
 
+def measured_trial(cfg: EngineConfig, shape: TrafficShape, slo: SLO, goodput: float) -> TrialResult:
+    """A measured trial of ``cfg`` whose output and goodput are ``goodput`` tokens/s (latencies well inside the SLO)."""
+    pct = Percentiles(p50=0.01, p95=0.01, p99=0.01)
+    return TrialResult(
+        config=cfg,
+        shape=shape,
+        slo=slo,
+        status=TrialStatus.MEASURED,
+        ttft_s=pct,
+        tpot_s=pct,
+        output_tokens_per_s=goodput,
+        goodput_tokens_per_s=goodput,
+        duration_s=120,
+        startup_s=60,
+    )
+
+
 class Surface:
     """True goodput of every config of one case (memoised) and seeded noisy measurements."""
 
@@ -383,20 +400,7 @@ class ForeignTrials:
         value = self.true(cfg)
         if value <= 0:
             return TrialResult(config=cfg, shape=self.shape, slo=self.slo, status=TrialStatus.FAILED, reason="fails")
-        measured = max(0.0, value * (1 + rng.gauss(0, NOISE)))
-        pct = Percentiles(p50=0.01, p95=0.01, p99=0.01)
-        return TrialResult(
-            config=cfg,
-            shape=self.shape,
-            slo=self.slo,
-            status=TrialStatus.MEASURED,
-            ttft_s=pct,
-            tpot_s=pct,
-            output_tokens_per_s=measured,
-            goodput_tokens_per_s=measured,
-            duration_s=120,
-            startup_s=60,
-        )
+        return measured_trial(cfg, self.shape, self.slo, max(0.0, value * (1 + rng.gauss(0, NOISE))))
 
 
 FOREIGN_MAX_TRIALS = 24
