@@ -175,20 +175,7 @@ class Surface:
         if value <= 0 and self.perf.feasibility(cfg) is not None:
             reason = self.perf.feasibility(cfg) or "infeasible"
             return TrialResult(config=cfg, shape=shape, slo=slo, status=TrialStatus.INFEASIBLE, reason=reason)
-        measured = max(0.0, value * (1 + rng.gauss(0, NOISE)))
-        pct = Percentiles(p50=0.01, p95=0.01, p99=0.01)
-        return TrialResult(
-            config=cfg,
-            shape=shape,
-            slo=slo,
-            status=TrialStatus.MEASURED,
-            ttft_s=pct,
-            tpot_s=pct,
-            output_tokens_per_s=measured,
-            goodput_tokens_per_s=measured,
-            duration_s=120,
-            startup_s=60,
-        )
+        return measured_trial(cfg, shape, slo, max(0.0, value * (1 + rng.gauss(0, NOISE))))
 
 
 def _mis_prior(case: Case) -> Callable[[EngineConfig], float]:
