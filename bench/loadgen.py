@@ -202,6 +202,7 @@ class Comparison:
     tmp: Path
     prompt_texts: list[str] | None = None
     engine_pgid: int | None = None
+    engine_runs: list[EngineRun] = dataclasses.field(default_factory=list)
 
 
 def run_vllm_bench(c: Comparison) -> tuple[float, float]:
@@ -261,9 +262,21 @@ def group_cpu_s(pgid: int | None) -> float:
     return total
 
 
+@dataclasses.dataclass(frozen=True)
+class EngineRun:
+    """What the engine's processes did during one run: ``busy`` is their CPU time over the run's timed duration
+    (about 1.0: the client kept the engine's one core busy throughout; a little over 1.0 from work just outside
+    the timed part, such as ``vllm bench``'s initial test request), ``cpu_ms_per_1k`` their CPU time per 1,000
+    output tokens (the engine's own speed: it moves with the machine, not with the client)."""
+
+    who: str
+    busy: float
+    cpu_ms_per_1k: float
+
+
 def measured_run(c: Comparison, who: str) -> tuple[float, float]:
-    """One run of ``who`` ("ours" or "bench") on ``c``: output tok/s and TTFT p50 (s); prints what the engine's
-    processes spent per 1,000 output tokens, which moves with the engine's own speed and not with the client."""
+    """One run of ``who`` ("ours" or "bench") on ``c``: output tok/s and TTFT p50 (s). With the engine's process
+    group known, also what its processes spent (``EngineRun``, printed and kept in ``c.engine_runs``)."""
     before = group_cpu_s(c.engine_pgid)
     if who == "ours":
         tput, ttft, _ = run_ours(c.endpoint, c.model, c.plan)
@@ -271,9 +284,27 @@ def measured_run(c: Comparison, who: str) -> tuple[float, float]:
         tput, ttft = run_vllm_bench(c)
     if c.engine_pgid is not None:
         spent = group_cpu_s(c.engine_pgid) - before
-        tokens = sum(r.max_tokens for r in c.plan.requests)
-        print(f"    engine CPU {spent:.1f} s, {spent / tokens * 1000:.0f} ms per 1k output tokens")
+        tokens = sum(r.max_tokens for r in c.plan.requests)  # both tools ask for every planned token (ignore_eos)
+        run = EngineRun(who, busy=spent / (tokens / tput), cpu_ms_per_1k=spent / tokens * 1e6)
+        c.engine_runs.append(run)
+        print(
+            f"    engine CPU {spent:.1f} s, {run.busy:.0%} of the run's time, {run.cpu_ms_per_1k:.0f} ms per 1k tokens"
+        )
     return tput, ttft
+
+
+def describe_engine_runs(runs: Sequence[EngineRun]) -> str:
+    """Per tool, the least busy run and the spread of the engine's CPU per 1k tokens over the runs."""
+    parts = []
+    for who, label in (("ours", "ours"), ("bench", "vllm bench")):
+        mine = [r for r in runs if r.who == who]
+        if mine:
+            cost = [r.cpu_ms_per_1k for r in mine]
+            parts.append(
+                f"{label}: engine CPU >= {min(r.busy for r in mine):.0%} of the run's time in {len(mine)} runs,"
+                f" CPU per 1k tokens {min(cost):.0f}-{max(cost):.0f} ms"
+            )
+    return "; ".join(parts)
 
 
 def compare(c: Comparison, rounds: int) -> tuple[list[float], list[float]]:
@@ -321,6 +352,7 @@ def real_engine(args: argparse.Namespace, model_dir: Path, tmp: Path) -> tuple[l
         run_ours(c.endpoint, c.model, c.plan)  # warm-up: one unmeasured pass of each tool
         run_vllm_bench(c)
         compared = compare(c, args.vllm_rounds)
+        print(f"  {describe_engine_runs(c.engine_runs)}")
         if args.noise_rounds:
             engine_noise(c, args.noise_rounds)
         return compared

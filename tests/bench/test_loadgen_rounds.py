@@ -91,3 +91,15 @@ def test_group_cpu_counts_a_busy_process_group_and_not_others() -> None:
         idle.kill()
         busy.wait()
         idle.wait()
+
+
+def test_engine_runs_are_summarised_per_tool() -> None:
+    runs = [
+        loadgen.EngineRun("ours", busy=0.99, cpu_ms_per_1k=980.0),
+        loadgen.EngineRun("bench", busy=1.01, cpu_ms_per_1k=1100.0),
+        loadgen.EngineRun("ours", busy=0.62, cpu_ms_per_1k=1010.0),
+    ]
+    shown = loadgen.describe_engine_runs(runs)
+    assert "ours: engine CPU >= 62% of the run's time in 2 runs, CPU per 1k tokens 980-1010 ms" in shown
+    assert "vllm bench: engine CPU >= 101% of the run's time in 1 runs, CPU per 1k tokens 1100-1100 ms" in shown
+    assert loadgen.describe_engine_runs([]) == ""
