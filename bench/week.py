@@ -32,7 +32,9 @@ Rows:
     start ahead (the new config's replicas held beside the old ones until the hour starts). It bounds what any
     per-window schedule can save;
 (d) ``shiftlight``: the Reconciler (``controller/reconcile.py``) with per-window configs found by canary trials,
-    progressive rollouts and capacity-based scaling (the planner's ``Scale`` actions from the capacity its trials
+    progressive rollouts (judged by the policy's rollout analysis: a candidate whose p95 stays within the policy's
+    ``rollout.thresholds.slo_headroom`` share of the SLO is not rolled back for its latency ratio to stable alone)
+    and capacity-based scaling (the planner's ``Scale`` actions from the capacity its trials
     measured, ``controller/decide/capacity.py`` rules) and a load forecast of each window's busy hour
     (``SimulatedForecaster``: what the hour-of-week profile of earlier weeks shows, so windows are tuned ahead of
     their start); the final line reports this one;

@@ -36,6 +36,7 @@ def rules_from_policy(
             max_tpot_regression=thresholds.max_tpot_regression,
             max_error_rate=thresholds.max_error_rate,
             min_goodput_ratio=thresholds.min_goodput_ratio,
+            slo_headroom=thresholds.slo_headroom,
             analysis_interval_s=policy.rollout.analysis_interval_seconds,
             on_missing_data=policy.rollout.on_missing_data,
         ),

@@ -61,6 +61,13 @@ class RolloutRules:
     """``hold``: a step whose data cannot be judged waits; ``rollback``: it rolls back once it has baked."""
     manual_gates: tuple[int, ...] = ()
     """Step indexes that wait for a human before their weight is applied (0 = the first step)."""
+    slo_headroom: float = defaults.SLO_HEADROOM
+    """A candidate whose p95 is at most this fraction of the SLO bound is not failed on its ratio to stable alone
+    (0: never waived). The ratio is a proxy for headroom the SLO would lose, and it moves for reasons that are not
+    the config: at a window boundary the traffic is changing shape under the rollout, the candidate's replicas carry
+    a different load per replica than stable's under weighted routing, and a config tuned for the next window's
+    shape is judged on the current window's traffic. Far inside the SLO the ratio says nothing the SLO needs; a
+    breach of the SLO, errors, goodput and data that cannot be judged are checked as before."""
     low_traffic_after_s: float = 2400.0
     """A step that has baked this long with no regression signal passes on fewer than ``min_samples`` requests
     (quiet hours would otherwise hold a rollout for the whole night); it still needs ``min_failure_samples``."""
@@ -72,6 +79,8 @@ class RolloutRules:
             raise ValueError("rollout steps must be strictly increasing percentages in (0, 100]")
         if not 0 <= self.max_error_rate <= 1 or self.min_goodput_ratio < 0 or self.analysis_interval_s <= 0:
             raise ValueError("need 0 <= max_error_rate <= 1, min_goodput_ratio >= 0 and analysis_interval_s > 0")
+        if not 0 <= self.slo_headroom < 1:
+            raise ValueError("need 0 <= slo_headroom < 1")
 
     @property
     def min_failure_samples(self) -> int:
@@ -96,11 +105,17 @@ def _ms(value: float) -> str:
     return "beyond the histogram's top bucket" if math.isinf(value) else f"{value * 1000:.0f} ms"
 
 
-def _latency_breach(name: str, cand: float | None, stable: float | None, bound: float, allowed: float) -> str:
+def _latency_breach(
+    name: str, cand: float | None, stable: float | None, bound: float, allowed: float, headroom: float = 0.0
+) -> str:
+    """Why the candidate's p95 fails (empty when it does not): above the SLO, or slower than stable by more than
+    ``allowed`` while above ``headroom`` x the SLO bound (far inside the SLO the ratio alone does not fail it)."""
     if cand is None:
         return ""
     if cand > bound:
         return f"candidate {name} p95 {_ms(cand)} exceeds the SLO {bound * 1000:.0f} ms"
+    if cand <= headroom * bound:
+        return ""
     if stable and cand > stable * (1 + allowed):
         return (
             f"candidate {name} p95 {cand * 1000:.0f} ms is {cand / stable:.2f}x stable's {stable * 1000:.0f} ms "
@@ -280,7 +295,7 @@ def analyse(
         stab, stab_gap = _p95(baseline, signal) if baseline is not None else (None, None)
         if stab is not None and stab > bound >= cand:
             continue  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
-        breach = _latency_breach(name, cand, stab, bound, allowed)
+        breach = _latency_breach(name, cand, stab, bound, allowed, rules.slo_headroom)
         if not breach:
             if stab_gap is not None:
                 gaps.append(

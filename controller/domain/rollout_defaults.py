@@ -18,4 +18,7 @@ MAX_TTFT_REGRESSION: Final = 0.10
 MAX_TPOT_REGRESSION: Final = 0.10
 MAX_ERROR_RATE: Final = 0.01
 MIN_GOODPUT_RATIO: Final = 0.98
+SLO_HEADROOM: Final = 0.0
+"""Off by default: a candidate slower than stable by more than the allowed ratio rolls back however far inside the
+SLO it is (a policy sets ``rollout.thresholds.slo_headroom`` to waive the ratio far inside the SLO)."""
 ON_MISSING_DATA: Final[MissingDataAction] = "hold"

@@ -174,6 +174,13 @@ class RolloutThresholds(BaseModel):
         ge=0,
         description="candidate/stable goodput per replica, at the load each replica carries",
     )
+    slo_headroom: float = Field(
+        default=rollout_defaults.SLO_HEADROOM,
+        ge=0,
+        lt=1,
+        description="a candidate whose p95 is at most this fraction of the SLO bound is not rolled back for its "
+        "TTFT/TPOT ratio to stable alone (0: never); SLO breaches, errors, goodput and missing data still count",
+    )
 
 
 class RolloutPolicy(BaseModel):

@@ -101,7 +101,11 @@ def world_policy(settings: WorldSettings) -> Policy:
             "warmup_s": settings.warmup_s,
         }
     )
-    policy = policy.model_copy(update={"approval": settings.approval, "trial_budget": budget})
+    # the scenarios force rollbacks by a latency ratio to stable (CLEARLY_BAD) far inside the SLO: without the
+    # policy's SLO-headroom waiver, so they do not depend on the analysis's tolerances
+    thresholds = policy.rollout.thresholds.model_copy(update={"slo_headroom": 0.0})
+    rollout = policy.rollout.model_copy(update={"thresholds": thresholds})
+    policy = policy.model_copy(update={"approval": settings.approval, "trial_budget": budget, "rollout": rollout})
     return policy.with_feasibility(profile_feasibility(policy))
 
 
