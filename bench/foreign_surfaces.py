@@ -90,7 +90,7 @@ def _tokens_per_step(alpha: float, k: int) -> float:
 def _queueing(concurrency: float, seqs: int | None, default: int) -> float:
     """Throughput share kept when ``max_num_seqs`` caps the running batch below the offered concurrency."""
     cap = seqs or default
-    return (min(concurrency, cap) / max(concurrency, 1.0)) ** 0.6
+    return float((min(concurrency, cap) / max(concurrency, 1.0)) ** 0.6)
 
 
 # ----- field notes §1 --------------------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def field_notes_workstation(cfg: EngineConfig, shape: TrafficShape) -> float:
         v *= 0.62
     mbt = cfg.max_num_batched_tokens or 8192
     v *= 1 - 0.04 * abs(math.log2(mbt / max(2 * shape.prompt_tokens.mean, 2048)))
-    return max(v, 0.0)
+    return float(max(v, 0.0))
 
 
 # ----- vLLM's published MTP / EAGLE reports ----------------------------------------------------------------------
@@ -125,10 +125,10 @@ def _mtp_space() -> tuple[EngineConfig, ...]:
     ):
         out.append(
             EngineConfig(
-                speculative_method=method,  # type: ignore[arg-type]
+                speculative_method=method,
                 num_speculative_tokens=k,
                 async_scheduling=async_,
-                kv_cache_dtype=kv,  # type: ignore[arg-type]
+                kv_cache_dtype=kv,
                 max_num_seqs=seqs,
                 max_num_batched_tokens=mbt,
                 max_cudagraph_capture_size=cg,
@@ -165,7 +165,7 @@ def vllm_mtp_concurrency(cfg: EngineConfig, shape: TrafficShape) -> float:
         v *= 0.85
     if cfg.speculative_method != "none" and mbt < 8192:
         v *= 0.97  # vLLM warns: with speculation, a scheduled-token budget under 8192
-    return max(v, 0.0)
+    return float(max(v, 0.0))
 
 
 # ----- H200 calibration end-to-end steps -------------------------------------------------------------------------
@@ -209,11 +209,11 @@ def _calibration_space() -> tuple[EngineConfig, ...]:
     ):
         out.append(
             EngineConfig(
-                speculative_method=method,  # type: ignore[arg-type]
+                speculative_method=method,
                 num_speculative_tokens=k,
                 max_num_seqs=seqs,
                 async_scheduling=async_,
-                kv_cache_dtype=kv,  # type: ignore[arg-type]
+                kv_cache_dtype=kv,
                 max_cudagraph_capture_size=4096,
                 max_num_batched_tokens=8192,
             )
@@ -250,13 +250,13 @@ def _cpu_space() -> tuple[EngineConfig, ...]:
             continue  # vLLM refuses async scheduling with a CPU drafter
         out.append(
             EngineConfig(
-                speculative_method=method,  # type: ignore[arg-type]
+                speculative_method=method,
                 num_speculative_tokens=k,
                 async_scheduling=async_,
                 max_num_seqs=seqs,
                 max_num_batched_tokens=mbt,
                 enable_prefix_caching=pc,
-                kv_cache_dtype=kv,  # type: ignore[arg-type]
+                kv_cache_dtype=kv,
             )
         )
     return tuple(out)
@@ -279,7 +279,7 @@ def cpu_engine_measured(cfg: EngineConfig, shape: TrafficShape) -> float:
     if cfg.speculative_method == "ngram":
         alpha = min(0.95, 0.75 * (0.6 + 0.5 * shape.repetitiveness))
         v *= _tokens_per_step(alpha, cfg.k) / (1 + 0.18 * cfg.k * (min(c, seqs) / 8) ** 0.5)
-    return max(v, 0.0)
+    return float(max(v, 0.0))
 
 
 # ----- structure drawn at random ---------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ class RandomStructure:
         log = sum(self.main[(k, d[k])] for k in self.knobs)
         log += sum(table[(d[a], d[b])] for (a, b), table in self.pairs.items())
         log += self.flip_effect[d[self.flip]] * (math.log2(max(shape.concurrency, 1.0)) - 5) / 4
-        return 1000.0 * math.exp(log) * (max(shape.concurrency, 1.0) / 32) ** 0.5
+        return 1000.0 * math.exp(log) * math.sqrt(max(shape.concurrency, 1.0) / 32)
 
 
 def synthetic_cliffs(cfg: EngineConfig, shape: TrafficShape) -> float:
@@ -328,7 +328,7 @@ def synthetic_cliffs(cfg: EngineConfig, shape: TrafficShape) -> float:
     v *= 1.08 if cfg.async_scheduling else 1.0
     v *= 0.97 if cfg.kv_cache_dtype == "fp8" else 1.0
     v *= 1.04 if cfg.max_cudagraph_capture_size else 1.0
-    return max(v, 0.0)
+    return float(max(v, 0.0))
 
 
 @functools.cache

@@ -251,8 +251,8 @@ class OptimizerAdvisor:
         cache_key = shape.model_dump_json()
         cands = self._sets.get(cache_key)
         if cands is None:
-            # the structured kernel without a prior; on top of a prior the plain one (the demo's day round settled
-            # on the night's config with the structured kernel on the simulator prior)
+            # the structured kernel without a prior; on top of a prior the plain one (with the structured kernel on
+            # the simulator prior, the demo's day round settled on the night's config)
             cands = CandidateSet(self.configs(), prior_fn, shape, structured=self.prior is None)
             if len(self._sets) >= 16:
                 self._sets.pop(next(iter(self._sets)))
@@ -268,10 +268,13 @@ class OptimizerAdvisor:
         measured = noises.measured(own) or noises.measured(context.history)
         figure = noises.clamped(measured[0] if measured else None)
         if self.strategy == "gp" and not own:
-            # nothing measured on this bucket yet: every trial, each at the shape it was measured on
+            # nothing measured on this bucket yet: every trial, each at the shape it was measured on, with the
+            # prior's value at that shape (its residual from the prior is what carries over to this shape)
+            at = self.prior
             return GpSearch(cands, seed=self.seed).suggest(
                 [(r.config, self.score(r)) for r in same],
                 shapes=[r.shape for r in same],
+                priors=[at(r.config, r.shape) for r in same] if at is not None else None,
                 exclude=exclude,
                 n=n_pick,
                 noise=figure,

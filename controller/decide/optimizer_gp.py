@@ -40,6 +40,12 @@ _S_SHAPE_PAIR = 0.3  # prior sd of how much one knob's effect differs between di
 _S_SHAPE = 1.5  # prior sd of the traffic shape's main effect: goodput levels differ far more between shapes
 _LENGTH, _LENGTHS = 0.7, (0.35, 0.7, 1.4)  # ordered knobs' length-scale (share of the knob's log range): default, grid
 _NOISES = (0.01, 0.02, 0.04, 0.08)  # noise figures tried by marginal likelihood when no repeat measured the noise
+_ARD_MIN = 4  # without a prior, per-input amplitudes fitted by marginal likelihood from this many observations on
+_ARD_STEPS, _ARD_SD, _ARD_BOUND = 40, 1.0, 2.0  # gradient steps; prior sd and bound of each log amplitude multiplier
+_XI = 0.005  # expected improvement's margin (log space)
+_FAIL_MODEL = True  # without a prior, failures modelled apart (a failure-chance regression), not as a low goodput
+_FAIL_MAIN, _FAIL_PAIR, _FAIL_NOISE = 0.35, 0.1, 0.2  # its per-knob amplitude, pair amplitude and noise
+_INIT = 3  # without a prior, the first this many trials each differ most from the configs tried so far
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,36 @@ class CandidateSet:
         return result
 
 
+def _fit_amplitudes(
+    corr: np.ndarray, fixed: np.ndarray, r: np.ndarray, w0: np.ndarray, s_pair: float, sp: float | None
+) -> np.ndarray:
+    """Per-input main-effect variances (ARD) by maximum a posteriori marginal likelihood: ``w0`` scaled per input
+    by ``exp(2 theta_i)``, ``theta_i`` with a normal prior (sd ``_ARD_SD``) and bounded by ``_ARD_BOUND``, fitted
+    by normalised gradient ascent on the log marginal likelihood (analytic gradient). ``corr``: the per-input
+    correlations among the observations (n, n, inputs); ``fixed``: the covariance terms that do not scale."""
+    base = fixed + covariance(corr, np.zeros_like(w0), s_pair, sp)
+    theta = np.zeros(len(w0))
+    step = 0.5
+    for _ in range(_ARD_STEPS):
+        w = w0 * np.exp(2 * theta)
+        K = base + corr @ w
+        try:
+            L = np.linalg.cholesky(K)
+        except np.linalg.LinAlgError:
+            break
+        inv = np.linalg.solve(L.T, np.linalg.solve(L, np.eye(len(r))))
+        alpha = inv @ r
+        a = np.outer(alpha, alpha) - inv
+        grad = w * np.einsum("ab,abi->i", a, corr) - theta / _ARD_SD**2
+        top = float(np.abs(grad).max())
+        if top < 1e-4:
+            break
+        theta = np.clip(theta + step * grad / max(top, 1.0), -_ARD_BOUND, _ARD_BOUND)
+        step *= 0.93
+    out: np.ndarray = w0 * np.exp(2 * theta)
+    return out
+
+
 def _norm_pdf(z: np.ndarray) -> np.ndarray:
     out: np.ndarray = np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
     return out
@@ -129,6 +165,7 @@ class _Posterior:
     here: np.ndarray  # which observations are on the candidates' shape bucket
     scale: float
     noise: float
+    length: float = _LENGTH
 
 
 class GpSearch:
@@ -152,28 +189,35 @@ class GpSearch:
         baseline: EngineConfig | None = None,
         noise: float | None = None,
         shapes: Sequence[TrafficShape | None] | None = None,
+        priors: Sequence[float] | None = None,
     ) -> list[Suggestion]:
         """``noise``: the relative standard deviation of one measurement (log space) to assume when ``observed``
         holds no repeat; ``shapes``: the traffic shape each observation was measured on (default: the
-        candidates' own shape)."""
+        candidates' own shape); ``priors``: the prior's value of each observation at the shape it was measured on
+        (default: the candidates' prior, i.e. at the candidates' shape). Observations of another shape need it:
+        their residual from the prior is what the surrogate carries over to this shape, and a residual taken
+        against this shape's prior would credit another window's winner with this window's gain."""
         c = self.c
         blocked = np.zeros(len(c), dtype=bool)
         for key in exclude:
             if key in c.index:
                 blocked[c.index[key]] = True
-        for cfg, _ in observed:
-            if cfg.key() in c.index:
-                blocked[c.index[cfg.key()]] = True
+        here = c.shape.bucket() if c.shape is not None else None
+        for i, (cfg, _) in enumerate(observed):
+            at = shapes[i] if shapes is not None else None
+            if cfg.key() in c.index and (at is None or here is None or at.bucket() == here):
+                blocked[c.index[cfg.key()]] = True  # tried on this shape (another shape's trials may be redone)
         rng = np.random.default_rng([self.seed, len(observed)])
-        pts, ys, current, repeats = self._points(observed, shapes)
+        pts, ys, current, repeats = self._points(observed, shapes, priors)
         measured = noises.pooled(repeats)
         figure = noises.clamped(measured[0]) if measured else (noises.clamped(noise) if noise is not None else None)
         out: list[Suggestion] = []
         for _ in range(n):
             if blocked.all():
                 break
-            if not observed and out:
-                idx, why, pred = self._diverse(out, blocked, rng)
+            tried = [cfg for cfg, _ in observed] + [s.config for s in out]
+            if tried and (not observed or (c.prior is None and len(ys) < _INIT)):
+                idx, why, pred = self._diverse(tried, blocked, rng)
                 out.append(Suggestion(c.configs[idx], why, pred))
                 blocked[idx] = True
                 continue
@@ -186,23 +230,30 @@ class GpSearch:
         return out
 
     def _points(
-        self, observed: Sequence[tuple[EngineConfig, float]], shapes: Sequence[TrafficShape | None] | None
+        self,
+        observed: Sequence[tuple[EngineConfig, float]],
+        shapes: Sequence[TrafficShape | None] | None,
+        priors: Sequence[float] | None = None,
     ) -> tuple[Inputs, list[float], list[bool], list[list[float]]]:
-        """Observations merged per (config, shape): encoded inputs, mean value, at the candidates' shape bucket,
-        and the groups of repeated values (for the noise)."""
+        """Observations merged per (config, shape): encoded inputs (with the prior at their shape where given),
+        mean value, at the candidates' shape bucket, and the groups of repeated values (for the noise)."""
         c = self.c
         groups: dict[tuple[str, str], tuple[EngineConfig, TrafficShape | None, list[float]]] = {}
+        at: dict[tuple[str, str], float] = {}
         for i, (cfg, y) in enumerate(observed):
             shape = shapes[i] if shapes is not None else None
             key = (cfg.key(), shape.model_dump_json() if shape is not None else "")
             groups.setdefault(key, (cfg, shape, []))[2].append(float(y))
+            if priors is not None:
+                at.setdefault(key, max(0.0, float(priors[i])))
         cfgs = [g[0] for g in groups.values()]
         ys = [sum(g[2]) / len(g[2]) for g in groups.values()]
         here = c.shape.bucket() if c.shape is not None else None
         current = [g[1] is None or here is None or g[1].bucket() == here for g in groups.values()]
         pos, unset, cat = c.encoding.encode(cfgs)
         feats = np.stack([shape_features(g[1] or c.shape) for g in groups.values()]) if groups else c.inputs.shape[:0]
-        return Inputs(pos, unset, cat, feats), ys, current, [g[2] for g in groups.values()]
+        prior = np.array([at.get(key, np.nan) for key in groups])
+        return Inputs(pos, unset, cat, feats, prior), ys, current, [g[2] for g in groups.values()]
 
     def _one(
         self,
@@ -224,6 +275,19 @@ class GpSearch:
                 return idx, f"warm start: the prior's top pick (prior rank {c.prior_rank.get(idx, '?')})", None
             idx = int(np.argmax(np.where(blocked, -np.inf, rng.random(len(c)))))
             return idx, "cold start: seeded random config (no prior)", None
+        failed = np.array(ys_list) <= 0
+        risk = np.zeros(len(c))
+        if _FAIL_MODEL and c.prior is None and failed.any():
+            if failed.all():
+                unlike = [c.configs[c.index[k]] for k in self._keys(X) if k in c.index]
+                if unlike:
+                    idx = self._diverse(unlike, blocked, rng)[0]
+                    return idx, "every trial failed: the config most unlike them", None
+            risk = self._failure(X, failed)
+            keep = np.flatnonzero(~failed)
+            X = X.take(keep)
+            ys_list = [ys_list[i] for i in keep]
+            current_list = [current_list[i] for i in keep]
         post = self._posterior(X, ys_list, current_list, noise)
         mu, sd, t, here, scale, sn = post.mu, post.sd, post.t, post.here, post.scale, post.noise
         if here.any():
@@ -231,9 +295,9 @@ class GpSearch:
         else:  # nothing measured on this shape yet: the best predicted among the configs measured elsewhere
             tried = [c.index[k] for k in self._keys(X) if k in c.index]
             best = float(mu[tried].max()) if tried else float(mu.max())
-        z = (mu - best - 0.005) / sd
-        ei = (mu - best - 0.005) * _norm_cdf(z) + sd * _norm_pdf(z)
-        ei = np.where(blocked, -np.inf, ei + jitter)
+        z = (mu - best - _XI) / sd
+        ei = (mu - best - _XI) * _norm_cdf(z) + sd * _norm_pdf(z)
+        ei = np.where(blocked, -np.inf, ei * (1 - risk) + jitter)
         idx = int(np.argmax(ei))
         pred = float(math.exp(mu[idx]) * scale)
         why = (
@@ -301,7 +365,10 @@ class GpSearch:
                     best_h, best_ll = (mult, ell, sn), ll
         mult, ell, sn = best_h
         w = mains(mult)
-        K = base_oo + covariance(correlations(X, X, ell, with_shape=with_shape), w, mult * s_pair, sp)
+        corr_oo = correlations(X, X, ell, with_shape=with_shape)
+        if c.prior is None and len(ys) >= _ARD_MIN:
+            w = _fit_amplitudes(corr_oo, base_oo + np.diag(sn * sn + 1e-9 + extra), r, w, mult * s_pair, sp)
+        K = base_oo + covariance(corr_oo, w, mult * s_pair, sp)
         K = K + np.diag(sn * sn + 1e-9 + extra)
         Ks = _S_BIAS**2 + _S_PRIOR_SCALE**2 * np.outer(lp_all, lp_obs)
         Ks = Ks + covariance(correlations(c.inputs, X, ell, with_shape=with_shape), w, mult * s_pair, sp)
@@ -311,7 +378,7 @@ class GpSearch:
         mu = mean_all + Ks @ alpha
         v = np.linalg.solve(L, Ks.T)
         sd = np.sqrt(np.maximum(kss - (v * v).sum(axis=0), 1e-12))
-        return _Posterior(mu, sd, t, here, scale, sn)
+        return _Posterior(mu, sd, t, here, scale, sn, ell)
 
     def predict(
         self,
@@ -330,6 +397,23 @@ class GpSearch:
         out: np.ndarray = np.exp(post.mu) * post.scale
         return out
 
+    def _failure(self, X: Inputs, failed: np.ndarray) -> np.ndarray:
+        """The chance each candidate fails: a Gaussian-process regression of the failure indicator over the same
+        kernel (one main effect per knob, so a value every failed trial shares, e.g. a dtype the engine refuses,
+        takes the blame), clipped to [0, 1]."""
+        c = self.c
+        with_shape = c.shape is not None and not np.allclose(X.shape, c.inputs.shape[0])
+        y = failed.astype(float)
+        mean = float(np.clip(y.mean(), 0.05, 0.95))
+        n_in = c.encoding.inputs + (1 if with_shape else 0)
+        w = np.full(n_in, _FAIL_MAIN**2)
+        K = covariance(correlations(X, X, _LENGTH, with_shape=with_shape), w, _FAIL_PAIR)
+        K = K + np.diag(np.full(len(y), _FAIL_NOISE**2))
+        Ks = covariance(correlations(c.inputs, X, _LENGTH, with_shape=with_shape), w, _FAIL_PAIR)
+        p = mean + Ks @ np.linalg.solve(K, y - mean)
+        out: np.ndarray = np.clip(p, 0.0, 1.0)
+        return out
+
     def _keys(self, X: Inputs) -> list[str]:
         """Config keys of the candidates whose encoding equals each row of ``X`` (a row outside the space: none)."""
         c = self.c
@@ -343,11 +427,11 @@ class GpSearch:
         return out
 
     def _diverse(
-        self, chosen: list[Suggestion], blocked: np.ndarray, rng: np.random.Generator
+        self, chosen: list[EngineConfig], blocked: np.ndarray, rng: np.random.Generator
     ) -> tuple[int, str, float | None]:
-        """Before any measurement: the config farthest from those already chosen (prior breaks ties)."""
+        """Initial design: the config farthest from those already chosen (prior breaks ties)."""
         c = self.c
-        X = np.array([c.encode(s.config) for s in chosen], dtype=np.int64)
+        X = np.array([c.encode(cfg) for cfg in chosen], dtype=np.int64)
         spread = c.distance(X).min(axis=1)
         tie = c.prior if c.prior is not None else rng.random(len(c))
         score = np.where(blocked, -np.inf, spread + 1e-3 * tie)
@@ -359,7 +443,10 @@ class GpSearch:
         c = self.c
         assert c.prior is not None
         k = correlations(c.inputs, X, _LENGTH, with_shape=False).sum(axis=2)  # (N, n)
-        return np.array([c.prior[int(np.argmax(k[:, j]))] for j in range(len(X))])
+        top = float(c.prior_raw.max()) if c.prior_raw is not None else 1.0
+        return np.array(
+            [X.prior[j] / top if np.isfinite(X.prior[j]) else c.prior[int(np.argmax(k[:, j]))] for j in range(len(X))]
+        )
 
 
 __all__ = ["CandidateSet", "GpSearch", "Prior", "Suggestion"]

@@ -131,15 +131,19 @@ class KnobEncoding:
 class Inputs:
     """Encoded points (configs, each at a traffic shape) for the kernel."""
 
-    def __init__(self, pos: np.ndarray, unset: np.ndarray, cat: np.ndarray, shape: np.ndarray) -> None:
+    def __init__(
+        self, pos: np.ndarray, unset: np.ndarray, cat: np.ndarray, shape: np.ndarray, prior: np.ndarray | None = None
+    ) -> None:
+        """``prior``: the prior's value at each point's own traffic shape where known (NaN: not given)."""
         self.pos, self.unset, self.cat, self.shape = pos, unset, cat, shape
+        self.prior = prior if prior is not None else np.full(int(shape.shape[0]), np.nan)
 
     def __len__(self) -> int:
         return int(self.shape.shape[0])
 
     def take(self, rows: np.ndarray | Sequence[int]) -> Inputs:
         idx = np.asarray(rows, dtype=np.int64)
-        return Inputs(self.pos[idx], self.unset[idx], self.cat[idx], self.shape[idx])
+        return Inputs(self.pos[idx], self.unset[idx], self.cat[idx], self.shape[idx], self.prior[idx])
 
     @staticmethod
     def stack(parts: Sequence[Inputs]) -> Inputs:
@@ -148,6 +152,7 @@ class Inputs:
             np.concatenate([p.unset for p in parts]),
             np.concatenate([p.cat for p in parts]),
             np.concatenate([p.shape for p in parts]),
+            np.concatenate([p.prior for p in parts]),
         )
 
 
