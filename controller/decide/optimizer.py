@@ -12,6 +12,9 @@ by Bayesian optimisation:
   and batch limits x prompt length are representable). Its mean is a fitted multiple of the **prior** (e.g. the
   simulator's performance-model estimate of tokens/s; any ``EngineConfig -> float``), else the observed mean.
   Amplitude, length-scale and (without a repeat) the noise are chosen by marginal likelihood on a small grid.
+  Without a prior, each knob's amplitude is then fitted by marginal likelihood (ARD), failed trials leave the
+  goodput regression for a failure-chance regression that scales the acquisition, and the first three trials
+  are spread over the knobs.
 * **Acquisition**: expected improvement over the best measurement; batches use the "kriging believer" trick.
 * **Warm start**: the first trial is the prior's top pick (or the baseline, or a seeded random config).
 * **Noise**: pooled from repeated measurements of one config on one shape among the observations (every tuning
