@@ -386,9 +386,11 @@ class GpSearch:
         *,
         shapes: Sequence[TrafficShape | None] | None = None,
         noise: float | None = None,
+        priors: Sequence[float] | None = None,
     ) -> np.ndarray:
-        """The surrogate's predicted goodput of every candidate (in ``CandidateSet.configs`` order)."""
-        pts, ys, current, repeats = self._points(observed, shapes)
+        """The surrogate's predicted goodput of every candidate (in ``CandidateSet.configs`` order); ``shapes`` and
+        ``priors`` as for :meth:`suggest`."""
+        pts, ys, current, repeats = self._points(observed, shapes, priors)
         if not ys:
             raise ValueError("nothing observed to predict from")
         measured = noises.pooled(repeats)

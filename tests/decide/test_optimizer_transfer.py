@@ -175,3 +175,25 @@ def test_per_knob_amplitudes_follow_the_knob_that_explains_the_measurements() ->
     knobs = cands.encoding.ordered + cands.encoding.unordered
     assert w[knobs.index("max_num_seqs")] > w0[0]
     assert w[knobs.index("async_scheduling")] < w0[0]
+
+
+@pytest.mark.parametrize("structured", [True, False])
+def test_another_windows_trials_are_judged_against_the_prior_at_their_own_shape(structured: bool) -> None:
+    """The night's trials agree exactly with the prior at night, so they carry no correction to the day: the
+    day's predicted ratio of three draft tokens to one is the day prior's. Judged against the day's prior instead
+    (no ``priors``), the night's deep-draft winner looks better by day than the prior says."""
+    history = _night_history()
+    observed = [(r.config, r.goodput_tokens_per_s or 0.0) for r in history]
+    shapes = [r.shape for r in history]
+    k3 = _cfg(max_num_seqs=256, speculative_method="mtp", num_speculative_tokens=3, max_cudagraph_capture_size=None)
+    k1 = k3.model_copy(update={"num_speculative_tokens": 1})
+    cands = CandidateSet(CONFIGS, lambda c: _goodput(c, DAY), DAY, structured=structured)
+    search = GpSearch(cands, seed=0)
+
+    def ratio(pred: np.ndarray) -> float:
+        return float(pred[cands.index[k3.key()]] / pred[cands.index[k1.key()]])
+
+    prior_ratio = _goodput(k3, DAY) / _goodput(k1, DAY)
+    own = ratio(search.predict(observed, shapes=shapes, priors=[_goodput(r.config, r.shape) for r in history]))
+    assert own == pytest.approx(prior_ratio, rel=0.01)
+    assert ratio(search.predict(observed, shapes=shapes)) > prior_ratio * 1.03
