@@ -75,17 +75,25 @@ ENGINE_CPUS: set[int] | None = {_USABLE[0]} if len(_USABLE) >= 2 else None
 CLIENT_CPUS: set[int] | None = {_USABLE[-1]} if len(_USABLE) >= 2 else None
 
 
+def group_processes(pgid: int) -> list[Path]:
+    """The ``/proc`` entries of the processes in process group ``pgid`` (Linux)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.getpgid(int(proc.name)) == pgid:
+                found.append(proc)
+        except (OSError, ProcessLookupError):
+            continue
+    return found
+
+
 def pin_process_group(pgid: int, cpus: set[int] | None) -> int:
     """Pin every thread of every process in process group ``pgid`` to ``cpus``; returns how many threads."""
     if cpus is None:
         return 0
     pinned = 0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for proc in group_processes(pgid):
         try:
-            if os.getpgid(int(proc.name)) != pgid:
-                continue
             for task in (proc / "task").iterdir():
                 os.sched_setaffinity(int(task.name), cpus)
                 pinned += 1
@@ -249,14 +257,10 @@ def group_cpu_s(pgid: int | None) -> float:
         return 0.0
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for proc in group_processes(pgid):
         try:
-            if os.getpgid(int(proc.name)) != pgid:
-                continue
             fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, ProcessLookupError):
+        except OSError:
             continue
         total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
     return total

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "loadgen.py"
+from tests.support.bench_module import load_bench
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("loadgen_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["loadgen_bench"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-loadgen = _load()
+loadgen = load_bench("loadgen.py", "loadgen_bench")
 
 
 @pytest.mark.parametrize(

@@ -2,26 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "week.py"
+from tests.support.bench_module import load_bench
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("week_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["week_bench"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-week = _load()
+week = load_bench("week.py", "week_bench")
 
 
 @pytest.mark.parametrize(

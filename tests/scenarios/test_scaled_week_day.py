@@ -3,33 +3,19 @@ against stock vLLM under the benchmark's HPA emulation, on the same simulated tr
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from dataclasses import replace
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from controller.domain import STOCK
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "week.py"
-
-
-def _load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("week_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["week_bench"] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+from tests.support.bench_module import load_bench
 
 
 @pytest.fixture(scope="module")
 def day() -> tuple[Any, Any]:
-    week = _load_bench()
+    week = load_bench("week.py", "week_bench")
     s = replace(week.SCENARIOS["workstation"], days=1.0)
     policy = week.week_policy(s)
     perf = week.PerformanceModel(week.load_model(s.model), week.load_gpu(s.gpu))
