@@ -35,7 +35,8 @@ Rows:
     progressive rollouts (judged by the policy's rollout analysis: a candidate whose p95 stays within the policy's
     ``rollout.thresholds.slo_headroom`` share of the SLO is not rolled back for its latency ratio to stable alone)
     and capacity-based scaling (the planner's ``Scale`` actions from the capacity its trials
-    measured, ``controller/decide/capacity.py`` rules) and a load forecast of each window's busy hour
+    measured, ``controller/decide/capacity.py`` rules, sized for the load expected ``lead_s`` ahead while it rises
+    towards the window's end forecast) and a load forecast of each window's busy hour
     (``SimulatedForecaster``: what the hour-of-week profile of earlier weeks shows, so windows are tuned ahead of
     their start); the final line reports this one;
 (e) ``shiftlight+hpa``: the same loop with an HPA object on the workload, which Shiftlight sees and defers to:

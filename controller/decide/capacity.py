@@ -28,12 +28,18 @@ class ScalingRules:
     scale_down_stabilisation_s: float = 900.0
     """Desired replicas must stay below the current count this long before replicas are removed."""
     external_autoscaler_mode: ExternalMode = "defer"
+    lead_s: float = 600.0
+    """While the load rises towards its window's forecast busy hour, replicas are sized for the load expected this
+    long ahead (a replica added now serves after a cold start, and the next decision comes a control cycle
+    later); 0 sizes from the observed load alone."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas:
             raise ValueError("need 0 <= min_replicas <= max_replicas")
         if self.headroom < 0:
             raise ValueError("headroom must be >= 0")
+        if self.lead_s < 0:
+            raise ValueError("lead_s must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,17 @@ class ScalingDecision:
 def replicas_for(rate: float, capacity_per_replica: float, rules: ScalingRules) -> int:
     """Unbounded replica count for ``rate`` with the rules' headroom at ``capacity_per_replica`` (same unit)."""
     return math.ceil(rate * (1 + rules.headroom) / capacity_per_replica - 1e-9) if rate > 0 else 0
+
+
+def leading_rate(observed: float, end_rate: float | None, *, lead_s: float, remaining_s: float) -> float:
+    """The load expected ``lead_s`` from now while it rises from ``observed`` towards ``end_rate``, the load
+    forecast for the window's end ``remaining_s`` from now (a straight line there; ``end_rate`` itself once the
+    end is within the lead); ``observed`` when no rise is forecast."""
+    if end_rate is None or end_rate <= observed or lead_s <= 0:
+        return observed
+    if remaining_s <= lead_s:
+        return end_rate
+    return observed + (end_rate - observed) * lead_s / remaining_s
 
 
 def desired_replicas(

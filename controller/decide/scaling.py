@@ -8,8 +8,8 @@ import math
 from dataclasses import replace
 from datetime import timedelta
 
-from controller.decide.capacity import ScalingDecision, desired_replicas, length_distance
-from controller.decide.context import Intent, PlanContext, slo_breach, window_at, with_schedule
+from controller.decide.capacity import ScalingDecision, desired_replicas, leading_rate, length_distance
+from controller.decide.context import Intent, PlanContext, remaining_s, slo_breach, window_at, with_schedule
 from controller.domain.actions import Scale
 from controller.domain.config import EngineConfig
 from controller.domain.status import ScheduledConfig
@@ -18,8 +18,10 @@ from controller.domain.status import ScheduledConfig
 def scale(ctx: PlanContext) -> Intent:
     """Replicas of the stable variant for the request rate observed now, at the capacity probed for the active
     config on the most similar length mix (see :func:`capacity_entry`); with none known, an SLO breach adds
-    replicas. Never fewer while a rollout runs. Code ``scale`` with a :class:`Scale` action, else ``replicas-kept``
-    (the note says why)."""
+    replicas. While the load rises towards the one forecast for the window's end (:func:`window_end_rate`), the
+    rate is the one expected ``lead_s`` ahead (:func:`~controller.decide.capacity.leading_rate`), so a replica
+    added now is warm when the load reaches it. Never fewer while a rollout runs. Code ``scale`` with a
+    :class:`Scale` action, else ``replicas-kept`` (the note says why)."""
     rules = ctx.rules.scaling
     status = ctx.status
     if rules is None or ctx.observation is None:
@@ -27,8 +29,11 @@ def scale(ctx: PlanContext) -> Intent:
     observation = ctx.observation
     entry = status.schedule_for(ctx.window.name)
     capacity, basis = active_capacity(ctx)
+    left_s = remaining_s(ctx.now, ctx.window)
+    end_rate = window_end_rate(ctx, left_s)
+    rate = leading_rate(observation.shape.arrival_rate_rps, end_rate, lead_s=rules.lead_s, remaining_s=left_s)
     decision = desired_replicas(
-        forecast_rps=observation.shape.arrival_rate_rps,
+        forecast_rps=rate,
         capacity_rps_per_replica=capacity or 0.0,
         current=status.replicas,
         rules=rules,
@@ -36,6 +41,13 @@ def scale(ctx: PlanContext) -> Intent:
         below_since=status.scale_below_since,
         external_autoscaler=ctx.external_autoscaler,
     )
+    if rate > observation.shape.arrival_rate_rps:
+        decision = replace(
+            decision,
+            reason=f"{decision.reason} (the load expected in {rules.lead_s / 60:.0f} min: "
+            f"{observation.shape.arrival_rate_rps:.2f} req/s observed, rising to {end_rate or rate:.2f} req/s "
+            f"forecast at the window's end)",
+        )
     if basis:
         decision = replace(decision, reason=f"{decision.reason} (capacity probed on {basis})")
     last = status.reactive_scale_at
@@ -83,6 +95,19 @@ def scale(ctx: PlanContext) -> Intent:
             status = with_schedule(status, entry.model_copy(update={"replicas": decision.replicas}))
         return Intent("scale", status, (Scale("stable", decision.replicas, decision.reason),))
     return Intent("replicas-kept", status, notes=(decision.reason,))
+
+
+def window_end_rate(ctx: PlanContext, left_s: float) -> float | None:
+    """The request rate forecast for the end of the window ``now`` is in, ``left_s`` from now: the lower of this
+    window's and the next window's busy-hour rates (a load that keeps rising into the next window is at least this
+    window's busy hour there; one that falls after a busy hour inside this window has come down to the next
+    window's). None without a forecast for this window."""
+    busy = ctx.forecast.get(ctx.window.name)
+    if busy is None:
+        return None
+    following = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=left_s))
+    after = ctx.forecast.get(following.name) if following.name != ctx.window.name else None
+    return busy.arrival_rate_rps if after is None else min(busy.arrival_rate_rps, after.arrival_rate_rps)
 
 
 def scales_up(intent: Intent, replicas: int) -> bool:
@@ -174,4 +199,12 @@ def short_of_replicas(ctx: PlanContext, capacity_rps: float | None) -> str:
     )
 
 
-__all__ = ["active_capacity", "capacity_entry", "correct_capacity", "scale", "scales_up", "short_of_replicas"]
+__all__ = [
+    "active_capacity",
+    "capacity_entry",
+    "correct_capacity",
+    "scale",
+    "scales_up",
+    "short_of_replicas",
+    "window_end_rate",
+]
