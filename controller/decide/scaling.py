@@ -101,12 +101,18 @@ def window_end_rate(ctx: PlanContext, left_s: float) -> float | None:
     """The request rate forecast for the end of the window ``now`` is in, ``left_s`` from now: the lower of this
     window's and the next window's busy-hour rates (a load that keeps rising into the next window is at least this
     window's busy hour there; one that falls after a busy hour inside this window has come down to the next
-    window's). None without a forecast for this window."""
+    window's). None without a forecast for this window, or when a forecast is of another length mix than the
+    traffic observed now (the capacity sizing it is the observed mix's: a rate of 512-token requests over the
+    capacity for 24k-token documents says nothing)."""
     busy = ctx.forecast.get(ctx.window.name)
-    if busy is None:
+    if busy is None or ctx.observation is None:
         return None
     following = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=left_s))
     after = ctx.forecast.get(following.name) if following.name != ctx.window.name else None
+    observed = ctx.observation.shape
+    far = ctx.rules.capacity_transfer_distance
+    if any(length_distance(f, observed) > far for f in (busy, after) if f is not None):
+        return None
     return busy.arrival_rate_rps if after is None else min(busy.arrival_rate_rps, after.arrival_rate_rps)
 
 

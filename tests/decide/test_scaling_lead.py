@@ -56,16 +56,21 @@ RULES = Rules(
 )
 
 
-def shape(rate: float) -> TrafficShape:
+def shape(rate: float, prompt: float = 512) -> TrafficShape:
     return TrafficShape(
         arrival_rate_rps=rate,
         concurrency=24 * rate,
-        prompt_tokens=LengthDistribution(mean=512),
+        prompt_tokens=LengthDistribution(mean=prompt),
         output_tokens=LengthDistribution(mean=512),
     )
 
 
-def context(now: datetime, observed: float, forecast: dict[str, float], replicas: int = 1) -> PlanContext:
+DOCUMENTS = 24000.0
+
+
+def context(
+    now: datetime, observed: float, forecast: dict[str, float | tuple[float, float]], replicas: int = 1
+) -> PlanContext:
     window = next(w for w in RULES.windows if w.contains(now.hour + now.minute / 60))
     entries = tuple(
         ScheduledConfig(
@@ -89,7 +94,7 @@ def context(now: datetime, observed: float, forecast: dict[str, float], replicas
         rules=RULES,
         now=now,
         window=window,
-        forecast={name: shape(rate) for name, rate in forecast.items()},
+        forecast={name: shape(*rate) if isinstance(rate, tuple) else shape(rate) for name, rate in forecast.items()},
     )
 
 
@@ -110,10 +115,17 @@ DAY_OF = datetime(2026, 12, 1, tzinfo=UTC)
         (17.9, 15.0, {"day": 40.0}, 40.0, 3),
         # a quiet ramp: the lead stays within one replica
         (8.0, 2.0, {"ramp": 10.0, "day": 40.0}, 10.0, 1),
+        # a forecast of another length mix (24k-token documents) is not a rate the observed mix's capacity sizes
+        (9.0, 15.0, {"ramp": (31.0, DOCUMENTS), "day": 40.0}, None, 1),
+        (9.0, 15.0, {"ramp": 31.0, "day": (40.0, DOCUMENTS)}, None, 1),
     ],
 )
 def test_window_end_rate_and_the_replicas_it_leads_to(
-    hour: float, observed: float, forecast: dict[str, float], end_rate: float | None, replicas: int
+    hour: float,
+    observed: float,
+    forecast: dict[str, float | tuple[float, float]],
+    end_rate: float | None,
+    replicas: int,
 ) -> None:
     now = DAY_OF + timedelta(hours=hour)
     ctx = context(now, observed, forecast)
