@@ -105,6 +105,16 @@ def _ms(value: float) -> str:
     return "beyond the histogram's top bucket" if math.isinf(value) else f"{value * 1000:.0f} ms"
 
 
+#: The percentile the analysis reads for TTFT and TPOT.
+ANALYSED_PERCENTILE = 95.0
+
+
+def headroom_for(slo_headroom: float, slo_percentile: float) -> float:
+    """The SLO-headroom waiver for one signal: ``slo_headroom`` where the SLO's percentile is at most the p95 the
+    analysis reads, else 0. A p95 far inside a p99 bound says nothing about the tail that bound is on."""
+    return slo_headroom if slo_percentile <= ANALYSED_PERCENTILE else 0.0
+
+
 def _latency_breach(
     name: str, cand: float | None, stable: float | None, bound: float, allowed: float, headroom: float = 0.0
 ) -> str:
@@ -272,21 +282,23 @@ def analyse(
                 )
             )
 
-    checks: tuple[tuple[str, P95Signal, float, float], ...] = (
+    checks: tuple[tuple[str, P95Signal, float, float, float], ...] = (
         (
             "TTFT",
             "ttft_p95",
             slo.ttft_seconds,
             (1 + rules.max_ttft_regression) * _expected_at(expected_ttft_ratio, weight, fleet_replicas) - 1,
+            headroom_for(rules.slo_headroom, slo.ttft_percentile),
         ),
         (
             "TPOT",
             "tpot_p95",
             slo.tpot_seconds,
             (1 + rules.max_tpot_regression) * _expected_at(expected_tpot_ratio, weight, fleet_replicas) - 1,
+            headroom_for(rules.slo_headroom, slo.tpot_percentile),
         ),
     )
-    for name, signal, bound, allowed in checks:
+    for name, signal, bound, allowed, headroom in checks:
         cand, cand_gap = _p95(candidate, signal)
         if cand is None:
             if cand_gap is not None and candidate.problem(signal) is None:  # absent without a recorded problem
@@ -295,7 +307,7 @@ def analyse(
         stab, stab_gap = _p95(baseline, signal) if baseline is not None else (None, None)
         if stab is not None and stab > bound >= cand:
             continue  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
-        breach = _latency_breach(name, cand, stab, bound, allowed, rules.slo_headroom)
+        breach = _latency_breach(name, cand, stab, bound, allowed, headroom)
         if not breach:
             if stab_gap is not None:
                 gaps.append(

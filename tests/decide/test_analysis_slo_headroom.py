@@ -134,3 +134,37 @@ def test_policy_rejects_an_invalid_headroom_naming_the_field(value: object) -> N
     with pytest.raises(InvalidInput) as err:
         parse_policy(f"version: 1\nrollout:\n  thresholds:\n    slo_headroom: {value}\n", source="p.yaml")
     assert "p.yaml" in str(err.value) and "slo_headroom" in str(err.value)
+
+
+# SLO percentile per signal -> verdict, code (a 1.11x TTFT and a 1.59x TPOT regression, both far inside the bounds)
+PERCENTILES: list[Any] = [
+    pytest.param(95, 95, "Successful", "within-slo", id="p95-slo-waived"),
+    pytest.param(90, 90, "Successful", "within-slo", id="p90-slo-waived"),
+    pytest.param(99, 99, "Failed", "regression", id="p99-slo-not-waived"),
+    pytest.param(95, 99, "Failed", "regression", id="p99-tpot-not-waived"),
+    pytest.param(99, 95, "Failed", "regression", id="p99-ttft-not-waived"),
+]
+
+
+@pytest.mark.parametrize(("ttft_percentile", "tpot_percentile", "verdict", "code"), PERCENTILES)
+def test_headroom_waives_only_where_the_slo_is_on_the_analysed_p95(
+    ttft_percentile: float, tpot_percentile: float, verdict: str, code: str
+) -> None:
+    """A p95 far inside a p99 bound says nothing about the tail: the waiver applies per signal whose SLO percentile
+    is at most 95."""
+    slo = SLO_.model_copy(update={"ttft_percentile": ttft_percentile, "tpot_percentile": tpot_percentile})
+    candidate = stats("candidate", ttft_p95_s=0.365, tpot_p95_s=0.019)
+    result = rollout.analyse(candidate=candidate, stable=STABLE, slo=slo, rules=HALF, weight=10, fleet_replicas=8)
+    assert (result.verdict, result.code) == (verdict, code), result.reason
+
+
+def test_policy_refuses_a_headroom_with_no_slo_on_p95_naming_the_field() -> None:
+    text = (
+        "version: 1\nslo:\n  ttft_percentile: 99\n  tpot_percentile: 99\n"
+        "rollout:\n  thresholds:\n    slo_headroom: 0.5\n"
+    )
+    with pytest.raises(InvalidInput) as err:
+        parse_policy(text, source="p.yaml")
+    assert "p.yaml" in str(err.value) and "slo_headroom" in str(err.value)
+    one_on_p95 = text.replace("tpot_percentile: 99", "tpot_percentile: 95")
+    assert parse_policy(one_on_p95, source="p.yaml").rollout.thresholds.slo_headroom == 0.5
