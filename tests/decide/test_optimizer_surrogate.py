@@ -17,19 +17,7 @@ from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from controller.policy import parse_policy
-
-POLICY = parse_policy(
-    "target: {gpu_family: blackwell, hybrid: true, has_mtp: true, gpu_memory_gib: 252}\n"
-    "space:\n"
-    "  speculative_method: [none, mtp]\n"
-    "  num_speculative_tokens: {min: 1, max: 3}\n"
-    "  async_scheduling: [true, false]\n"
-    "  max_num_seqs: [64, 128, 256, 512]\n"
-    "  max_num_batched_tokens: [4096, 8192, 16384]\n"
-    "  max_cudagraph_capture_size: [null, 1024, 2048]\n"
-)
-CONFIGS = list(POLICY.space.configs())
+from tests.support.optimizer_space import CONFIGS, POLICY
 
 
 def _shape(concurrency: float) -> TrafficShape:
