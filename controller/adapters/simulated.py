@@ -15,8 +15,9 @@ from datetime import datetime
 
 from controller.adapters.memory import ClusterCall, RecordedEvent, check_variant, check_weight
 from controller.domain.config import EngineConfig
-from controller.domain.observation import DataProblem, Observation, TargetRef, VariantSignal, VariantStats
+from controller.domain.observation import P95, DataProblem, Observation, TargetRef, VariantSignal, VariantStats
 from controller.domain.profile import TrafficProfile
+from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.errors import MetricsUnavailable
 from controller.simulator.fleet import VARIANTS, FleetTick, SimulatedFleet, mixture_quantile
@@ -32,9 +33,10 @@ class SimulatedMetrics:
 
     * shape: lengths, repetitiveness and prefix share mixed per request; arrival rate and concurrency averaged over
       time (as ``rate()`` and an averaged gauge would give them);
-    * per variant: requests, errors and good requests summed; TTFT/TPOT p95 of the request-weighted mixture of the
-      ticks' distributions (as ``histogram_quantile`` over summed buckets would); output tokens per second over the
-      window; speculative acceptance weighted by output tokens.
+    * per variant: requests, errors and good requests summed; TTFT/TPOT p95, and at the fleet SLO's percentiles
+      where those are not 95, of the request-weighted mixture of the ticks' distributions (as ``histogram_quantile``
+      over summed buckets would); output tokens per second over the window; speculative acceptance weighted by
+      output tokens.
 
     Raises :class:`MetricsUnavailable` when no tick lies in the window, when a metrics outage, an empty answer or
     NaN answers are injected (``fleet.faults.metrics``), and whenever the shape is not finite. A variant's SLO signal
@@ -66,10 +68,18 @@ class SimulatedMetrics:
                 "window": _dominant_window(ticks),
             }
         )
-        variants = {name: self._variant(name, ticks, seconds) for name in VARIANTS if _present(name, ticks)}
+        variants = {
+            name: self._variant(name, ticks, seconds, self.fleet.slo) for name in VARIANTS if _present(name, ticks)
+        }
         if fault == "nan":
             variants = {
-                name: v.model_copy(update={"ttft_p95_s": math.nan, "output_tokens_per_s": math.nan})
+                name: v.model_copy(
+                    update={
+                        "ttft_p95_s": math.nan,
+                        "output_tokens_per_s": math.nan,
+                        **({"ttft_slo_s": math.nan} if v.ttft_slo_percentile is not None else {}),
+                    }
+                )
                 for name, v in variants.items()
             }
             shape = shape.model_copy(update={"arrival_rate_rps": math.nan})
@@ -80,7 +90,7 @@ class SimulatedMetrics:
         return Observation(target=str(target), start=start, end=end, shape=shape, variants=variants)
 
     @staticmethod
-    def _variant(name: str, ticks: list[FleetTick], seconds: float) -> VariantStats:
+    def _variant(name: str, ticks: list[FleetTick], seconds: float, slo: SLO) -> VariantStats:
         recs = [t.variants[name] for t in ticks if name in t.variants]
         requests = sum(r.requests for r in recs)
         errors = sum(r.errors for r in recs)
@@ -88,6 +98,17 @@ class SimulatedMetrics:
         tokens = sum(r.output_tokens for r in recs)
         ttft = mixture_quantile(((r.served, r.ttft_s) for r in recs if r.ttft_s is not None), 0.95)
         tpot = mixture_quantile(((r.served, r.tpot_s) for r in recs if r.tpot_s is not None), 0.95)
+        at_slo: dict[str, float | None] = {}  # the latency at each SLO percentile that is not the p95 above
+        if slo.ttft_percentile != P95:
+            at_slo["ttft_slo_percentile"] = slo.ttft_percentile
+            at_slo["ttft_slo_s"] = mixture_quantile(
+                ((r.served, r.ttft_s) for r in recs if r.ttft_s is not None), slo.ttft_percentile / 100
+            )
+        if slo.tpot_percentile != P95:
+            at_slo["tpot_slo_percentile"] = slo.tpot_percentile
+            at_slo["tpot_slo_s"] = mixture_quantile(
+                ((r.served, r.tpot_s) for r in recs if r.tpot_s is not None), slo.tpot_percentile / 100
+            )
         spec_w = [(r.output_tokens, r.spec_acceptance) for r in recs if r.spec_acceptance is not None]
         spec_tokens = sum(w for w, _ in spec_w)
         spec = sum(w * a for w, a in spec_w if a is not None) / spec_tokens if spec_tokens > 0 else None
@@ -97,6 +118,7 @@ class SimulatedMetrics:
             errors=errors,
             ttft_p95_s=ttft,
             tpot_p95_s=tpot,
+            **at_slo,
             output_tokens_per_s=tokens / seconds,
             good_requests=good,
             spec_acceptance_rate=min(1.0, spec) if spec is not None else None,
@@ -136,6 +158,10 @@ def _with_problems(stats: VariantStats) -> VariantStats:
 
     check("ttft_p95", "ttft_p95_s", stats.ttft_p95_s, None)
     check("tpot_p95", "tpot_p95_s", stats.tpot_p95_s, None)
+    if stats.ttft_slo_percentile is not None:
+        check("ttft_slo", "ttft_slo_s", stats.ttft_slo_s, None)
+    if stats.tpot_slo_percentile is not None:
+        check("tpot_slo", "tpot_slo_s", stats.tpot_slo_s, None)
     check("output_tokens_per_s", "output_tokens_per_s", stats.output_tokens_per_s, 0.0)
     if len(problems) == len(stats.problems):
         return stats

@@ -2,6 +2,10 @@
 
 Pure: takes both variants' stats, the SLO and the rollout rules; returns a verdict with a machine-readable code.
 Steps, bake time and rollback are planned in :mod:`controller.decide.rollout`.
+
+Each latency signal is judged against its SLO at the SLO's own percentile (``slo.ttft_percentile``,
+``slo.tpot_percentile``): the breach check and the SLO-headroom waiver read the variant's latency there; the ratio to
+stable is taken on p95, which is steadier than a tail percentile over one step's requests.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from controller.domain import rollout_defaults as defaults
-from controller.domain.observation import DataProblem, VariantStats
+from controller.domain.observation import P95, DataProblem, LatencyMetric, VariantStats
 from controller.domain.rollout_defaults import MissingDataAction
 from controller.domain.slo import SLO
 
@@ -62,12 +66,13 @@ class RolloutRules:
     manual_gates: tuple[int, ...] = ()
     """Step indexes that wait for a human before their weight is applied (0 = the first step)."""
     slo_headroom: float = defaults.SLO_HEADROOM
-    """A candidate whose p95 is at most this fraction of the SLO bound is not failed on its ratio to stable alone
-    (0: never waived). The ratio is a proxy for headroom the SLO would lose, and it moves for reasons that are not
-    the config: at a window boundary the traffic is changing shape under the rollout, the candidate's replicas carry
-    a different load per replica than stable's under weighted routing, and a config tuned for the next window's
-    shape is judged on the current window's traffic. Far inside the SLO the ratio says nothing the SLO needs; a
-    breach of the SLO, errors, goodput and data that cannot be judged are checked as before."""
+    """A candidate whose latency at the SLO's percentile is at most this fraction of the SLO bound is not failed on
+    its ratio to stable alone (0: never waived). The ratio is a proxy for headroom the SLO would lose, and it moves
+    for reasons that are not the config: at a window boundary the traffic is changing shape under the rollout, the
+    candidate's replicas carry a different load per replica than stable's under weighted routing, and a config
+    tuned for the next window's shape is judged on the current window's traffic. Far inside the SLO (at the
+    percentile the SLO is on, so a p99 bound is judged by the p99) the ratio says nothing the SLO needs; a breach of
+    the SLO, errors, goodput and data that cannot be judged are checked as before."""
     low_traffic_after_s: float = 2400.0
     """A step that has baked this long with no regression signal passes on fewer than ``min_samples`` requests
     (quiet hours would otherwise hold a rollout for the whole night); it still needs ``min_failure_samples``."""
@@ -105,49 +110,58 @@ def _ms(value: float) -> str:
     return "beyond the histogram's top bucket" if math.isinf(value) else f"{value * 1000:.0f} ms"
 
 
-#: The percentile the analysis reads for TTFT and TPOT.
-ANALYSED_PERCENTILE = 95.0
+def _pname(percentile: float) -> str:
+    return f"p{percentile:g}"
 
 
-def headroom_for(slo_headroom: float, slo_percentile: float) -> float:
-    """The SLO-headroom waiver for one signal: ``slo_headroom`` where the SLO's percentile is at most the p95 the
-    analysis reads, else 0. A p95 far inside a p99 bound says nothing about the tail that bound is on."""
-    return slo_headroom if slo_percentile <= ANALYSED_PERCENTILE else 0.0
+def _latency_failure(
+    name: str,
+    percentile: float,
+    tail: float | None,
+    cand_p95: float | None,
+    stable_p95: float | None,
+    bound: float,
+    allowed: float,
+    headroom: float,
+) -> tuple[AnalysisCode, str] | None:
+    """Why the candidate fails on one latency signal (None when it does not).
 
-
-def _latency_breach(
-    name: str, cand: float | None, stable: float | None, bound: float, allowed: float, headroom: float = 0.0
-) -> str:
-    """Why the candidate's p95 fails (empty when it does not): above the SLO, or slower than stable by more than
-    ``allowed`` while above ``headroom`` x the SLO bound (far inside the SLO the ratio alone does not fail it)."""
-    if cand is None:
-        return ""
-    if cand > bound:
-        return f"candidate {name} p95 {_ms(cand)} exceeds the SLO {bound * 1000:.0f} ms"
-    if cand <= headroom * bound:
-        return ""
-    if stable and cand > stable * (1 + allowed):
+    ``tail`` is its latency at the SLO's ``percentile``: above the bound it breaches the SLO (a p95 above a bound
+    on a higher percentile is a breach too, even when that percentile could not be read). At most ``headroom`` x the
+    bound, the candidate is far inside the SLO and its ratio to stable alone does not fail it; otherwise a p95 slower
+    than stable's by more than ``allowed`` is a regression."""
+    label = _pname(percentile)
+    if tail is None and percentile > P95 and cand_p95 is not None and cand_p95 > bound:
+        tail, label = cand_p95, _pname(P95)
+    if tail is not None and tail > bound:
+        code: AnalysisCode = "beyond-top-bucket" if math.isinf(tail) else "slo-breach"
+        return code, f"candidate {name} {label} {_ms(tail)} exceeds the SLO {bound * 1000:.0f} ms"
+    if tail is not None and tail <= headroom * bound:
+        return None
+    if cand_p95 is not None and stable_p95 and cand_p95 > stable_p95 * (1 + allowed):
         return (
-            f"candidate {name} p95 {cand * 1000:.0f} ms is {cand / stable:.2f}x stable's {stable * 1000:.0f} ms "
-            f"(allowed {1 + allowed:.2f}x)"
+            "regression",
+            f"candidate {name} p95 {_ms(cand_p95)} is {cand_p95 / stable_p95:.2f}x stable's {_ms(stable_p95)} "
+            f"(allowed {1 + allowed:.2f}x)",
         )
-    return ""
-
-
-P95Signal = Literal["ttft_p95", "tpot_p95"]
+    return None
 
 
 def _data_code(problem: DataProblem) -> AnalysisCode:
     return "missing-data" if problem.kind == "missing" else "non-finite"
 
 
-def _p95(stats: VariantStats, signal: P95Signal) -> tuple[float | None, DataProblem | None]:
-    """The p95 to judge (+inf when it lies beyond the histogram's top bucket: larger than any bound), or None with
-    the reason it cannot be judged."""
+def _latency(
+    stats: VariantStats | None, metric: LatencyMetric, percentile: float
+) -> tuple[float | None, DataProblem | None]:
+    """``metric`` at ``percentile`` to judge (+inf when it lies beyond the histogram's top bucket: larger than any
+    bound), or None with the reason it cannot be judged (no reason without ``stats``)."""
+    if stats is None:
+        return None, None
+    signal, value = stats.at_percentile(metric, percentile)
     problem = stats.problem(signal)
     if problem is not None:
         return (math.inf, None) if problem.kind == "beyond-top-bucket" else (None, problem)
-    value = stats.ttft_p95_s if signal == "ttft_p95" else stats.tpot_p95_s
     if value is None:
         return None, DataProblem(signal=signal, kind="missing")
     if not math.isfinite(value):  # an infinite number that does not say it is a percentile beyond the top bucket
@@ -215,14 +229,14 @@ def _expected_at(ratio: float | None, weight: int, fleet_replicas: int = 1) -> f
 def _stable_breach(stable: VariantStats, slo: SLO) -> str:
     if stable.problem("errors") is None and stable.error_rate > slo.max_error_rate:
         return f"error rate {stable.error_rate:.1%}"
-    bounds: tuple[tuple[str, P95Signal, float], ...] = (
-        ("TTFT", "ttft_p95", slo.ttft_seconds),
-        ("TPOT", "tpot_p95", slo.tpot_seconds),
+    bounds: tuple[tuple[str, LatencyMetric, float, float], ...] = (
+        ("TTFT", "ttft", slo.ttft_seconds, slo.ttft_percentile),
+        ("TPOT", "tpot", slo.tpot_seconds, slo.tpot_percentile),
     )
-    for name, signal, bound in bounds:
-        value, _ = _p95(stable, signal)
+    for name, metric, bound, percentile in bounds:
+        value, _ = _latency(stable, metric, percentile)
         if value is not None and value > bound:
-            return f"{name} p95 {_ms(value)}"
+            return f"{name} {_pname(percentile)} {_ms(value)}"
     return ""
 
 
@@ -249,8 +263,10 @@ def analyse(
     Data that cannot be judged never passes: no candidate series, no candidate requests, or an absent, NaN or
     infinite signal of the candidate (or of stable, for the comparisons with stable) gives Inconclusive (the step
     holds; Failed once baked with ``on_missing_data="rollback"``), unless another signal already fails the candidate.
-    A p95 beyond the histogram's top bucket is larger than any bound: a breach. Below 100 % the candidate is compared
-    with stable; at 100 % stable carries no traffic and only the absolute bounds apply.
+    TTFT and TPOT are judged against their bounds at the SLO's own percentiles, and so is the SLO-headroom waiver
+    (``rules.slo_headroom``); the ratio to stable is on p95. A percentile beyond the histogram's top bucket is
+    larger than any bound: a breach. Below 100 % the candidate is compared with stable; at 100 % stable carries no
+    traffic and only the absolute bounds apply.
     """
     if candidate is None:
         return _lacking(rules, "no-candidate-series", "no candidate series in the metrics", step_age_s)
@@ -282,33 +298,37 @@ def analyse(
                 )
             )
 
-    checks: tuple[tuple[str, P95Signal, float, float, float], ...] = (
+    checks: tuple[tuple[str, LatencyMetric, float, float, float], ...] = (
         (
             "TTFT",
-            "ttft_p95",
+            "ttft",
             slo.ttft_seconds,
+            slo.ttft_percentile,
             (1 + rules.max_ttft_regression) * _expected_at(expected_ttft_ratio, weight, fleet_replicas) - 1,
-            headroom_for(rules.slo_headroom, slo.ttft_percentile),
         ),
         (
             "TPOT",
-            "tpot_p95",
+            "tpot",
             slo.tpot_seconds,
+            slo.tpot_percentile,
             (1 + rules.max_tpot_regression) * _expected_at(expected_tpot_ratio, weight, fleet_replicas) - 1,
-            headroom_for(rules.slo_headroom, slo.tpot_percentile),
         ),
     )
-    for name, signal, bound, allowed, headroom in checks:
-        cand, cand_gap = _p95(candidate, signal)
-        if cand is None:
-            if cand_gap is not None and candidate.problem(signal) is None:  # absent without a recorded problem
-                gaps.append((_data_code(cand_gap), f"candidate {cand_gap.describe()}"))
+    for name, metric, bound, percentile, allowed in checks:
+        # the SLO is judged at its own percentile (``tail``), the ratio to stable on p95
+        tail, tail_gap = _latency(candidate, metric, percentile)
+        cand, cand_gap = (tail, tail_gap) if percentile == P95 else _latency(candidate, metric, P95)
+        for gap in (tail_gap, cand_gap if percentile != P95 else None):
+            if gap is not None and candidate.problem(gap.signal) is None:  # absent without a recorded problem
+                gaps.append((_data_code(gap), f"candidate {gap.describe()}"))
+        if tail is None and cand is None:
             continue
-        stab, stab_gap = _p95(baseline, signal) if baseline is not None else (None, None)
-        if stab is not None and stab > bound >= cand:
+        stab_tail, _ = _latency(baseline, metric, percentile)
+        stab, stab_gap = _latency(baseline, metric, P95)
+        if stab_tail is not None and tail is not None and stab_tail > bound >= tail:
             continue  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
-        breach = _latency_breach(name, cand, stab, bound, allowed, headroom)
-        if not breach:
+        failure = _latency_failure(name, percentile, tail, cand, stab, bound, allowed, rules.slo_headroom)
+        if failure is None:
             if stab_gap is not None:
                 gaps.append(
                     (
@@ -317,14 +337,19 @@ def analyse(
                     )
                 )
             continue
-        if stab is not None and stab > bound and cand <= stab * (1 + allowed):
+        if (
+            failure[0] != "regression"
+            and stab_tail is not None
+            and stab_tail > bound
+            and tail is not None
+            and tail <= stab_tail * (1 + allowed)
+        ):
             return Analysis(
                 "Inconclusive",
-                f"stable breaches the {name} SLO too ({_ms(stab)}): load, not config",
+                f"stable breaches the {name} SLO too ({_pname(percentile)} {_ms(stab_tail)}): load, not config",
                 "stable-breach",
             )
-        code: AnalysisCode = "beyond-top-bucket" if math.isinf(cand) else "slo-breach" if cand > bound else "regression"
-        failures.append((code, breach))
+        failures.append(failure)
 
     if baseline is not None:
         cand_gap, stab_gap = _goodput_gap(candidate), _goodput_gap(baseline)

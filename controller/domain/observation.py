@@ -29,7 +29,15 @@ DataProblemKind = Literal["missing", "nan", "inf", "beyond-top-bucket"]
 bucket) and ``beyond-top-bucket`` (the percentile lies in the histogram's ``le="+Inf"`` bucket, above its highest
 finite bound: larger than any bound the histogram can show; Prometheus answers that highest finite bound for it)."""
 
-VariantSignal = Literal["requests", "errors", "ttft_p95", "tpot_p95", "output_tokens_per_s", "good_requests"]
+VariantSignal = Literal[
+    "requests", "errors", "ttft_p95", "tpot_p95", "ttft_slo", "tpot_slo", "output_tokens_per_s", "good_requests"
+]
+"""``ttft_slo``/``tpot_slo``: the latency at the SLO's own percentile, when that percentile is not 95 (at 95 it is
+``ttft_p95``/``tpot_p95``)."""
+
+LatencyMetric = Literal["ttft", "tpot"]
+#: The percentile of ``ttft_p95_s``/``tpot_p95_s``.
+P95 = 95.0
 
 
 class DataProblem(BaseModel):
@@ -47,6 +55,8 @@ class DataProblem(BaseModel):
             "inf": "infinite",
             "beyond-top-bucket": "beyond the histogram's top bucket",
         }[self.kind]
+        if self.signal in ("ttft_slo", "tpot_slo"):
+            return f"{self.signal[:4]} at the SLO percentile {what}"
         return f"{self.signal.replace('_', ' ')} {what}"
 
 
@@ -60,6 +70,14 @@ class VariantStats(BaseModel):
     errors: int = Field(default=0, ge=0)
     ttft_p95_s: float | None = Field(default=None, ge=0)
     tpot_p95_s: float | None = Field(default=None, ge=0)
+    ttft_slo_s: float | None = Field(
+        default=None, ge=0, description="TTFT at the SLO's percentile ttft_slo_percentile (when that is not 95)"
+    )
+    ttft_slo_percentile: float | None = Field(default=None, gt=0, lt=100, description="the percentile of ttft_slo_s")
+    tpot_slo_s: float | None = Field(
+        default=None, ge=0, description="TPOT at the SLO's percentile tpot_slo_percentile (when that is not 95)"
+    )
+    tpot_slo_percentile: float | None = Field(default=None, gt=0, lt=100, description="the percentile of tpot_slo_s")
     output_tokens_per_s: float = Field(default=0.0, ge=0)
     good_requests: int | None = Field(default=None, ge=0, description="requests that met the SLO, when known")
     spec_acceptance_rate: float | None = Field(default=None, ge=0, le=1)
@@ -76,6 +94,17 @@ class VariantStats(BaseModel):
     def problem(self, signal: VariantSignal) -> DataProblem | None:
         """The data problem recorded for ``signal``, if any."""
         return next((p for p in self.problems if p.signal == signal), None)
+
+    def at_percentile(self, metric: LatencyMetric, percentile: float) -> tuple[VariantSignal, float | None]:
+        """The signal that holds ``metric`` at ``percentile`` and its value: the p95 at 95, else the SLO-percentile
+        value when it was read at ``percentile`` (None when it was not: a value at another percentile is no
+        answer)."""
+        ttft = metric == "ttft"
+        if percentile == P95:
+            return ("ttft_p95", self.ttft_p95_s) if ttft else ("tpot_p95", self.tpot_p95_s)
+        read_at = self.ttft_slo_percentile if ttft else self.tpot_slo_percentile
+        value = (self.ttft_slo_s if ttft else self.tpot_slo_s) if read_at == percentile else None
+        return ("ttft_slo" if ttft else "tpot_slo", value)
 
 
 class Observation(BaseModel):

@@ -1,11 +1,14 @@
 """Reading one batched Prometheus answer: the tagged samples become a :class:`TrafficReport`, or
 :class:`~controller.errors.MetricsUnavailable` whose message names the field.
 
-Per-variant SLO signals are the exception: a variant's p95, error count, token rate or good-request count that is
-absent, NaN or infinite is recorded in :attr:`~controller.domain.observation.VariantStats.problems`, never replaced
-by a number, so the rollout analysis can hold or fail instead of reading it as "within the SLO". A p95 in the
-histogram's ``le="+Inf"`` bucket (which ``histogram_quantile`` answers as the highest finite bound) is recorded as
-``beyond-top-bucket``.
+Per-variant SLO signals are the exception: a variant's p95 (and its latency at the SLO's own percentiles, where
+those are not 95), error count, token rate or good-request count that is absent, NaN or infinite is recorded in
+:attr:`~controller.domain.observation.VariantStats.problems`, never replaced by a number, so the rollout analysis can
+hold or fail instead of reading it as "within the SLO". A percentile in the histogram's ``le="+Inf"`` bucket (which
+``histogram_quantile`` answers as the highest finite bound) is recorded as ``beyond-top-bucket``.
+
+A latency at the SLO's percentile is Prometheus' answer where the adapter queries that percentile (p50, p95, p99),
+and otherwise the same ``histogram_quantile`` computed from the variant's bucket counts of the same answer.
 """
 
 from __future__ import annotations
@@ -17,7 +20,15 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from controller.domain.observation import DataProblem, DataProblemKind, TargetRef, VariantSignal, VariantStats
+from controller.domain.observation import (
+    P95,
+    DataProblem,
+    DataProblemKind,
+    LatencyMetric,
+    TargetRef,
+    VariantSignal,
+    VariantStats,
+)
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.errors import MetricsUnavailable
@@ -268,9 +279,50 @@ class AnswerReader:
         quantiles: Mapping[str, Mapping[str, float]], metric: str, buckets: Mapping[str, Buckets], variant: str
     ) -> float | None:
         """The variant's p95 as answered, or +Inf when it lies beyond the histogram's top finite bucket."""
-        if _beyond_top_bucket(buckets.get(variant), 0.95):
+        return AnswerReader.at_percentile(quantiles, metric, buckets, variant, P95)
+
+    @staticmethod
+    def at_percentile(
+        quantiles: Mapping[str, Mapping[str, float]],
+        metric: str,
+        buckets: Mapping[str, Buckets],
+        variant: str,
+        percentile: float,
+    ) -> float | None:
+        """The variant's latency at ``percentile``: +Inf when it lies beyond the histogram's top finite bucket, else
+        Prometheus' answer for a queried percentile, else ``histogram_quantile`` of the variant's buckets (NaN over
+        empty buckets, None without them)."""
+        quantile = percentile / 100
+        variant_buckets = buckets.get(variant)
+        if _beyond_top_bucket(variant_buckets, quantile):
             return math.inf
-        return quantiles[f"{metric}_p95"].get(variant)
+        queried = quantiles.get(f"{metric}_p{percentile:g}")
+        if queried is not None:
+            return queried.get(variant)
+        return None if variant_buckets is None else variant_buckets.quantile(quantile)
+
+    def at_slo(
+        self,
+        quantiles: Mapping[str, Mapping[str, float]],
+        buckets: Mapping[LatencyMetric, Mapping[str, Buckets]],
+        variant: str,
+        problems: list[DataProblem],
+    ) -> dict[str, float | None]:
+        """VariantStats fields for the latency at each SLO percentile that is not 95 (checked into ``problems``)."""
+        out: dict[str, float | None] = {}
+        if self.slo is None:
+            return out
+        signals: tuple[tuple[LatencyMetric, VariantSignal, float], ...] = (
+            ("ttft", "ttft_slo", self.slo.ttft_percentile),
+            ("tpot", "tpot_slo", self.slo.tpot_percentile),
+        )
+        for metric, signal, percentile in signals:
+            if percentile == P95:
+                continue
+            value = self.at_percentile(quantiles, metric, buckets[metric], variant, percentile)
+            out[f"{metric}_slo_percentile"] = percentile
+            out[f"{metric}_slo_s"] = _checked(signal, value, problems, percentile=True)
+        return out
 
     def variants(self) -> dict[str, VariantReport]:
         requests_ = self.by_variant("v_requests")
@@ -307,6 +359,7 @@ class AnswerReader:
             # what the analysis reads is checked, never defaulted: a NaN/absent number is recorded as a problem
             ttft_p95 = _checked("ttft_p95", self.p95(quantiles, "ttft", ttft_b, variant), problems, percentile=True)
             tpot_p95 = _checked("tpot_p95", self.p95(quantiles, "tpot", tpot_b, variant), problems, percentile=True)
+            at_slo = self.at_slo(quantiles, {"ttft": ttft_b, "tpot": tpot_b}, variant, problems)
             error_count = _checked("errors", errors.get(variant), problems)
             tokens_per_s = _checked("output_tokens_per_s", tokens.get(variant), problems)
             stats = VariantStats(
@@ -315,6 +368,7 @@ class AnswerReader:
                 errors=min(max(round(error_count or 0.0), 0), total),
                 ttft_p95_s=ttft_p95,
                 tpot_p95_s=tpot_p95,
+                **at_slo,
                 output_tokens_per_s=max(tokens_per_s or 0.0, 0.0),
                 good_requests=None if good is None else min(max(good, 0), total),
                 spec_acceptance_rate=None if acc is None else min(max(acc, 0.0), 1.0),

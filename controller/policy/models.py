@@ -178,8 +178,9 @@ class RolloutThresholds(BaseModel):
         default=rollout_defaults.SLO_HEADROOM,
         ge=0,
         lt=1,
-        description="a candidate whose p95 is at most this fraction of the SLO bound is not rolled back for its "
-        "TTFT/TPOT ratio to stable alone (0: never); SLO breaches, errors, goodput and missing data still count",
+        description="a candidate whose latency at the SLO's percentile is at most this fraction of the SLO bound is "
+        "not rolled back for its TTFT/TPOT ratio to stable alone (0: never); SLO breaches, errors, goodput and "
+        "missing data still count",
     )
 
 
@@ -283,17 +284,6 @@ class Policy(BaseModel):
         return type(other) is type(self) and self.model_dump() == other.model_dump()
 
     __hash__ = BaseModel.__hash__
-
-    @model_validator(mode="after")
-    def _headroom_on_an_analysed_percentile(self) -> Policy:
-        # the analysis reads p95: a waiver far inside a bound on a higher percentile would say nothing of its tail
-        if self.rollout.thresholds.slo_headroom > 0 and min(self.slo.ttft_percentile, self.slo.tpot_percentile) > 95:
-            raise ValueError(
-                "rollout.thresholds.slo_headroom needs an SLO on p95 or below for TTFT or TPOT (the rollout "
-                f"analysis reads p95; slo.ttft_percentile is {self.slo.ttft_percentile:g} and slo.tpot_percentile "
-                f"{self.slo.tpot_percentile:g}): set it to 0"
-            )
-        return self
 
     @model_validator(mode="after")
     def _resolve(self) -> Policy:

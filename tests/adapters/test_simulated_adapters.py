@@ -12,9 +12,10 @@ import pytest
 from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
 from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, Observation, Percentiles, SpecDecodeStats, TargetRef, TrafficShape
+from controller.domain.slo import SLO
 from controller.errors import InvalidInput, MetricsUnavailable, NotFound
 from controller.ports import Cluster, MetricsSource, TrafficRouter
-from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.fleet import SimulatedFleet, mixture_quantile
 from controller.simulator.traffic import DiurnalTraffic
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
@@ -83,6 +84,38 @@ def test_observe_aggregates_the_window() -> None:
     p95 = ticks[0].variants["stable"].ttft_s
     assert p95 is not None and stable.ttft_p95_s == pytest.approx(p95.p95)
     assert stable.error_rate == 0 and stable.good_requests is not None and stable.spec_acceptance_rate is None
+
+
+@pytest.mark.parametrize("percentile", [99, 90, 99.9])
+def test_observe_reads_each_variants_latency_at_the_slos_percentile(percentile: float) -> None:
+    """The fleet's SLO on another percentile than 95: each variant carries its TTFT/TPOT there, from the same
+    request-weighted mixture of the ticks' distributions as its p95."""
+    slo = SLO(ttft_percentile=percentile, tpot_percentile=percentile)
+    fleet = SimulatedFleet(
+        "toy", "toy", DiurnalTraffic(0, "agents-flat"), FakeClock(MONDAY), 0, perf=ToyPerf(), slo=slo, cold_start_s=0
+    )
+    SimulatedCluster(fleet).deploy(T, "candidate", MTP1, 1)
+    SimulatedRouter(fleet).set_weight(T, 25)
+    fleet.advance(900)
+    obs = SimulatedMetrics(fleet).observe(T, start=MONDAY, end=MONDAY + timedelta(seconds=600))
+    for name in ("stable", "candidate"):
+        stats = obs.variants[name]
+        recs = [t.variants[name] for t in fleet.ticks[:10]]
+        tpot = mixture_quantile(((r.served, r.tpot_s) for r in recs if r.tpot_s is not None), percentile / 100)
+        ttft = mixture_quantile(((r.served, r.ttft_s) for r in recs if r.ttft_s is not None), percentile / 100)
+        assert (stats.tpot_slo_percentile, stats.ttft_slo_percentile) == (percentile, percentile)
+        assert stats.tpot_slo_s == pytest.approx(tpot) and stats.ttft_slo_s == pytest.approx(ttft)
+        assert stats.tpot_p95_s is not None and stats.tpot_slo_s is not None
+        assert (stats.tpot_slo_s > stats.tpot_p95_s) is (percentile > 95)
+        assert stats.problems == ()
+
+
+def test_a_p95_slo_reads_no_second_percentile() -> None:
+    fleet = make()
+    fleet.advance(900)
+    stable = SimulatedMetrics(fleet).observe(T, start=MONDAY, end=MONDAY + timedelta(seconds=600)).variants["stable"]
+    assert stable.ttft_slo_s is None and stable.ttft_slo_percentile is None
+    assert stable.tpot_slo_s is None and stable.tpot_slo_percentile is None
 
 
 def test_observe_splits_variants_by_weight() -> None:

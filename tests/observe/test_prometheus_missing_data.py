@@ -111,3 +111,35 @@ def test_a_candidate_without_a_ttft_histogram_is_not_judged(prometheus: Promethe
     assert candidate is not None and candidate.requests > 1000
     assert candidate.problem("ttft_p95") == DataProblem(signal="ttft_p95", kind="missing")
     assert (analysis.verdict, analysis.code) == ("Inconclusive", "missing-data"), analysis.reason
+
+
+def test_a_p99_slo_reads_each_variants_p99_and_its_top_bucket(prometheus: PrometheusServer) -> None:
+    """With the SLO on p99 the adapter fills each variant's p99 from Prometheus' per-variant answer, and a p99 in
+    ``le="+Inf"`` (answered as the highest finite bound) is recorded as beyond the top bucket."""
+    # stable's p99 TTFT is about 2.1 s: a 3 s bound keeps stable inside it
+    slo = SLO_.model_copy(update={"ttft_seconds": 3.0, "ttft_percentile": 99, "tpot_percentile": 99})
+    source = PrometheusMetrics(PrometheusSettings(url=prometheus.url, max_staleness_s=600), slo=slo)
+    target = TargetRef("prod", "slow", "slow")
+    obs = source.observe(target, start=END - timedelta(minutes=30), end=END)
+    selector = source.settings.selector(target)
+    raw = {
+        metric: {
+            labels["variant"]: value
+            for labels, value in source.query(
+                q.histogram_quantile(0.99, metric, selector, "30m", ("variant",)), END, what="p99"
+            )
+        }
+        for metric in (q.TTFT, q.TPOT)
+    }
+    stable, candidate = obs.variants["stable"], obs.variants["candidate"]
+    assert stable.ttft_slo_percentile == 99 and stable.tpot_slo_percentile == 99
+    assert stable.ttft_slo_s == pytest.approx(raw[q.TTFT]["stable"])
+    assert stable.tpot_slo_s == pytest.approx(raw[q.TPOT]["stable"])
+    assert candidate.tpot_slo_s == pytest.approx(raw[q.TPOT]["candidate"])
+    assert raw[q.TTFT]["candidate"] == TOP_FINITE_BUCKET
+    assert candidate.ttft_slo_s is None
+    assert candidate.problem("ttft_slo") == DataProblem(signal="ttft_slo", kind="beyond-top-bucket")
+    analysis = rollout.analyse(
+        candidate=candidate, stable=stable, slo=slo, rules=rollout.RolloutRules(slo_headroom=0.9), weight=25
+    )
+    assert (analysis.verdict, analysis.code) == ("Failed", "beyond-top-bucket"), analysis.reason
