@@ -1,4 +1,5 @@
-"""Cost per million tokens of self-hosting against an API price. Pure."""
+"""Cost per million tokens of self-hosting against an API price, and whether a search's next trial is worth its
+GPU time. Pure."""
 
 from __future__ import annotations
 
@@ -112,3 +113,60 @@ def schedule_economics(
             )
         )
     return result
+
+
+@dataclass(frozen=True)
+class TrialWorth:
+    """Whether a search's next trial is expected to pay for its own GPU time (``code``: ``trial-pays``,
+    ``trial-gain-unknown``, or a stop reason: ``search-no-gain`` when the proposer expects nothing better than
+    the best already measured, ``search-below-threshold`` when it expects less than a switch needs,
+    ``search-unpaid`` when what it expects saves less GPU time over the horizon than
+    the trial holds)."""
+
+    code: str
+    expected_gain: float | None
+    saved_gpu_hours: float
+    """GPU-hours a config that gains ``expected_gain`` saves over the horizon (0 when the gain is unknown)."""
+    cost_gpu_hours: float
+    """GPU-hours the trial holds on the canary pool: its engine's start, warm-up and measurement."""
+
+    @property
+    def pays(self) -> bool:
+        return self.code in ("trial-pays", "trial-gain-unknown")
+
+    def describe(self) -> str:
+        if self.expected_gain is None:
+            return f"the gain of the next trial is unknown; it costs {self.cost_gpu_hours:.2f} GPU-hours"
+        gain = f"{self.expected_gain:+.1%}"
+        if self.code == "search-no-gain":
+            return f"the best proposal is expected to gain {gain} over the best measured config: nothing left to find"
+        if self.code == "search-below-threshold":
+            return f"the best proposal is expected to gain {gain}, less than a switch needs: nothing it finds is used"
+        verdict = "worth" if self.pays else "less than"
+        return (
+            f"the best proposal is expected to gain {gain}, {self.saved_gpu_hours:.2f} GPU-hours over the horizon, "
+            f"{verdict} the {self.cost_gpu_hours:.2f} GPU-hours the trial holds"
+        )
+
+
+def trial_worth(
+    *, expected_gain: float | None, window_gpu_hours: float, trial_gpu_hours: float, needed_gain: float = 0.0
+) -> TrialWorth:
+    """The verdict on one more trial. ``window_gpu_hours``: what the window runs over the horizon the found
+    config would serve; a config with ``expected_gain`` more goodput per replica carries the same load on
+    ``1 / (1 + gain)`` of the replicas, so it saves ``gain / (1 + gain)`` of them. The trial pays while that saving
+    exceeds its own cost; an unknown gain (the search's opening picks) is given the benefit of the doubt.
+    ``needed_gain``: the gain over the best measured config a find needs to be adopted at all (the switch
+    threshold over the active config); a smaller expected gain finds nothing that would be used
+    (``search-below-threshold``)."""
+    if window_gpu_hours < 0 or trial_gpu_hours < 0:
+        raise ValueError("GPU-hours must be >= 0")
+    if expected_gain is None:
+        return TrialWorth("trial-gain-unknown", None, 0.0, trial_gpu_hours)
+    if expected_gain <= 0:
+        return TrialWorth("search-no-gain", expected_gain, 0.0, trial_gpu_hours)
+    if expected_gain < needed_gain:
+        return TrialWorth("search-below-threshold", expected_gain, 0.0, trial_gpu_hours)
+    saved = expected_gain / (1 + expected_gain) * window_gpu_hours
+    code = "trial-pays" if saved > trial_gpu_hours else "search-unpaid"
+    return TrialWorth(code, expected_gain, saved, trial_gpu_hours)

@@ -288,9 +288,31 @@ class OptimizerAdvisor:
         return TpeSearch(cands, seed=self.seed).suggest(observed, exclude=exclude, n=n_pick)
 
     def propose(self, context: AdvisorContext) -> list[Proposal]:
+        """The next configs to trial, each with the gain the surrogate expects of it over the best goodput measured
+        on the context's shape bucket (what decides whether the trial is worth its GPU time)."""
         if context.max_proposals <= 0:
             return []
-        return [Proposal(s.config, s.rationale, self.name) for s in self.suggest(context)]
+        best = best_measured(context, self.score)
+        return [
+            Proposal(s.config, s.rationale, self.name, expected_gain=expected_gain(s.predicted, best))
+            for s in self.suggest(context)
+        ]
+
+
+def best_measured(context: AdvisorContext, score: Score = default_score) -> float | None:
+    """The best score measured on the context's shape bucket (None when nothing there scored above 0)."""
+    bucket = context.shape.bucket()
+    scores = [score(r) for r in context.history if r.status is not TrialStatus.INVALID and r.shape.bucket() == bucket]
+    top = max(scores, default=0.0)
+    return top if top > 0 else None
+
+
+def expected_gain(predicted: float | None, best: float | None) -> float | None:
+    """The surrogate's predicted score over the best measured one, less 1; None when either is unknown (a warm
+    start, a spread-out opening pick, or nothing measured yet)."""
+    if predicted is None or best is None or best <= 0:
+        return None
+    return predicted / best - 1.0
 
 
 __all__ = [
@@ -302,7 +324,9 @@ __all__ = [
     "ShapePrior",
     "Suggestion",
     "TpeSearch",
+    "best_measured",
     "candidate_configs",
     "default_score",
+    "expected_gain",
     "optimize",
 ]

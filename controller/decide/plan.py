@@ -74,7 +74,8 @@ def plan(
         external_autoscaler=external_autoscaler,
         forecast=dict(forecast or {}),
     )
-    intents = [dispatch(ctx)]
+    trialling_now = status.phase is Phase.TRIALLING and observation is not None
+    intents = trialling_steps(ctx) if trialling_now else [dispatch(ctx)]
     if status.phase not in (Phase.OBSERVING, Phase.FROZEN) and observation is not None and rules.scaling is not None:
         intents.append(follow_load(ctx.with_status(intents[-1].status)))
     due = digest(intents[-1].status, rules, now)
@@ -101,20 +102,32 @@ def dispatch(ctx: PlanContext) -> Intent:
 
 
 def trialling(ctx: PlanContext) -> Intent:
-    """A tuning round's cycle: record the noise its repeats measured, run the next proposals, probe the capacity
-    of its choice (with managed replicas), and settle the round when nothing is left to run."""
+    """A tuning round's cycle (:func:`trialling_steps`), as the one intent it ends in."""
+    return trialling_steps(ctx)[-1]
+
+
+def trialling_steps(ctx: PlanContext) -> list[Intent]:
+    """A tuning round's cycle: record the noise its repeats measured, run the next proposals while they pay for
+    their GPU time, and once the search stops (code ``search-stopped`` first, with why) probe the capacity of its
+    choice (with managed replicas) and settle the round when nothing is left to run."""
     round_ = ctx.status.tuning
     if round_ is None:
-        return Intent("no-round", ctx.status.model_copy(update={"phase": move(ctx.status.phase, Phase.OBSERVING)}))
+        return [Intent("no-round", ctx.status.model_copy(update={"phase": move(ctx.status.phase, Phase.OBSERVING)}))]
     ctx = ctx.with_status(tuning.with_noise(ctx.status, round_, ctx.now))
     step = tuning.next_trials(ctx, round_)
     if step is not None:
-        return step
+        return [step]
+    stopped = tuning.search_stop(ctx, round_)
+    if stopped is not None:
+        ctx = ctx.with_status(stopped.status)
+        assert ctx.status.tuning is not None
+        round_ = ctx.status.tuning
+    step = None
     if ctx.rules.scaling is not None:
         step = probe.capacity_probe(ctx, round_)
-        if step is not None:
-            return step
-    return outcome.select(ctx, round_)
+    if step is None:
+        step = outcome.select(ctx, round_)
+    return [stopped, step] if stopped is not None and stopped.code == "search-stopped" else [step]
 
 
 def follow_load(ctx: PlanContext) -> Intent:
@@ -151,4 +164,4 @@ def fold(intents: Sequence[Intent], *, window_name: str, now: datetime) -> Decis
     return Decision(final, actions, notes, tuple(i.code for i in intents))
 
 
-__all__ = ["Decision", "dispatch", "fold", "follow_load", "plan", "trialling"]
+__all__ = ["Decision", "dispatch", "fold", "follow_load", "plan", "trialling", "trialling_steps"]

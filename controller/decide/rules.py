@@ -29,6 +29,13 @@ class TuningRules:
     measure_stock: bool = True
     """Also trial the stock config in each round, as the reference for gain-over-stock evidence."""
     keep_trials: int = 200
+    payback_horizon_s: float = 7 * 86400.0
+    """How long a window's config is expected to serve once found: a search's next trial runs only while the GPU
+    time its expected gain saves over this horizon (the window's GPU-hours on each of its days) exceeds the trial's
+    own GPU time."""
+    trial_startup_s: float = 180.0
+    """GPU-seconds a trial holds before it measures (the engine's cold start and warm-up) when its results report
+    none: what each trial costs on the canary pool besides its measurement."""
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,15 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
+from controller.decide import drift as drifts
+from controller.decide import economics, scaling, selection
 from controller.decide import noise as noises
-from controller.decide import scaling
-from controller.decide.context import Intent, PlanContext, move, per_replica, round_trials, scaled
+from controller.decide.context import Intent, PlanContext, move, per_replica, round_trials, scaled, with_schedule
 from controller.domain.actions import Action, RunTrial
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.proposal import Proposal
-from controller.domain.status import DriftState, MeasuredNoise, TargetStatus, TuningRound
+from controller.domain.status import DriftState, MeasuredNoise, ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.traffic import TimeWindow, TrafficShape
 
 
@@ -33,6 +34,10 @@ def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: str, obser
     if not observed and window.name in ctx.forecast:
         fleet_shape, source = ctx.forecast[window.name], "forecast busy-hour"
     shape = per_replica(fleet_shape, design_replicas(ctx, fleet_shape)).model_copy(update={"window": window})
+    if not ctx.drifted:  # a re-tune the operator asked for searches whatever was searched before
+        reused = reuse(ctx, reason, window, shape)
+        if reused is not None:
+            return reused
     round_ = TuningRound(
         id=f"{window.name}-{ctx.now:%Y%m%d%H%M}",
         window=window.name,
@@ -43,7 +48,12 @@ def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: str, obser
         fleet_concurrency=fleet_shape.concurrency,
     )
     status = ctx.status.model_copy(
-        update={"phase": move(ctx.status.phase, Phase.TRIALLING), "tuning": round_, "drift": DriftState()}
+        update={
+            "phase": move(ctx.status.phase, Phase.TRIALLING),
+            "tuning": round_,
+            "drift": DriftState(),
+            "searches": archived(ctx, window.name),
+        }
     )
     active = status.active_config
     first = RunTrial(active, shape, f"tuning ({reason}): baseline, the active config {active.label()}", "baseline")
@@ -51,6 +61,64 @@ def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: str, obser
     return Intent(
         code, status, actions, (f"started tuning round {round_.id} on the {source} shape: {shape.describe()}",)
     )
+
+
+#: Earlier searches kept per window (the oldest is dropped first).
+SEARCHES_PER_WINDOW = 4
+
+
+def same_shape(ctx: PlanContext, a: TrafficShape, b: TrafficShape) -> bool:
+    """Whether two per-replica shapes are one shape for tuning: closer than the distance at which the traffic
+    counts as drifted."""
+    return drifts.distance(a, b, ctx.rules.drift) < ctx.rules.drift.enter
+
+
+def archived(ctx: PlanContext, window: str) -> tuple[ScheduledConfig, ...]:
+    """``status.searches`` with the window's current entry added (it is about to be replaced by a new search):
+    one per shape, the newest first replacing an older one on the same shape, at most
+    :data:`SEARCHES_PER_WINDOW` per window."""
+    entry = ctx.status.schedule_for(window)
+    searches = ctx.status.searches
+    if entry is None:
+        return searches
+    kept = [s for s in searches if not (s.window == window and same_shape(ctx, s.shape, entry.shape))]
+    own = [s for s in kept if s.window == window]
+    drop = {id(s) for s in own[: max(0, len(own) + 1 - SEARCHES_PER_WINDOW)]}
+    return (*(s for s in kept if id(s) not in drop), entry)
+
+
+def reuse(ctx: PlanContext, reason: str, window: TimeWindow, shape: TrafficShape) -> Intent | None:
+    """Instead of a search: the window's earlier search on the same shape (its current entry or one kept in
+    ``status.searches``), when its config is not blocked. The measurements behind it were made on this shape; a
+    new search would repeat them. Code ``search-reused``: the entry becomes the window's again, re-dated (so a
+    breach or a drift on it waits the usual interval before the next re-tune), replicas follow at once."""
+    blocked = set(ctx.status.blocked_configs)
+    current = ctx.status.schedule_for(window.name)
+    kept = [s for s in reversed(ctx.status.searches) if s.window == window.name]
+    found = next(
+        (
+            s
+            for s in ([current] if current is not None else []) + kept
+            if s.config.key() not in blocked and same_shape(ctx, shape, s.shape)
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    age = f"searched {found.tuned_at:%a %H:%M}" if found.tuned_at else "searched earlier"
+    note = (
+        f"not searching window '{window.name}' again ({reason}): its traffic is the shape it was {age} on "
+        f"({shape.describe()}); keeping that search's {found.config.label()}"
+    )
+    status = ctx.status
+    if current is not None and found is not current:
+        status = status.model_copy(update={"searches": archived(ctx, window.name)})
+    entry = found.model_copy(update={"tuned_at": ctx.now})
+    status = with_schedule(status, entry).model_copy(
+        update={"drift": DriftState(), "searches": tuple(s for s in status.searches if s is not found)}
+    )
+    sized = scaling.scale(ctx.with_status(status))
+    return Intent("search-reused", sized.status, sized.actions, (*sized.notes, note))
 
 
 def opening_trials(ctx: PlanContext, baseline: RunTrial) -> tuple[Action, ...]:
@@ -96,16 +164,18 @@ def design_replicas(ctx: PlanContext, fleet_shape: TrafficShape) -> int:
 
 
 def next_trials(ctx: PlanContext, round_: TuningRound) -> Intent | None:
-    """The proposals not yet trialled in the round, within its budget and the per-cycle cap (code ``trials``);
-    None when there are none."""
+    """The proposals not yet trialled in the round, within its budget and the per-cycle cap, while each is
+    expected to pay for its GPU time (code ``trials``); None when there are none, or when the search has stopped
+    (:func:`search_stop` says why)."""
+    if round_.stop_code is not None:
+        return None
     done = len(round_.trial_keys)
     remaining = ctx.rules.tuning.max_trials - done
-    tried = set(round_.trial_keys)
-    fresh: list[Proposal] = []
-    for p in ctx.proposals:
-        if p.config.key() not in tried and all(p.config.key() != f.config.key() for f in fresh):
-            fresh.append(p)
-    batch = fresh[: max(0, min(remaining, ctx.rules.tuning.trials_per_cycle))]
+    batch: list[Proposal] = []
+    for p in fresh_proposals(ctx, round_)[: max(0, min(remaining, ctx.rules.tuning.trials_per_cycle))]:
+        if not worth(ctx, round_, p).pays:
+            break  # the advisor ranks its proposals: one that does not pay stops the batch
+        batch.append(p)
     if not batch:
         return None
     actions = tuple(
@@ -115,6 +185,70 @@ def next_trials(ctx: PlanContext, round_: TuningRound) -> Intent | None:
         for i, p in enumerate(batch)
     )
     return Intent("trials", ctx.status, actions)
+
+
+def fresh_proposals(ctx: PlanContext, round_: TuningRound) -> list[Proposal]:
+    """The screened proposals the round has not trialled yet, once each, in the advisor's order."""
+    tried = set(round_.trial_keys)
+    fresh: list[Proposal] = []
+    for p in ctx.proposals:
+        if p.config.key() not in tried and all(p.config.key() != f.config.key() for f in fresh):
+            fresh.append(p)
+    return fresh
+
+
+def worth(ctx: PlanContext, round_: TuningRound, proposal: Proposal) -> economics.TrialWorth:
+    """Whether trialling ``proposal`` pays: the gain its proposer expects over the round's best measured goodput,
+    on the window's GPU-hours over the payback horizon (the round's replicas for the window's hours each day),
+    against the GPU time one of the round's trials holds (its measurement plus the engine's start)."""
+    trials = round_trials(ctx.status)
+    measured = [t for t in trials if t.ok and t.objective() > 0]
+    best = max(measured, key=lambda t: t.objective(), default=None)
+    rules = ctx.rules.tuning
+    tp = proposal.config.tensor_parallel_size
+    held = [t.duration_s + (t.startup_s or rules.trial_startup_s) for t in trials if t.duration_s > 0]
+    cost_s = sum(held) / len(held) if held else rules.trial_startup_s
+    window = next((w for w in ctx.rules.windows if w.name == round_.window), ctx.window)
+    replicas = 1.0
+    if round_.fleet_concurrency and round_.shape.concurrency > 0:
+        replicas = max(1.0, round_.fleet_concurrency / round_.shape.concurrency)
+    elif ctx.rules.scaling is None:
+        replicas = float(max(1, ctx.status.replicas))
+    window_gpu_hours = window.hours * replicas * tp * rules.payback_horizon_s / 86400
+    needed = 0.0
+    baseline = selection.find(trials, ctx.status.active_config)
+    if best is not None and baseline is not None and baseline.objective() > 0:
+        needed = selection.min_gain(ctx) * baseline.objective() / best.objective() - 1
+    return economics.trial_worth(
+        expected_gain=proposal.expected_gain if best is not None else None,
+        window_gpu_hours=window_gpu_hours,
+        trial_gpu_hours=cost_s * tp / 3600,
+        needed_gain=max(0.0, needed),
+    )
+
+
+def search_stop(ctx: PlanContext, round_: TuningRound) -> Intent | None:
+    """The round's search stops asking for trials, the stop's own code and sentence kept on the round for status
+    and explain: code ``search-stopped`` when its best next proposal does not pay for its GPU time
+    (:func:`worth`), ``search-ended`` when the budget is spent (``search-budget-spent``) or nothing is left to
+    propose (``search-no-proposals``). None while the search goes on, and once it has stopped."""
+    if round_.stop_code is not None:
+        return None
+    fresh = fresh_proposals(ctx, round_)
+    if len(round_.trial_keys) >= ctx.rules.tuning.max_trials:
+        code, why = "search-budget-spent", f"the round's {ctx.rules.tuning.max_trials} trials are spent"
+    elif not fresh:
+        code, why = "search-no-proposals", "no untried proposal passed the guardrails"
+    else:
+        verdict = worth(ctx, round_, fresh[0])
+        if verdict.pays:
+            return None
+        code, why = verdict.code, f"{verdict.describe()} ({fresh[0].config.label()})"
+    stopped = round_.model_copy(update={"stop_code": code, "stop_reason": why})
+    status = ctx.status.model_copy(update={"tuning": stopped})
+    if code in ("search-budget-spent", "search-no-proposals"):
+        return Intent("search-ended", status)  # the search's ordinary end: kept on the round, no news
+    return Intent("search-stopped", status, notes=(f"round {round_.id}: search stopped: {why}",))
 
 
 def retry_lighter(ctx: PlanContext, round_: TuningRound) -> Intent:
@@ -135,6 +269,8 @@ def retry_lighter(ctx: PlanContext, round_: TuningRound) -> Intent:
             "trial_reasons": (),
             "probe_key": None,
             "probe_factors": (),
+            "stop_code": None,
+            "stop_reason": None,
         }
     )
     status = ctx.status.model_copy(update={"tuning": lighter})
@@ -143,4 +279,19 @@ def retry_lighter(ctx: PlanContext, round_: TuningRound) -> Intent:
     return Intent("retry-lighter", status, actions, (why,))
 
 
-__all__ = ["design_replicas", "next_trials", "opening_trials", "repeat", "retry_lighter", "start", "with_noise"]
+__all__ = [
+    "SEARCHES_PER_WINDOW",
+    "archived",
+    "design_replicas",
+    "fresh_proposals",
+    "next_trials",
+    "opening_trials",
+    "repeat",
+    "retry_lighter",
+    "reuse",
+    "same_shape",
+    "search_stop",
+    "start",
+    "with_noise",
+    "worth",
+]

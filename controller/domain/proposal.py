@@ -19,6 +19,10 @@ class Proposal:
     config: EngineConfig
     rationale: str
     proposed_by: str
+    expected_gain: float | None = None
+    """What the proposer expects this config to gain over the best goodput measured on the shape so far (0.1 is
+    10 % more; negative: it expects less); None when it does not say. A search stops when the gain expected of
+    its next trial does not pay for the trial's GPU time."""
 
 
 @dataclass(frozen=True)

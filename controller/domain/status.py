@@ -148,6 +148,10 @@ class TuningRound(BaseModel):
     fleet_rate_rps: float | None = Field(
         default=None, ge=0, description="the whole fleet's arrival rate the round was tuned for"
     )
+    stop_code: str | None = Field(
+        default=None, description="why the round's search stopped asking for trials (a reason code), once it has"
+    )
+    stop_reason: str | None = Field(default=None, description="the same, as a sentence")
 
     def proposer_of(self, config_key: str) -> str:
         for key, who in zip(self.trial_keys, self.trial_proposers, strict=False):
@@ -193,6 +197,11 @@ class TargetStatus(BaseModel):
     )
     noise: MeasuredNoise | None = Field(
         default=None, description="the measurement noise the latest tuning round measured from its repeats"
+    )
+    searches: tuple[ScheduledConfig, ...] = Field(
+        default=(),
+        description="earlier searches' outcomes per window, each on the shape it was searched at: a window whose "
+        "traffic returns to one of them reuses it instead of searching again",
     )
     updated_at: datetime | None = None
 

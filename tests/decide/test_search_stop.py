@@ -1,0 +1,329 @@
+"""When a tuning round's search stops asking for trials, and when a window is not searched again: table-driven.
+
+A trial pays while the gain its proposer expects, on the window's GPU-hours over the payback horizon, saves more
+GPU time than the trial holds; a window whose traffic is back on a shape it was searched on reuses that search."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.decide import tuning
+from controller.decide.capacity import ScalingRules
+from controller.decide.context import PlanContext
+from controller.decide.economics import trial_worth
+from controller.decide.optimizer import expected_gain
+from controller.decide.planner import Rules, TuningRules
+from controller.domain import (
+    SLO,
+    EngineConfig,
+    LengthDistribution,
+    Observation,
+    Percentiles,
+    ScheduledConfig,
+    TargetStatus,
+    TimeWindow,
+    TrafficShape,
+    TrialResult,
+    TrialStatus,
+)
+from controller.domain.actions import RunTrial
+from controller.domain.phases import Phase
+from controller.domain.proposal import Proposal
+from controller.domain.status import TuningRound
+
+NOW = datetime(2026, 12, 1, 4, 30, tzinfo=UTC)
+NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
+DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
+ACTIVE = EngineConfig(max_num_seqs=256)
+BETTER = EngineConfig(max_num_seqs=512)
+OTHER = EngineConfig(max_num_batched_tokens=4096)
+SHAPE = TrafficShape(
+    arrival_rate_rps=4.0,
+    concurrency=128,
+    prompt_tokens=LengthDistribution(mean=512),
+    output_tokens=LengthDistribution(mean=512),
+)
+DOCUMENTS = SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=16000), "repetitiveness": 0.8})
+RULES = Rules(
+    slo=SLO(ttft_seconds=2, tpot_seconds=0.1),
+    tuning=TuningRules(max_trials=8, trials_per_cycle=2, min_gain=1.03),
+    windows=(NIGHT, DAY),
+    scaling=ScalingRules(min_replicas=1, max_replicas=16, headroom=0.25, scale_down_stabilisation_s=900),
+)
+
+
+# ----- the verdict on one trial --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("gain", "window_gpu_hours", "cost", "needed", "code"),
+    [
+        (None, 100.0, 0.1, 0.0, "trial-gain-unknown"),  # the opening picks: nothing to weigh yet
+        (0.10, 100.0, 0.1, 0.0, "trial-pays"),  # saves 9.1 GPU-hours for 0.1
+        (0.0, 100.0, 0.1, 0.0, "search-no-gain"),
+        (-0.05, 100.0, 0.1, 0.0, "search-no-gain"),
+        (0.02, 100.0, 0.1, 0.03, "search-below-threshold"),  # a 2 % find is not switched to
+        (0.04, 100.0, 0.1, 0.03, "trial-pays"),
+        (0.001, 50.0, 0.1, 0.0, "search-unpaid"),  # saves 0.05 GPU-hours for 0.1
+        (0.10, 1.0, 0.2, 0.0, "search-unpaid"),  # a short, small window: 0.09 saved for 0.2
+    ],
+)
+def test_trial_worth(gain: float | None, window_gpu_hours: float, cost: float, needed: float, code: str) -> None:
+    verdict = trial_worth(
+        expected_gain=gain, window_gpu_hours=window_gpu_hours, trial_gpu_hours=cost, needed_gain=needed
+    )
+    assert verdict.code == code
+    assert verdict.pays is (code in ("trial-pays", "trial-gain-unknown"))
+    if gain is not None and gain > needed:
+        assert verdict.saved_gpu_hours == pytest.approx(gain / (1 + gain) * window_gpu_hours)
+
+
+def test_trial_worth_refuses_negative_hours() -> None:
+    with pytest.raises(ValueError, match="GPU-hours"):
+        trial_worth(expected_gain=0.1, window_gpu_hours=-1.0, trial_gpu_hours=0.1)
+
+
+@pytest.mark.parametrize(
+    ("predicted", "best", "gain"),
+    [(1100.0, 1000.0, 0.1), (900.0, 1000.0, -0.1), (None, 1000.0, None), (1100.0, None, None), (1.0, 0.0, None)],
+)
+def test_expected_gain_of_a_suggestion(predicted: float | None, best: float | None, gain: float | None) -> None:
+    assert expected_gain(predicted, best) == (pytest.approx(gain) if gain is not None else None)
+
+
+# ----- a round's next trials -----------------------------------------------------------------------------------------
+def measured(config: EngineConfig, goodput: float, shape: TrafficShape = SHAPE) -> TrialResult:
+    return TrialResult(
+        config=config,
+        shape=shape,
+        slo=RULES.slo,
+        status=TrialStatus.MEASURED,
+        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
+        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
+        goodput_tokens_per_s=goodput,
+        output_tokens_per_s=goodput,
+        goodput_rps=shape.arrival_rate_rps,
+        request_throughput=shape.arrival_rate_rps,
+        completed=100,
+        duration_s=120.0,
+    )
+
+
+def trialling(trials: tuple[TrialResult, ...], fleet_concurrency: float = 256.0) -> TargetStatus:
+    round_ = TuningRound(
+        id="night-202612010400",
+        window="night",
+        shape=SHAPE,
+        started_at=NOW - timedelta(minutes=30),
+        reason="tuning ahead",
+        trial_keys=tuple(t.config.key() for t in trials),
+        trial_proposers=tuple("baseline" for _ in trials),
+        trial_reasons=tuple("opening" for _ in trials),
+        fleet_concurrency=fleet_concurrency,
+        fleet_rate_rps=8.0,
+    )
+    return TargetStatus(phase=Phase.TRIALLING, active_config=ACTIVE, replicas=2, trials=trials, tuning=round_)
+
+
+def context(status: TargetStatus, proposals: tuple[Proposal, ...], rules: Rules = RULES) -> PlanContext:
+    return PlanContext(
+        status=status,
+        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=SHAPE),
+        observe_error=None,
+        proposals=proposals,
+        rules=rules,
+        now=NOW,
+        window=NIGHT,
+    )
+
+
+OPENING = (measured(ACTIVE, 1000.0), measured(EngineConfig(), 800.0), measured(ACTIVE, 1000.0))
+
+
+@pytest.mark.parametrize(
+    ("gains", "trialled", "stop"),
+    [
+        ((0.20, 0.10), (BETTER, OTHER), None),  # both expected to pay
+        ((0.20, 0.01), (BETTER,), None),  # the second is below the switch threshold: the batch ends there
+        ((0.01, 0.20), (), "search-below-threshold"),  # the advisor's best pick does not pay: the search stops
+        ((-0.05, -0.10), (), "search-no-gain"),
+        ((None, None), (BETTER, OTHER), None),  # no estimate: the opening picks run
+    ],
+)
+def test_next_trials_run_while_they_pay(
+    gains: tuple[float | None, float | None], trialled: tuple[EngineConfig, ...], stop: str | None
+) -> None:
+    proposals = (
+        Proposal(BETTER, "GP-EI", "optimizer", expected_gain=gains[0]),
+        Proposal(OTHER, "GP-EI", "optimizer", expected_gain=gains[1]),
+    )
+    status = trialling(OPENING)
+    assert status.tuning is not None
+    ctx = context(status, proposals)
+    step = tuning.next_trials(ctx, status.tuning)
+    ran = tuple(a.config for a in step.actions if isinstance(a, RunTrial)) if step is not None else ()
+    assert ran == trialled
+    stopped = tuning.search_stop(ctx, status.tuning) if step is None else None
+    assert (stopped.status.tuning.stop_code if stopped and stopped.status.tuning else None) == stop
+    if stopped is not None:
+        assert stopped.code == "search-stopped"  # a stop that saves trials is news
+        assert stopped.status.tuning is not None and stopped.status.tuning.stop_reason
+
+
+@pytest.mark.parametrize(
+    ("fleet_concurrency", "horizon_days", "code"),
+    [
+        (256.0, 7.0, "trial-pays"),  # 2 replicas x 8 h x 7 days = 112 GPU-hours: 0.5 % of it is 0.56
+        (128.0, 0.05, "search-unpaid"),  # 1 replica x 8 h x 0.05 days: 0.4 GPU-hours, 0.5 % of it < one trial
+    ],
+)
+def test_the_window_gpu_hours_over_the_horizon_decide(fleet_concurrency: float, horizon_days: float, code: str) -> None:
+    rules = Rules(
+        slo=RULES.slo,
+        tuning=TuningRules(max_trials=8, min_gain=1.0, payback_horizon_s=horizon_days * 86400),
+        windows=RULES.windows,
+        scaling=RULES.scaling,
+    )
+    status = trialling(OPENING, fleet_concurrency)
+    assert status.tuning is not None
+    proposal = Proposal(BETTER, "GP-EI", "optimizer", expected_gain=0.005)
+    verdict = tuning.worth(context(status, (proposal,), rules), status.tuning, proposal)
+    assert verdict.code == code
+    # one trial holds its 120 s measurement and the engine's 180 s start
+    assert verdict.cost_gpu_hours == pytest.approx(300 / 3600)
+
+
+@pytest.mark.parametrize(
+    ("spent", "proposals", "code"),
+    [
+        (8, (Proposal(BETTER, "GP-EI", "optimizer", expected_gain=0.2),), "search-budget-spent"),
+        (3, (), "search-no-proposals"),
+    ],
+)
+def test_a_search_that_stops_for_other_reasons_says_why(spent: int, proposals: tuple[Proposal, ...], code: str) -> None:
+    trials = (*OPENING, *(measured(ACTIVE, 1000.0) for _ in range(spent - len(OPENING))))
+    status = trialling(trials)
+    assert status.tuning is not None
+    ctx = context(status, proposals)
+    assert tuning.next_trials(ctx, status.tuning) is None
+    stopped = tuning.search_stop(ctx, status.tuning)
+    assert stopped is not None and stopped.status.tuning is not None
+    assert stopped.status.tuning.stop_code == code
+    assert stopped.code == "search-ended"  # the search's ordinary end
+    # once stopped, it stays stopped
+    again = ctx.with_status(stopped.status)
+    assert tuning.next_trials(again, stopped.status.tuning) is None
+    assert tuning.search_stop(again, stopped.status.tuning) is None
+
+
+# ----- not searching a window again on a shape it was searched on ----------------------------------------------------
+def entry(config: EngineConfig, shape: TrafficShape, at: datetime) -> ScheduledConfig:
+    return ScheduledConfig(
+        window="night",
+        config=config,
+        shape=shape,
+        goodput_tokens_per_s=1200,
+        stock_goodput_tokens_per_s=800,
+        reason="measured",
+        tuned_at=at,
+        capacity_rps=4.0,
+        fleet_rate_rps=8.0,
+    )
+
+
+YESTERDAY = NOW - timedelta(days=1)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "searches", "blocked", "observed", "code", "config"),
+    [
+        # the window's own entry, on this shape: a breach or a repeated drift verdict does not search it again
+        ((entry(ACTIVE, SHAPE, YESTERDAY),), (), (), SHAPE, "search-reused", ACTIVE),
+        # the traffic is back on the documents the window was searched on before: that search's config again
+        (
+            (entry(ACTIVE, SHAPE, YESTERDAY),),
+            (entry(OTHER, DOCUMENTS, YESTERDAY),),
+            (),
+            DOCUMENTS,
+            "search-reused",
+            OTHER,
+        ),
+        # a shape never searched: a new round
+        ((entry(ACTIVE, SHAPE, YESTERDAY),), (), (), DOCUMENTS, "tune-drift", None),
+        # an earlier search whose config was rolled back since: searched again
+        (
+            (entry(ACTIVE, SHAPE, YESTERDAY),),
+            (entry(OTHER, DOCUMENTS, YESTERDAY),),
+            (OTHER.key(),),
+            DOCUMENTS,
+            "tune-drift",
+            None,
+        ),
+    ],
+)
+def test_a_window_is_searched_again_only_on_a_new_shape(
+    schedule: tuple[ScheduledConfig, ...],
+    searches: tuple[ScheduledConfig, ...],
+    blocked: tuple[str, ...],
+    observed: TrafficShape,
+    code: str,
+    config: EngineConfig | None,
+) -> None:
+    fleet = observed.model_copy(update={"concurrency": observed.concurrency * 2, "arrival_rate_rps": 8.0})
+    status = TargetStatus(
+        active_config=ACTIVE, replicas=2, schedule=schedule, searches=searches, blocked_configs=blocked
+    )
+    ctx = PlanContext(
+        status=status,
+        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=fleet),
+        observe_error=None,
+        proposals=(),
+        rules=Rules(slo=RULES.slo, windows=RULES.windows, scaling=RULES.scaling, design_slots=128),
+        now=NOW,
+        window=NIGHT,
+    )
+    intent = tuning.start(ctx, "drifted", NIGHT, code="tune-drift", observed=True)
+    assert intent.code == code
+    now_entry = intent.status.schedule_for("night")
+    if config is None:
+        assert intent.status.tuning is not None
+        assert any(isinstance(a, RunTrial) for a in intent.actions)
+        # the entry being replaced is kept for a later return to its shape
+        assert [s.shape for s in intent.status.searches if s.window == "night"][-1] == schedule[0].shape
+    else:
+        assert intent.status.tuning is None
+        assert not any(isinstance(a, RunTrial) for a in intent.actions)
+        assert now_entry is not None and now_entry.config == config and now_entry.tuned_at == NOW
+        # the entry it replaced is kept in turn
+        kept = {(s.config.key(), s.shape.prompt_tokens.mean) for s in intent.status.searches}
+        if config != schedule[0].config:
+            assert (schedule[0].config.key(), schedule[0].shape.prompt_tokens.mean) in kept
+
+
+def test_an_operator_asked_re_tune_searches_whatever_was_searched_before() -> None:
+    status = TargetStatus(active_config=ACTIVE, replicas=2, schedule=(entry(ACTIVE, SHAPE, YESTERDAY),))
+    fleet = SHAPE.model_copy(update={"concurrency": 256.0, "arrival_rate_rps": 8.0})
+    ctx = PlanContext(
+        status=status,
+        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=fleet),
+        observe_error=None,
+        proposals=(),
+        rules=Rules(slo=RULES.slo, windows=RULES.windows, scaling=RULES.scaling, design_slots=128),
+        now=NOW,
+        window=NIGHT,
+        drifted=True,
+    )
+    assert tuning.start(ctx, "asked", NIGHT, code="tune-drift", observed=True).code == "tune-drift"
+
+
+def test_searches_kept_per_window_are_bounded() -> None:
+    shapes = [SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=512 * 4**i)}) for i in range(6)]
+    status = TargetStatus(active_config=ACTIVE)
+    for i, shape in enumerate(shapes):
+        status = status.model_copy(update={"schedule": (entry(ACTIVE, shape, NOW + timedelta(hours=i)),)})
+        ctx = PlanContext(
+            status=status, observation=None, observe_error=None, proposals=(), rules=RULES, now=NOW, window=NIGHT
+        )
+        status = status.model_copy(update={"searches": tuning.archived(ctx, "night")})
+    kept = [s.shape.prompt_tokens.mean for s in status.searches]
+    assert kept == [s.prompt_tokens.mean for s in shapes[-tuning.SEARCHES_PER_WINDOW :]]
