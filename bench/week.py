@@ -89,6 +89,7 @@ from controller.clock import FakeClock
 from controller.decide.capacity import ScalingRules
 from controller.decide.optimizer import OptimizerAdvisor
 from controller.decide.planner import scaled
+from controller.domain.actions import Scale
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
@@ -250,6 +251,12 @@ class Result:
     seconds: float = 0.0
     windows: dict[WindowKey, tuple[float, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    scale_reasons: dict[WindowKey, str] = field(default_factory=dict)
+    trajectory: dict[WindowKey, tuple[str, int]] = field(default_factory=dict)
+    """Each window's stable config at its end and its peak replicas, candidates included (Shiftlight rows)."""
+    window_gpu_s: dict[WindowKey, tuple[float, float]] = field(default_factory=dict)
+    """Each window's (GPU-seconds, seconds) in production, candidates included."""
+    """The reason of the scaling decision that set each window's peak replicas (Shiftlight rows)."""
     window_names: Callable[[datetime], str] = field(default=lambda _t: "all-day", repr=False)
 
     @property
@@ -285,6 +292,8 @@ class Result:
             self.seconds += t.seconds
             key = (t.start.date().isoformat(), self.window_names(t.start))
             requests, good = self.windows.get(key, (0.0, 0.0))
+            gpu_s, span = self.window_gpu_s.get(key, (0.0, 0.0))
+            self.window_gpu_s[key] = (gpu_s + sum(v.gpu_seconds for v in t.variants.values()), span + t.seconds)
             for v in t.variants.values():
                 self.requests += v.requests
                 self.good_requests += v.good_requests
@@ -623,6 +632,7 @@ def run_shiftlight(
     hpa = Hpa(1.0, s.min_replicas, s.max_replicas, s.hpa_tolerance, s.hpa_scale_down_window_s)
     result = _result("shiftlight" if capacity else "shiftlight+hpa", "per window", fleet)
     trajectory: dict[WindowKey, tuple[str, int]] = {}
+    peaks: dict[WindowKey, int] = {}
     end = WEEK_START + timedelta(days=s.days)
     while clock.now() < end:
         before = clock.now()
@@ -637,6 +647,13 @@ def run_shiftlight(
             trajectory[key] = (label, max(trajectory.get(key, (label, 0))[1], replicas))
         cycle = reconciler.reconcile(target, status)
         status = cycle.status
+        key = (clock.now().date().isoformat(), result.window_names(clock.now()))
+        for action in cycle.plan.actions:
+            if isinstance(action, Scale) and action.variant == "stable":
+                peak = peaks.get(key, 0)
+                if action.replicas >= peak:
+                    peaks[key] = action.replicas
+                    result.scale_reasons[key] = f"{action.replicas}: {action.reason}"
         if not capacity:  # the HPA scales the stable Deployment on its share of the load, rollout or not
             active = status.active_config
             if active.key() not in targets:
@@ -664,11 +681,42 @@ def run_shiftlight(
     )
     for line in (h for h in status.history if "rolled back" in h):
         result.notes.append(line[:300])
+    result.trajectory = trajectory
     result.notes.append(
         "trajectory (window: stable config at its end, peak replicas): "
         + "; ".join(f"{d[5:]} {w}: {c} x{p}" for (d, w), (c, p) in trajectory.items())
     )
     return result
+
+
+def window_table(
+    shift: Result, plans: Mapping[str, Sequence[tuple[int, int]]], configs: Sequence[EngineConfig], hours: int
+) -> list[str]:
+    """Per window of each day: Shiftlight's config, peak replicas and SLO attainment beside each ideal plan's
+    config(s) and peak replicas, and the scaling decision behind Shiftlight's peak."""
+    planned: dict[str, dict[WindowKey, tuple[set[str], int, float]]] = {name: {} for name in plans}
+    for name, plan in plans.items():
+        for h, (i, n) in enumerate(plan[:hours]):
+            when = WEEK_START + timedelta(hours=h)
+            key = (when.date().isoformat(), shift.window_names(when))
+            labels, peak, gpu_h = planned[name].get(key, (set(), 0, 0.0))
+            tp = configs[i].tensor_parallel_size
+            planned[name][key] = (labels | {configs[i].label()}, max(peak, n), gpu_h + n * tp)
+    lines = []
+    for key, (label, peak) in shift.trajectory.items():
+        requests, good = shift.windows.get(key, (0.0, 0.0))
+        gpu_s, _span = shift.window_gpu_s.get(key, (0.0, 0.0))
+        cols = [
+            f"{key[0][5:]} {key[1]:<9} shiftlight {label} x{peak} {gpu_s / 3600:.1f} GPU-h "
+            f"{attainment(requests, good):.1%}"
+        ]
+        for name in plans:
+            labels, n, gpu_h = planned[name].get(key, (set(), 0, 0.0))
+            cols.append(f"{name} {'/'.join(sorted(labels))} x{n} {gpu_h:.0f} GPU-h")
+        lines.append(" | ".join(cols))
+        if key in shift.scale_reasons:
+            lines.append(f"    peak set by: {shift.scale_reasons[key][:400]}")
+    return lines
 
 
 # ----- report --------------------------------------------------------------------------------------------------------
@@ -702,6 +750,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--probe-loop", choices=["open", "closed"], default=None, help="capacity probes' load (default: the scenario's)"
+    )
+    parser.add_argument(
+        "--trajectory", action="store_true", help="print Shiftlight's per-window trajectory beside the ideal plans'"
     )
     parser.add_argument(
         "--uncalibrated", action="store_true", help="the assumed efficiency constants, not the shipped calibrations"
@@ -775,6 +826,10 @@ def run_scenario(args: argparse.Namespace) -> int:
             f"{gpu_hour_ratio(static.gpu_hours, extra.gpu_hours, counts=static.qualifies and extra.qualifies)}, "
             f"SLO attainment {extra.attainment:.1%} (worst window {extra.worst[0]:.1%})"
         )
+    if getattr(args, "trajectory", False):
+        plans = {"ceiling": ceiling, "ideal-static": sizing.static_plan(best_index, hours)}
+        for line in window_table(shift, plans, sizing.configs, hours):
+            print(line)
     if not shift.qualifies:
         print(
             f"shiftlight does not qualify (needs >= {QUALIFY_OVERALL:.0%} overall, >= {QUALIFY_WINDOW:.0%} per window)"

@@ -4,12 +4,14 @@ replicas. Pure; the bracket search itself is in :mod:`controller.decide.capacity
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from controller.decide import selection
 from controller.decide.capacity import holds, next_probe_factor, probe_bracket, replicas_for
 from controller.decide.context import Intent, PlanContext, round_trials, scaled
 from controller.domain.actions import RunTrial
+from controller.domain.config import EngineConfig
 from controller.domain.status import TuningRound
 from controller.domain.trial import TrialResult, TrialStatus
 
@@ -23,7 +25,7 @@ def capacity_probe(ctx: PlanContext, round_: TuningRound) -> Intent | None:
         return None
     switching = chosen.config.key() != ctx.status.active_config.key()
     step = next_probe(ctx, round_, chosen)
-    for finalist in selection.finalists(ctx, chosen) if switching else ():
+    for finalist in capacity_finalists(ctx, chosen) if switching else ():
         if step is not None:
             break
         step = next_probe(ctx, round_, finalist)
@@ -33,6 +35,42 @@ def capacity_probe(ctx: PlanContext, round_: TuningRound) -> Intent | None:
         if baseline is not None and baseline.ok and baseline.objective() > 0:
             step = next_probe(ctx, round_, baseline)
     return step
+
+
+def capacity_finalists(ctx: PlanContext, leader: TrialResult) -> list[TrialResult]:
+    """The runners-up whose capacity is probed beside the leader's: the near-goodput finalists
+    (:func:`controller.decide.selection.finalists`) and the best of the round's configs with more sequence slots
+    than the leader (:func:`more_slots`). A round runs at the load the space's largest ``max_num_seqs`` holds, so
+    a config with more slots (one that leaves ``max_num_seqs`` at the engine's default, which the space does not
+    bound) shows no advantage there, yet carries more streams per replica before the SLO breaks."""
+    out = selection.finalists(ctx, leader)
+    wider = more_slots(ctx, leader, skip={t.config.key() for t in out})
+    return [*out, wider] if wider is not None else out
+
+
+def slots(config: EngineConfig) -> float:
+    """Sequence slots of one replica of ``config``: its ``max_num_seqs``, unbounded when left to the engine."""
+    return float(config.max_num_seqs) if config.max_num_seqs is not None else math.inf
+
+
+def more_slots(ctx: PlanContext, leader: TrialResult, *, skip: set[str]) -> TrialResult | None:
+    """With managed replicas, the round's best-goodput trial that met the SLO with more sequence slots than
+    ``leader``'s config (neither ``leader``, the active config, blocked nor in ``skip``; lossless when the leader
+    is). None when there is none."""
+    if ctx.rules.scaling is None or ctx.rules.capacity_finalists <= 0:
+        return None
+    skipped = {leader.config.key(), ctx.status.active_config.key(), *ctx.status.blocked_configs, *skip}
+    wider = [
+        t
+        for t in round_trials(ctx.status)
+        if t.config.key() not in skipped
+        and t.ok
+        and t.meets_slo()
+        and t.objective() > 0
+        and slots(t.config) > slots(leader.config)
+        and not (ctx.is_lossy(t.config) and not ctx.is_lossy(leader.config))
+    ]
+    return max(wider, key=lambda t: t.objective(), default=None)
 
 
 def next_probe(ctx: PlanContext, round_: TuningRound, chosen: TrialResult) -> Intent | None:
@@ -117,7 +155,7 @@ def fewest_replicas(ctx: PlanContext, round_: TuningRound, leader: TrialResult) 
     if lead_need is None:
         return leader, ""
     better: list[tuple[int, TrialResult]] = []
-    for finalist in selection.finalists(ctx, leader):  # best goodput first: the first of equal need wins
+    for finalist in capacity_finalists(ctx, leader):  # best goodput first: the first of equal need wins
         need = replicas_needed(ctx, round_, finalist)
         if need is not None and need < lead_need:
             better.append((need, finalist))
@@ -151,11 +189,14 @@ def replicas_saved(ctx: PlanContext, round_: TuningRound, chosen: TrialResult, b
 __all__ = [
     "bracket",
     "capacity",
+    "capacity_finalists",
     "capacity_probe",
     "fewest_replicas",
     "fleet_rate",
+    "more_slots",
     "next_probe",
     "probe_results",
     "replicas_needed",
     "replicas_saved",
+    "slots",
 ]
