@@ -35,7 +35,7 @@ def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: str, obser
         fleet_shape, source = ctx.forecast[window.name], "forecast busy-hour"
     shape = per_replica(fleet_shape, design_replicas(ctx, fleet_shape)).model_copy(update={"window": window})
     if not ctx.drifted:  # a re-tune the operator asked for searches whatever was searched before
-        reused = reuse(ctx, reason, window, shape)
+        reused = reuse(ctx, reason, window, shape, fleet_shape.arrival_rate_rps)
         if reused is not None:
             return reused
     round_ = TuningRound(
@@ -67,10 +67,20 @@ def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: str, obser
 SEARCHES_PER_WINDOW = 4
 
 
-def same_shape(ctx: PlanContext, a: TrafficShape, b: TrafficShape) -> bool:
-    """Whether two per-replica shapes are one shape for tuning: closer than the distance at which the traffic
-    counts as drifted."""
-    return drifts.distance(a, b, ctx.rules.drift) < ctx.rules.drift.enter
+def same_shape(ctx: PlanContext, shape: TrafficShape, fleet_rate: float | None, searched: ScheduledConfig) -> bool:
+    """Whether traffic of ``shape`` (per replica, with the whole fleet's ``fleet_rate``) is the shape ``searched``
+    was searched on: closer than the drift distance at which the traffic counts as drifted. The load compares the
+    fleets' arrival rates where both are known (a search that went on at a lighter per-replica load is still the
+    search of that fleet load), else the per-replica concurrency; as for drift, less load than searched for is no
+    difference (a window searched for its busy hour also serves its quieter minutes)."""
+    params = ctx.rules.drift
+    parts = drifts.components(shape, searched.shape, params)
+    if fleet_rate is not None and searched.fleet_rate_rps is not None:
+        parts["concurrency"] = params.weight_concurrency * (
+            math.log2(1 + fleet_rate) - math.log2(1 + searched.fleet_rate_rps)
+        )
+    parts["concurrency"] = max(0.0, parts["concurrency"])
+    return math.sqrt(sum(v * v for v in parts.values())) < params.enter
 
 
 def archived(ctx: PlanContext, window: str) -> tuple[ScheduledConfig, ...]:
@@ -81,13 +91,15 @@ def archived(ctx: PlanContext, window: str) -> tuple[ScheduledConfig, ...]:
     searches = ctx.status.searches
     if entry is None:
         return searches
-    kept = [s for s in searches if not (s.window == window and same_shape(ctx, s.shape, entry.shape))]
+    kept = [s for s in searches if not (s.window == window and same_shape(ctx, entry.shape, entry.fleet_rate_rps, s))]
     own = [s for s in kept if s.window == window]
     drop = {id(s) for s in own[: max(0, len(own) + 1 - SEARCHES_PER_WINDOW)]}
     return (*(s for s in kept if id(s) not in drop), entry)
 
 
-def reuse(ctx: PlanContext, reason: str, window: TimeWindow, shape: TrafficShape) -> Intent | None:
+def reuse(
+    ctx: PlanContext, reason: str, window: TimeWindow, shape: TrafficShape, fleet_rate: float | None = None
+) -> Intent | None:
     """Instead of a search: the window's earlier search on the same shape (its current entry or one kept in
     ``status.searches``), when its config is not blocked. The measurements behind it were made on this shape; a
     new search would repeat them. Code ``search-reused``: the entry becomes the window's again, re-dated (so a
@@ -99,7 +111,7 @@ def reuse(ctx: PlanContext, reason: str, window: TimeWindow, shape: TrafficShape
         (
             s
             for s in ([current] if current is not None else []) + kept
-            if s.config.key() not in blocked and same_shape(ctx, shape, s.shape)
+            if s.config.key() not in blocked and same_shape(ctx, shape, fleet_rate, s)
         ),
         None,
     )

@@ -234,9 +234,24 @@ def entry(config: EngineConfig, shape: TrafficShape, at: datetime) -> ScheduledC
 YESTERDAY = NOW - timedelta(days=1)
 
 
+LIGHTER = SHAPE.model_copy(update={"concurrency": 32.0, "arrival_rate_rps": 1.0})
+
+
 @pytest.mark.parametrize(
     ("schedule", "searches", "blocked", "observed", "code", "config"),
     [
+        # searched at a quarter of the per-replica load (no config held the SLO at the design load): the same
+        # fleet load, so the same search
+        ((entry(ACTIVE, LIGHTER, YESTERDAY),), (), (), SHAPE, "search-reused", ACTIVE),
+        # four times the fleet load it was searched for: drifted, searched again
+        (
+            (entry(ACTIVE, SHAPE, YESTERDAY),),
+            (),
+            (),
+            SHAPE.model_copy(update={"arrival_rate_rps": 16.0}),
+            "tune-drift",
+            None,
+        ),
         # the window's own entry, on this shape: a breach or a repeated drift verdict does not search it again
         ((entry(ACTIVE, SHAPE, YESTERDAY),), (), (), SHAPE, "search-reused", ACTIVE),
         # the traffic is back on the documents the window was searched on before: that search's config again
@@ -269,7 +284,9 @@ def test_a_window_is_searched_again_only_on_a_new_shape(
     code: str,
     config: EngineConfig | None,
 ) -> None:
-    fleet = observed.model_copy(update={"concurrency": observed.concurrency * 2, "arrival_rate_rps": 8.0})
+    fleet = observed.model_copy(
+        update={"concurrency": observed.concurrency * 2, "arrival_rate_rps": observed.arrival_rate_rps * 2}
+    )
     status = TargetStatus(
         active_config=ACTIVE, replicas=2, schedule=schedule, searches=searches, blocked_configs=blocked
     )
