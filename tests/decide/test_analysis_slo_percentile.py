@@ -13,6 +13,8 @@ from controller.decide import rollout
 from controller.decide.rollout import RolloutRules
 from controller.domain import SLO
 from controller.domain.observation import DataProblem, VariantStats
+from controller.errors import InvalidInput
+from controller.policy import parse_policy
 
 # the doc-quoting policy's SLO: p99 TTFT <= 10 s and p99 TPOT <= 40 ms
 P99 = SLO(ttft_seconds=10.0, ttft_percentile=99, tpot_seconds=0.04, tpot_percentile=99)
@@ -167,3 +169,13 @@ def test_any_slo_percentile_is_judged_at_that_percentile(percentile: float) -> N
     breach = rollout.analyse(candidate=above, stable=stable, slo=slo, rules=OFF, weight=10)
     assert (ok.verdict, ok.code) == ("Successful", "within-slo"), ok.reason
     assert (breach.verdict, breach.code) == ("Failed", "slo-breach"), breach.reason
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("tpot_percentile", 100), ("ttft_percentile", 0), ("tpot_percentile", -5)]
+)
+def test_a_policy_percentile_the_analysis_cannot_read_is_refused_naming_the_field(field: str, value: float) -> None:
+    """Any percentile in (0, 100) is judged at that percentile; outside it there is no such percentile."""
+    with pytest.raises(InvalidInput) as err:
+        parse_policy(f"version: 1\nslo:\n  {field}: {value}\n", source="p.yaml")
+    assert "p.yaml" in str(err.value) and field in str(err.value)
