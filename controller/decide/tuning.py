@@ -97,13 +97,24 @@ def archived(ctx: PlanContext, window: str) -> tuple[ScheduledConfig, ...]:
     return (*(s for s in kept if id(s) not in drop), entry)
 
 
+def knows_active(ctx: PlanContext, searched: ScheduledConfig) -> bool:
+    """Whether ``searched`` says how the active config does on its shape: it is the search's config, or the active
+    config was measured on that shape (as a search measures its baseline). A search that never measured the active
+    config cannot tell whether switching from it pays, nor why it breaches."""
+    active = ctx.status.active_config.key()
+    return searched.config.key() == active or any(
+        t.config.key() == active and t.shape == searched.shape and t.ok for t in ctx.status.trials
+    )
+
+
 def reuse(
     ctx: PlanContext, reason: str, window: TimeWindow, shape: TrafficShape, fleet_rate: float | None = None
 ) -> Intent | None:
     """Instead of a search: the window's earlier search on the same shape (its current entry or one kept in
-    ``status.searches``), when its config is not blocked. The measurements behind it were made on this shape; a
-    new search would repeat them. Code ``search-reused``: the entry becomes the window's again, re-dated (so a
-    breach or a drift on it waits the usual interval before the next re-tune), replicas follow at once."""
+    ``status.searches``), when its config is not blocked and it measured the active config (:func:`knows_active`).
+    The measurements behind it were made on this shape; a new search would repeat them. Code ``search-reused``:
+    the entry becomes the window's again, re-dated (so a breach or a drift on it waits the usual interval before
+    the next re-tune), replicas follow at once."""
     blocked = set(ctx.status.blocked_configs)
     current = ctx.status.schedule_for(window.name)
     kept = [s for s in reversed(ctx.status.searches) if s.window == window.name]
@@ -111,7 +122,7 @@ def reuse(
         (
             s
             for s in ([current] if current is not None else []) + kept
-            if s.config.key() not in blocked and same_shape(ctx, shape, fleet_rate, s)
+            if s.config.key() not in blocked and knows_active(ctx, s) and same_shape(ctx, shape, fleet_rate, s)
         ),
         None,
     )
@@ -296,6 +307,7 @@ __all__ = [
     "archived",
     "design_replicas",
     "fresh_proposals",
+    "knows_active",
     "next_trials",
     "opening_trials",
     "repeat",

@@ -265,6 +265,9 @@ LIGHTER = SHAPE.model_copy(update={"concurrency": 32.0, "arrival_rate_rps": 1.0}
         ),
         # a shape never searched: a new round
         ((entry(ACTIVE, SHAPE, YESTERDAY),), (), (), DOCUMENTS, "tune-drift", None),
+        # the window's entry is not the active config, and its search never measured the active one (a breach of
+        # a config promoted in another window): searched again, with the active config as its baseline
+        ((entry(OTHER, SHAPE, YESTERDAY),), (), (), SHAPE, "tune-drift", None),
         # an earlier search whose config was rolled back since: searched again
         (
             (entry(ACTIVE, SHAPE, YESTERDAY),),
@@ -288,7 +291,12 @@ def test_a_window_is_searched_again_only_on_a_new_shape(
         update={"concurrency": observed.concurrency * 2, "arrival_rate_rps": observed.arrival_rate_rps * 2}
     )
     status = TargetStatus(
-        active_config=ACTIVE, replicas=2, schedule=schedule, searches=searches, blocked_configs=blocked
+        active_config=ACTIVE,
+        replicas=2,
+        schedule=schedule,
+        searches=searches,
+        blocked_configs=blocked,
+        trials=(measured(ACTIVE, 900.0, DOCUMENTS),),  # the documents' search measured the active config
     )
     ctx = PlanContext(
         status=status,
