@@ -32,7 +32,8 @@ Rows:
     start ahead (the new config's replicas held beside the old ones until the hour starts). It bounds what any
     per-window schedule can save;
 (d) ``shiftlight``: the Reconciler (``controller/reconcile.py``) with per-window configs found by canary trials,
-    progressive rollouts (judged by the policy's rollout analysis: a candidate whose p95 stays within the policy's
+    progressive rollouts (judged by the policy's rollout analysis at each SLO's own percentile, from the simulated
+    metrics' per-variant latency there: a candidate whose latency at the SLO's percentile stays within the policy's
     ``rollout.thresholds.slo_headroom`` share of the SLO is not rolled back for its latency ratio to stable alone)
     and capacity-based scaling (the planner's ``Scale`` actions from the capacity its trials
     measured, ``controller/decide/capacity.py`` rules, sized for the load expected ``lead_s`` ahead while it rises
