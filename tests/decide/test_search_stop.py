@@ -13,7 +13,7 @@ from controller.decide import tuning
 from controller.decide.capacity import ScalingRules
 from controller.decide.context import PlanContext
 from controller.decide.economics import trial_worth
-from controller.decide.optimizer import expected_gain
+from controller.decide.optimizer import OptimizerAdvisor, expected_gain
 from controller.decide.planner import Rules, TuningRules
 from controller.domain import (
     SLO,
@@ -29,9 +29,11 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.actions import RunTrial
+from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
-from controller.domain.proposal import Proposal
+from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TuningRound
+from tests.support.optimizer_space import CONFIGS, POLICY
 
 NOW = datetime(2026, 12, 1, 4, 30, tzinfo=UTC)
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
@@ -352,3 +354,26 @@ def test_searches_kept_per_window_are_bounded() -> None:
         status = status.model_copy(update={"searches": tuning.archived(ctx, "night")})
     kept = [s.shape.prompt_tokens.mean for s in status.searches]
     assert kept == [s.prompt_tokens.mean for s in shapes[-tuning.SEARCHES_PER_WINDOW :]]
+
+
+# ----- the optimizer says what it expects --------------------------------------------------------------------------
+def test_the_optimizer_attaches_the_gain_it_expects_over_the_best_measured() -> None:
+    def prior(config: EngineConfig, _shape: TrafficShape) -> float:
+        return 1000.0 + 10.0 * (config.max_num_seqs or 0) + 100.0 * (config.num_speculative_tokens or 0)
+
+    advisor = OptimizerAdvisor(POLICY, prior=prior, seed=0)
+
+    def context(history: tuple[TrialResult, ...]) -> AdvisorContext:
+        return AdvisorContext(TargetRef("ns", "m", "model"), SHAPE, RULES.slo, CONFIGS[0], history, max_proposals=2)
+
+    # nothing measured yet: the warm start's pick carries no estimate
+    assert [p.expected_gain for p in advisor.propose(context(()))] == [None, None]
+    history = tuple(measured(c, prior(c, SHAPE)) for c in CONFIGS[:4])
+    proposals = advisor.propose(context(history))
+    assert proposals and all(p.expected_gain is not None and p.expected_gain > -1 for p in proposals)
+    # the surrogate on a prior that the measurements follow expects the prior's ranking: a gain where the prior has
+    # one over the best measured config
+    best = max(prior(c, SHAPE) for c in CONFIGS[:4])
+    first = proposals[0]
+    assert first.expected_gain is not None
+    assert (first.expected_gain > 0) == (prior(first.config, SHAPE) > best)
