@@ -59,7 +59,9 @@ space) and ``doc-quoting`` (a 27B hybrid MTP model, 4-bit, on RTX 3090s: chat by
 where a long lookup draft pays several-fold and costs about half the speed on fresh text).
 
 Run: ``.venv/bin/python bench/week.py [--scenario workstation|dense-fleet|doc-quoting] [--seed N]
-[--load-scale X] [--days D] [--uncalibrated]``. The performance model runs calibrated: a GPU with a shipped
+[--load-scale X] [--days D] [--uncalibrated] [--trajectory]``. ``--trajectory`` prints, for each window of each day,
+Shiftlight's config, peak replicas, GPU-hours and SLO attainment beside the ceiling's and the ideal static config's,
+and the scaling decision behind Shiftlight's peak. The performance model runs calibrated: a GPU with a shipped
 calibration profile (the H200) on its measured curves, every GPU with the corrected prefill terms
 (``--uncalibrated``: on the assumed constants, as ``controller.simulator.perf.CALIBRATED_BY_DEFAULT`` leaves the
 operator's simulator). Ends with one line (ratios are the baseline's GPU-hours over Shiftlight's, higher is better; the
