@@ -18,7 +18,6 @@ from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation
 from controller.domain.phases import Phase, transition
 from controller.domain.proposal import Proposal
-from controller.domain.slo import SLO
 from controller.domain.status import ScheduledConfig, TargetStatus
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult
@@ -109,23 +108,6 @@ def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
     return status.model_copy(update={"schedule": (*others, entry)})
 
 
-def slo_breach(observation: Observation, slo: SLO, min_samples: int) -> str:
-    """Why the stable variant is breaching the SLO right now (empty when it is not, or too few requests to say)."""
-    stable = observation.variants.get("stable")
-    if stable is None or stable.requests < min_samples:
-        return ""
-    problems = []
-    if stable.ttft_p95_s is not None and stable.ttft_p95_s > slo.ttft_seconds:
-        problems.append(f"TTFT p95 {stable.ttft_p95_s:.2f} s > {slo.ttft_seconds:g} s")
-    if stable.tpot_p95_s is not None and stable.tpot_p95_s > slo.tpot_seconds:
-        problems.append(f"TPOT p95 {stable.tpot_p95_s * 1000:.0f} ms > {slo.tpot_seconds * 1000:.0f} ms")
-    if stable.error_rate > slo.max_error_rate:
-        problems.append(f"error rate {stable.error_rate:.1%} > {slo.max_error_rate:.1%}")
-    if not problems:
-        return ""
-    return f"SLO breach on the active config over {stable.requests} requests: " + "; ".join(problems)
-
-
 __all__ = [
     "Intent",
     "PlanContext",
@@ -135,7 +117,6 @@ __all__ = [
     "remaining_s",
     "round_trials",
     "scaled",
-    "slo_breach",
     "window_at",
     "with_schedule",
 ]

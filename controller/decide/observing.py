@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from controller.decide import drift as drifts
 from controller.decide import scaling, schedule, tuning
-from controller.decide.context import Intent, PlanContext, move, per_replica, slo_breach
+from controller.decide.breach import slo_breach
+from controller.decide.context import Intent, PlanContext, move, per_replica
 from controller.domain.actions import Action, Notify, Severity
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduledConfig

@@ -14,7 +14,8 @@ Events, ``shiftctl explain`` and Slack show.
 
 from __future__ import annotations
 
-from controller.decide.context import per_replica, round_trials, scaled, slo_breach, window_at
+from controller.decide.breach import slo_breach
+from controller.decide.context import per_replica, round_trials, scaled, window_at
 from controller.decide.plan import Decision, plan
 from controller.decide.rules import (
     DEFAULT_WINDOWS,

@@ -8,8 +8,9 @@ import math
 from dataclasses import replace
 from datetime import timedelta
 
+from controller.decide.breach import slo_breach
 from controller.decide.capacity import ScalingDecision, desired_replicas, leading_rate, length_distance
-from controller.decide.context import Intent, PlanContext, remaining_s, slo_breach, window_at, with_schedule
+from controller.decide.context import Intent, PlanContext, remaining_s, window_at, with_schedule
 from controller.domain.actions import Scale
 from controller.domain.config import EngineConfig
 from controller.domain.status import ScheduledConfig
