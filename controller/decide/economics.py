@@ -3,6 +3,7 @@ GPU time. Pure."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -149,8 +150,30 @@ class TrialWorth:
         )
 
 
+def expected_excess_gain(median_gain: float, uncertainty: float, needed_gain: float) -> float:
+    """E[max(G - needed, 0)] for a gain ``G`` whose ``log(1 + G)`` is normal with median ``log(1 + median_gain)``
+    and standard deviation ``uncertainty``: what a find adds beyond the gain it needs to be used, weighed by how
+    likely each outcome is (the expected improvement of a lognormal over a threshold)."""
+    m, b = math.log1p(max(median_gain, -0.999999)), math.log1p(needed_gain)
+    if uncertainty <= 0:
+        return max(math.expm1(m) - needed_gain, 0.0)
+    d2 = (m - b) / uncertainty
+    d1 = d2 + uncertainty
+    return max(math.exp(m + uncertainty**2 / 2) * _normal_cdf(d1) - math.exp(b) * _normal_cdf(d2), 0.0)
+
+
+def _normal_cdf(z: float) -> float:
+    return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
 def trial_worth(
-    *, expected_gain: float | None, window_gpu_hours: float, trial_gpu_hours: float, needed_gain: float = 0.0
+    *,
+    expected_gain: float | None,
+    window_gpu_hours: float,
+    trial_gpu_hours: float,
+    needed_gain: float = 0.0,
+    gain_uncertainty: float | None = None,
+    success_chance: float = 1.0,
 ) -> TrialWorth:
     """The verdict on one more trial. ``window_gpu_hours``: what the window runs over the horizon the found
     config would serve; a config with ``expected_gain`` more goodput per replica carries the same load on
@@ -158,11 +181,31 @@ def trial_worth(
     exceeds its own cost; an unknown gain (the search's opening picks) is given the benefit of the doubt.
     ``needed_gain``: the gain over the best measured config a find needs to be adopted at all (the switch
     threshold over the active config); a smaller expected gain finds nothing that would be used
-    (``search-below-threshold``)."""
+    (``search-below-threshold``).
+
+    With ``gain_uncertainty`` (the sd of ``log(1 + gain)``) the gain counted is the expected excess over
+    ``needed_gain`` (:func:`expected_excess_gain`) times ``success_chance``: a proposal whose median is below the
+    best measured can still be worth a trial while its model is unsure, and one the model is sure of is judged on
+    its median. Then ``search-no-gain`` is a median at or below 0 that the uncertainty does not lift enough to pay,
+    ``search-below-threshold`` one between 0 and ``needed_gain``."""
     if window_gpu_hours < 0 or trial_gpu_hours < 0:
         raise ValueError("GPU-hours must be >= 0")
+    if gain_uncertainty is not None and (not math.isfinite(gain_uncertainty) or gain_uncertainty < 0):
+        raise ValueError("gain_uncertainty must be a finite number >= 0")
+    if not 0 <= success_chance <= 1:
+        raise ValueError("success_chance must be within [0, 1]")
     if expected_gain is None:
         return TrialWorth("trial-gain-unknown", None, 0.0, trial_gpu_hours)
+    if gain_uncertainty is not None:
+        excess = success_chance * expected_excess_gain(expected_gain, gain_uncertainty, needed_gain)
+        saved = excess / (1 + needed_gain + excess) * window_gpu_hours
+        if saved > trial_gpu_hours:
+            return TrialWorth("trial-pays", expected_gain, saved, trial_gpu_hours)
+        if expected_gain <= 0:
+            return TrialWorth("search-no-gain", expected_gain, saved, trial_gpu_hours)
+        if expected_gain < needed_gain:
+            return TrialWorth("search-below-threshold", expected_gain, saved, trial_gpu_hours)
+        return TrialWorth("search-unpaid", expected_gain, saved, trial_gpu_hours)
     if expected_gain <= 0:
         return TrialWorth("search-no-gain", expected_gain, 0.0, trial_gpu_hours)
     if expected_gain < needed_gain:

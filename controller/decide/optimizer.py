@@ -294,7 +294,14 @@ class OptimizerAdvisor:
             return []
         best = best_measured(context, self.score)
         return [
-            Proposal(s.config, s.rationale, self.name, expected_gain=expected_gain(s.predicted, best))
+            Proposal(
+                s.config,
+                s.rationale,
+                self.name,
+                expected_gain=(gain := expected_gain(s.predicted, best)),
+                gain_uncertainty=s.uncertainty if gain is not None else None,
+                success_chance=s.success_chance,
+            )
             for s in self.suggest(context)
         ]
 

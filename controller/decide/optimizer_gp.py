@@ -53,6 +53,10 @@ class Suggestion:
     config: EngineConfig
     rationale: str
     predicted: float | None = None
+    uncertainty: float | None = None
+    """The posterior standard deviation of log goodput at the config (None for a pick the model did not make)."""
+    success_chance: float = 1.0
+    """The failure model's chance that the config runs (1 without failed trials)."""
 
 
 class CandidateSet:
@@ -221,8 +225,8 @@ class GpSearch:
                 out.append(Suggestion(c.configs[idx], why, pred))
                 blocked[idx] = True
                 continue
-            idx, why, pred = self._one(pts, ys, current, blocked, rng, baseline, figure)
-            out.append(Suggestion(c.configs[idx], why, pred))
+            idx, why, pred, sd, success = self._one(pts, ys, current, blocked, rng, baseline, figure)
+            out.append(Suggestion(c.configs[idx], why, pred, sd, success))
             blocked[idx] = True
             believed = pred if pred is not None else (max(ys, default=0.0))
             pts = Inputs.stack([pts, c.inputs.take([idx])]) if len(ys) else c.inputs.take([idx])
@@ -264,17 +268,20 @@ class GpSearch:
         rng: np.random.Generator,
         baseline: EngineConfig | None,
         noise: float | None,
-    ) -> tuple[int, str, float | None]:
+    ) -> tuple[int, str, float | None, float | None, float]:
+        """The next pick: its index, why, the predicted goodput, the posterior sd of its log goodput and the
+        chance that it runs (the last three only for a pick the model made)."""
         c = self.c
         jitter = rng.random(len(c)) * 1e-9
         if not ys_list:
             if baseline is not None and baseline.key() in c.index and not blocked[c.index[baseline.key()]]:
-                return c.index[baseline.key()], "baseline: measure the starting point first", None
+                return c.index[baseline.key()], "baseline: measure the starting point first", None, None, 1.0
             if c.prior is not None:
                 idx = int(np.argmax(np.where(blocked, -np.inf, c.prior + jitter)))
-                return idx, f"warm start: the prior's top pick (prior rank {c.prior_rank.get(idx, '?')})", None
+                why = f"warm start: the prior's top pick (prior rank {c.prior_rank.get(idx, '?')})"
+                return idx, why, None, None, 1.0
             idx = int(np.argmax(np.where(blocked, -np.inf, rng.random(len(c)))))
-            return idx, "cold start: seeded random config (no prior)", None
+            return idx, "cold start: seeded random config (no prior)", None, None, 1.0
         failed = np.array(ys_list) <= 0
         risk = np.zeros(len(c))
         if _FAIL_MODEL and c.prior is None and failed.any():
@@ -282,7 +289,7 @@ class GpSearch:
                 unlike = [c.configs[c.index[k]] for k in self._keys(X) if k in c.index]
                 if unlike:
                     idx = self._diverse(unlike, blocked, rng)[0]
-                    return idx, "every trial failed: the config most unlike them", None
+                    return idx, "every trial failed: the config most unlike them", None, None, 1.0
             risk = self._failure(X, failed)
             keep = np.flatnonzero(~failed)
             X = X.take(keep)
@@ -305,7 +312,7 @@ class GpSearch:
             + (f", prior rank {c.prior_rank.get(idx, '?')}" if c.prior is not None else "")
             + f"; {len(ys_list)} configs observed, noise {sn:.1%}"
         )
-        return idx, why, pred
+        return idx, why, pred, float(sd[idx]), float(1 - risk[idx])
 
     def _posterior(self, X: Inputs, ys_list: list[float], current_list: list[bool], noise: float | None) -> _Posterior:
         """The GP posterior (log goodput relative to the best measured on this shape) at every candidate."""

@@ -247,6 +247,8 @@ def worth(ctx: PlanContext, round_: TuningRound, proposal: Proposal) -> economic
         window_gpu_hours=window_gpu_hours,
         trial_gpu_hours=cost_s * tp / 3600,
         needed_gain=max(0.0, needed),
+        gain_uncertainty=proposal.gain_uncertainty if best is not None else None,
+        success_chance=proposal.success_chance,
     )
 
 

@@ -5,6 +5,7 @@ GPU time than the trial holds; a window whose traffic is back on a shape it was 
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from controller.decide import tuning
 from controller.decide.capacity import ScalingRules
 from controller.decide.context import PlanContext
-from controller.decide.economics import trial_worth
+from controller.decide.economics import expected_excess_gain, trial_worth
 from controller.decide.optimizer import OptimizerAdvisor, expected_gain
 from controller.decide.planner import Rules, TuningRules
 from controller.domain import (
@@ -83,6 +84,59 @@ def test_trial_worth(gain: float | None, window_gpu_hours: float, cost: float, n
 def test_trial_worth_refuses_negative_hours() -> None:
     with pytest.raises(ValueError, match="GPU-hours"):
         trial_worth(expected_gain=0.1, window_gpu_hours=-1.0, trial_gpu_hours=0.1)
+
+
+@pytest.mark.parametrize(
+    ("median", "sd", "needed", "expect"),
+    [
+        (0.10, 0.0, 0.0, 0.10),  # no uncertainty: the median itself
+        (0.10, 0.0, 0.03, 0.07),
+        (-0.10, 0.0, 0.0, 0.0),
+        # a median at the best measured, sd 0.2: E[max(e^X - 1, 0)], X ~ N(0, 0.2^2) = e^0.02 Phi(0.2) - Phi(0)
+        (0.0, 0.2, 0.0, math.exp(0.02) * 0.5792597094391030 - 0.5),
+    ],
+)
+def test_expected_excess_gain_is_a_lognormal_expected_improvement(
+    median: float, sd: float, needed: float, expect: float
+) -> None:
+    assert expected_excess_gain(median, sd, needed) == pytest.approx(expect, rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("gain", "sd", "success", "needed", "code"),
+    [
+        # a median 47 % below the best measured, after failed trials, with the model unsure (x1.47): still worth
+        # a trial on a window of 100 GPU-hours
+        (-0.47, math.log(1.47), 1.0, 0.0, "trial-pays"),
+        (-0.47, 0.02, 1.0, 0.0, "search-no-gain"),  # the same median, the model sure of it
+        (0.02, 0.01, 1.0, 0.03, "search-below-threshold"),
+        (0.10, 0.05, 1.0, 0.03, "trial-pays"),
+        (0.10, 0.05, 0.0, 0.03, "search-unpaid"),  # the failure model says it will not run
+        (0.0005, 0.001, 1.0, 0.0, "search-unpaid"),  # sure of a 0.05 % gain: 0.05 GPU-hours for 0.1
+    ],
+)
+def test_trial_worth_weighs_the_uncertainty_of_the_gain(
+    gain: float, sd: float, success: float, needed: float, code: str
+) -> None:
+    verdict = trial_worth(
+        expected_gain=gain,
+        window_gpu_hours=100.0,
+        trial_gpu_hours=0.1,
+        needed_gain=needed,
+        gain_uncertainty=sd,
+        success_chance=success,
+    )
+    assert verdict.code == code, verdict.describe()
+    excess = success * expected_excess_gain(gain, sd, needed)
+    assert verdict.saved_gpu_hours == pytest.approx(excess / (1 + needed + excess) * 100.0)
+
+
+@pytest.mark.parametrize(("sd", "success"), [(-0.1, 1.0), (math.nan, 1.0), (math.inf, 1.0), (0.1, 1.5), (0.1, -0.1)])
+def test_trial_worth_refuses_an_uncertainty_or_chance_out_of_range(sd: float, success: float) -> None:
+    with pytest.raises(ValueError):
+        trial_worth(
+            expected_gain=0.1, window_gpu_hours=1.0, trial_gpu_hours=0.1, gain_uncertainty=sd, success_chance=success
+        )
 
 
 @pytest.mark.parametrize(
@@ -377,3 +431,7 @@ def test_the_optimizer_attaches_the_gain_it_expects_over_the_best_measured() -> 
     first = proposals[0]
     assert first.expected_gain is not None
     assert (first.expected_gain > 0) == (prior(first.config, SHAPE) > best)
+    # and how sure it is, with the failure model's chance that the config runs (no failures here: 1)
+    assert all(p.gain_uncertainty is not None and p.gain_uncertainty > 0 for p in proposals)
+    assert all(p.success_chance == 1.0 for p in proposals)
+    assert [p.gain_uncertainty for p in advisor.propose(context(()))] == [None, None]
