@@ -11,7 +11,7 @@ from controller.decide.rolling import begin as begin_rollout
 from controller.decide.rollout import candidate_replicas_for
 from controller.decide.scaling import short_of_replicas
 from controller.decide.tuning import start as start_tuning
-from controller.domain.config import EngineConfig
+from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TimeWindow, TrafficShape
 
@@ -36,34 +36,74 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         last = status.last_switch_at
         if last is not None and (ctx.now - last).total_seconds() < ctx.rules.schedule.min_dwell_s:
             return None
-        base = next(
-            (
-                t
-                for t in reversed(status.trials)
-                if t.config.key() == status.active_config.key() and t.shape == entry.shape and t.ok
-            ),
-            None,
-        )
-        base_goodput = base.objective() if base is not None else entry.stock_goodput_tokens_per_s
-        gain = entry.goodput_tokens_per_s / base_goodput if base_goodput else float("inf")
-        benefit_s = (gain - 1) * (window.hours * 3600 if ahead else remaining_s(ctx.now, window))
-        if gain < ctx.rules.tuning.min_gain or benefit_s < ctx.rules.schedule.switch_cost_s:
-            return None
-        gpu_s = switch_gpu_seconds(ctx, window, entry, window.hours * 3600 if ahead else remaining_s(ctx.now, window))
-        if gpu_s is not None and gpu_s[0] <= gpu_s[1]:
-            # with managed replicas a switch pays in GPUs: replicas it saves over the window against the GPU time
-            # its rollout holds on candidates
-            return None
+        gain = switch_gain(ctx, entry)
         when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
-        why = (
-            f"{when}: its scheduled config {entry.config.label()} measured {gain:.2f}x the active "
-            f"{status.active_config.label()} on its traffic ({entry.reason})"
-        )
+        if gain is None:
+            # the active config came from another window and was never measured on this one's traffic: the
+            # window's own search is the only evidence of what holds its SLO here
+            why = (
+                f"{when}: its scheduled config {entry.config.label()} was measured on its traffic "
+                f"({entry.reason}); the active {status.active_config.label()} never was"
+            )
+        else:
+            benefit_s = (gain - 1) * (window.hours * 3600 if ahead else remaining_s(ctx.now, window))
+            if gain < ctx.rules.tuning.min_gain or benefit_s < ctx.rules.schedule.switch_cost_s:
+                return None
+            seconds = window.hours * 3600 if ahead else remaining_s(ctx.now, window)
+            gpu_s = switch_gpu_seconds(ctx, window, entry, seconds)
+            if gpu_s is not None and gpu_s[0] <= gpu_s[1]:
+                # with managed replicas a switch pays in GPUs: replicas it saves over the window against the GPU
+                # time its rollout holds on candidates
+                return None
+            why = (
+                f"{when}: its scheduled config {entry.config.label()} measured {gain:.2f}x the active "
+                f"{status.active_config.label()} on its traffic ({entry.reason})"
+            )
         if ahead:
             why = f"pre-warming {lead / 60:.0f} min ahead: " + why
         started = begin_rollout(ctx, entry.config, why, proposed_by="schedule", gain=gain)
         return Intent("prewarm" if ahead else "scheduled-switch", started.status, started.actions, started.notes)
     return None
+
+
+def switch_gain(ctx: PlanContext, entry: ScheduledConfig) -> float | None:
+    """The scheduled config's goodput over the active config's on the window's traffic, or None when nothing says
+    what the active config does on that kind of traffic.
+
+    Against the active config's own trial on the window's shape; else, when the active config was measured beside
+    stock on another load of the same traffic (a length mix within ``capacity_transfer_distance`` and
+    repetitiveness within 0.25), the two configs' gains over stock compared (a gain over stock carries across loads
+    of one mix far better than a goodput does); else, when the active config is stock or was measured on the same
+    kind of traffic at all, against stock's reference (it is taken to do as stock does). None when the active
+    config was never measured on traffic like this window's: it came from another window's (the night's documents
+    config running into the morning's chat), and no gain is assumed."""
+    status = ctx.status
+    active = status.active_config
+    ok = [t for t in status.trials if t.ok and t.objective() > 0]
+    base = next((t for t in reversed(ok) if t.config.key() == active.key() and t.shape == entry.shape), None)
+    if base is not None:
+        return entry.goodput_tokens_per_s / base.objective()
+    stock_goodput = entry.stock_goodput_tokens_per_s
+    against_stock = entry.goodput_tokens_per_s / stock_goodput if stock_goodput else float("inf")
+    if active.key() == STOCK.key():
+        return against_stock
+    alike = [
+        t
+        for t in ok
+        if t.config.key() == active.key()
+        and length_distance(t.shape, entry.shape) <= ctx.rules.capacity_transfer_distance
+        and abs(t.shape.repetitiveness - entry.shape.repetitiveness) <= 0.25
+    ]
+    if not alike:
+        return None
+    pairs = []
+    for t in alike:
+        reference = next((r for r in reversed(ok) if r.config.key() == STOCK.key() and r.shape == t.shape), None)
+        if reference is not None:
+            pairs.append((length_distance(t.shape, entry.shape), t.objective() / reference.objective()))
+    if not pairs or not stock_goodput:
+        return against_stock
+    return against_stock / min(pairs, key=lambda p: p[0])[1]
 
 
 def probed_capacity(ctx: PlanContext, config: EngineConfig, shape: TrafficShape) -> float | None:
@@ -127,4 +167,4 @@ def tune_ahead(ctx: PlanContext) -> Intent | None:
     return None
 
 
-__all__ = ["probed_capacity", "scheduled_switch", "switch_gpu_seconds", "tune_ahead"]
+__all__ = ["probed_capacity", "scheduled_switch", "switch_gain", "switch_gpu_seconds", "tune_ahead"]

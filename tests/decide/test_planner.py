@@ -191,11 +191,20 @@ def test_missing_metrics_freeze_and_recover() -> None:
 
 def test_new_window_switches_to_its_scheduled_config() -> None:
     night_shape = SHAPE.model_copy(update={"concurrency": 2})
-    status = night_and_day(MTP1)
+    # the day's config measured on the night's traffic at stock's 200: the night's 300 is 1.5x it
+    status = night_and_day(MTP1, trials=(measured(MTP1, 200, night_shape),))
     d = plan(status, now=datetime(2026, 12, 1, 1, 0, tzinfo=UTC), observation=observation(night_shape))
     assert d.status.phase is Phase.ROLLING_OUT and d.status.rollout is not None
     assert d.status.rollout.to_config == MTP3 and d.status.rollout.proposed_by == "schedule"
     assert d.codes == ("scheduled-switch",) and d.status.rollout.expected_gain == pytest.approx(1.5)
+
+
+def test_a_config_never_measured_on_traffic_like_the_window_switches_with_no_gain_assumed() -> None:
+    night_shape = SHAPE.model_copy(update={"concurrency": 2})
+    d = plan(night_and_day(MTP1), now=datetime(2026, 12, 1, 1, 0, tzinfo=UTC), observation=observation(night_shape))
+    assert d.codes == ("scheduled-switch",)
+    assert d.status.rollout is not None and d.status.rollout.to_config == MTP3
+    assert d.status.rollout.expected_gain is None
 
 
 def test_drift_starts_a_new_round() -> None:
@@ -289,7 +298,9 @@ def test_switch_that_does_not_pay_for_itself_is_skipped() -> None:
         windows=RULES.windows,
         schedule=planner.ScheduleRules(switch_cost_s=8 * 3600 * 0.6),  # 8 h night x 50% gain < 0.6 x 8 h
     )
-    d = plan(night_and_day(MTP1), now=datetime(2026, 11, 30, 23, 50, tzinfo=UTC), rules=rules)
+    night_shape = SHAPE.model_copy(update={"concurrency": 2})
+    status = night_and_day(MTP1, trials=(measured(MTP1, 200, night_shape),))  # the night's 300 is 1.5x it
+    d = plan(status, now=datetime(2026, 11, 30, 23, 50, tzinfo=UTC), rules=rules)
     assert d.status.rollout is None
 
 

@@ -1,0 +1,165 @@
+"""The scheduled switch's gain: against the active config's own trial on the window's traffic, stock's reference
+when the active config is stock, and none at all when the active config was never measured there."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller.decide import planner
+from controller.decide.capacity import ScalingRules
+from controller.decide.context import PlanContext
+from controller.decide.planner import Rules, TuningRules
+from controller.decide.schedule import switch_gain
+from controller.domain import (
+    SLO,
+    STOCK,
+    EngineConfig,
+    LengthDistribution,
+    Observation,
+    Percentiles,
+    ScheduledConfig,
+    TargetStatus,
+    TimeWindow,
+    TrafficShape,
+    TrialResult,
+    TrialStatus,
+)
+
+NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
+MORNING = TimeWindow(name="morning", start_hour=7, end_hour=10)
+DAY = TimeWindow(name="day", start_hour=10, end_hour=24)
+SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.05)
+RULES = Rules(slo=SLO_, tuning=TuningRules(max_trials=6, min_gain=1.03), windows=(NIGHT, MORNING, DAY))
+NIGHT_CONFIG = EngineConfig(speculative_method="ngram", num_speculative_tokens=4, max_num_seqs=64)
+DAY_CONFIG = EngineConfig(max_num_seqs=512)
+CHAT = TrafficShape(
+    arrival_rate_rps=10.0,
+    concurrency=280,
+    prompt_tokens=LengthDistribution(mean=1600),
+    output_tokens=LengthDistribution(mean=540),
+)
+DOCUMENTS = CHAT.model_copy(update={"prompt_tokens": LengthDistribution(mean=24000), "repetitiveness": 0.85})
+QUIET_CHAT = CHAT.model_copy(update={"arrival_rate_rps": 2.0, "concurrency": 56})
+MORNING_AT = datetime(2026, 12, 3, 7, 20, tzinfo=UTC)
+
+
+def trial(config: EngineConfig, goodput: float, shape: TrafficShape, ok: bool = True) -> TrialResult:
+    return TrialResult(
+        config=config,
+        shape=shape,
+        slo=SLO_,
+        status=TrialStatus.MEASURED if ok else TrialStatus.INFEASIBLE,
+        ttft_s=Percentiles(p50=0.4, p95=0.9, p99=1.2),
+        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
+        goodput_tokens_per_s=goodput if ok else 0.0,
+        output_tokens_per_s=goodput if ok else 0.0,
+        request_throughput=shape.arrival_rate_rps,
+        completed=100,
+        reason="" if ok else "out of memory",
+    )
+
+
+def morning_entry(config: EngineConfig = STOCK, goodput: float = 3000.0) -> ScheduledConfig:
+    return ScheduledConfig(
+        window="morning",
+        config=config,
+        shape=CHAT,
+        goodput_tokens_per_s=goodput,
+        stock_goodput_tokens_per_s=3000.0,
+        reason="measured",
+        tuned_at=MORNING_AT - timedelta(days=1),
+    )
+
+
+def context(active: EngineConfig, trials: tuple[TrialResult, ...]) -> PlanContext:
+    status = TargetStatus(window="night", active_config=active, trials=trials, schedule=(morning_entry(),))
+    return PlanContext(
+        status=status,
+        observation=None,
+        observe_error=None,
+        proposals=(),
+        rules=RULES,
+        now=MORNING_AT,
+        window=MORNING,
+    )
+
+
+@pytest.mark.parametrize(
+    ("active", "trials", "entry", "gain"),
+    [
+        pytest.param(NIGHT_CONFIG, (trial(NIGHT_CONFIG, 2000.0, CHAT),), morning_entry(), 1.5, id="measured-here"),
+        pytest.param(STOCK, (), morning_entry(DAY_CONFIG, 3600.0), 1.2, id="stock-reference"),
+        pytest.param(NIGHT_CONFIG, (), morning_entry(), None, id="never-measured-here"),
+        pytest.param(NIGHT_CONFIG, (trial(NIGHT_CONFIG, 9000.0, DOCUMENTS),), morning_entry(), None, id="other-mix"),
+        # measured beside stock on the same mix at another load: 1.2x stock there, the morning's config 1.5x
+        pytest.param(
+            NIGHT_CONFIG,
+            (trial(NIGHT_CONFIG, 1200.0, QUIET_CHAT), trial(STOCK, 1000.0, QUIET_CHAT)),
+            morning_entry(DAY_CONFIG, 4500.0),
+            1.25,
+            id="same-mix-other-load",
+        ),
+        # on documents beside stock: another mix says nothing of chat
+        pytest.param(
+            NIGHT_CONFIG,
+            (trial(NIGHT_CONFIG, 3000.0, DOCUMENTS), trial(STOCK, 1000.0, DOCUMENTS)),
+            morning_entry(DAY_CONFIG, 4500.0),
+            None,
+            id="other-mix-beside-stock",
+        ),
+        # measured on the same mix at another load with no stock beside it: taken to do as stock does
+        pytest.param(
+            NIGHT_CONFIG,
+            (trial(NIGHT_CONFIG, 1200.0, QUIET_CHAT),),
+            morning_entry(DAY_CONFIG, 3600.0),
+            1.2,
+            id="no-stock",
+        ),
+        pytest.param(
+            NIGHT_CONFIG, (trial(NIGHT_CONFIG, 0.0, CHAT, ok=False),), morning_entry(), None, id="failed-trial-only"
+        ),
+    ],
+)
+def test_switch_gain(
+    active: EngineConfig, trials: tuple[TrialResult, ...], entry: ScheduledConfig, gain: float | None
+) -> None:
+    got = switch_gain(context(active, trials), entry)
+    assert got == (pytest.approx(gain) if gain is not None else None)
+
+
+def test_a_morning_scheduled_on_stock_is_switched_to_from_a_night_config_never_measured_on_chat() -> None:
+    """The night's document config runs into the morning's chat. The morning was searched with stock as its best;
+    the night's config was never measured on chat. Taking stock's goodput as the active config's made the gain
+    1.00x, below min_gain, and the morning stayed on the night's config (which then breached and was scaled up by
+    half again, five times, while a new search ran). The switch now goes ahead, claiming no gain; measured on the
+    same chat at another load, the night's config is taken to do as stock does, and the morning keeps it."""
+    rules = Rules(
+        slo=SLO_,
+        tuning=TuningRules(max_trials=6, min_gain=1.03),
+        windows=(NIGHT, MORNING, DAY),
+        scaling=ScalingRules(min_replicas=1, max_replicas=64, headroom=0.25),
+    )
+    status = TargetStatus(window="morning", active_config=NIGHT_CONFIG, replicas=3, schedule=(morning_entry(),))
+    obs = Observation(target="ns/m", start=MORNING_AT - timedelta(minutes=5), end=MORNING_AT, shape=CHAT)
+
+    def plan(status: TargetStatus) -> planner.Decision:
+        return planner.plan(
+            status=status, observation=obs, observe_error=None, proposals=(), rules=rules, now=MORNING_AT
+        )
+
+    d = plan(status)
+    assert "scheduled-switch" in d.codes, d.codes
+    assert d.status.rollout is not None and d.status.rollout.to_config == STOCK
+    assert d.status.rollout.expected_gain is None
+    # measured on documents only: still nothing about chat
+    on_documents = status.model_copy(update={"trials": (trial(NIGHT_CONFIG, 9000.0, DOCUMENTS),)})
+    assert "scheduled-switch" in plan(on_documents).codes
+    # measured on chat at a quieter load: like stock here, nothing to gain
+    on_chat = status.model_copy(update={"trials": (trial(NIGHT_CONFIG, 1200.0, QUIET_CHAT),)})
+    d = plan(on_chat)
+    assert "scheduled-switch" not in d.codes and d.status.rollout is None
+    # a blocked morning config is not switched to
+    blocked = status.model_copy(update={"blocked_configs": (STOCK.key(),)})
+    assert "scheduled-switch" not in plan(blocked).codes
