@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from controller.decide.rollout_analysis import judged_latency
 from controller.domain.observation import P95, LatencyMetric, Observation, VariantStats
 from controller.domain.slo import SLO
 
@@ -51,27 +52,20 @@ def _latency_breaches(stable: VariantStats, slo: SLO) -> list[str]:
         ("TPOT", "tpot", slo.tpot_seconds, slo.tpot_percentile),
     )
     for name, metric, bound, percentile in checks:
-        signal, value = stable.at_percentile(metric, percentile)
-        problem = stable.problem(signal)
-        p95_signal, p95 = stable.at_percentile(metric, P95)
-        label = f"{name} p{percentile:g}"
-        if problem is not None and problem.kind == "beyond-top-bucket":
-            out.append(f"{label} beyond the histogram's top bucket > {_fmt(bound, metric)}")
-        elif problem is None and value is not None and math.isfinite(value) and value > bound:
-            out.append(f"{label} {_fmt(value, metric)} > {_fmt(bound, metric)}")
-        elif (
-            percentile > P95
-            and stable.problem(p95_signal) is None
-            and p95 is not None
-            and math.isfinite(p95)
-            and p95 > bound
-        ):
+        value, _ = judged_latency(stable, metric, percentile)
+        label, note = f"{name} p{percentile:g}", ""
+        if value is None and percentile > P95:
             # the tail the SLO is on lies above a p95 that is already over the bound
-            out.append(f"{name} p95 {_fmt(p95, metric)} > {_fmt(bound, metric)} (the SLO is on p{percentile:g})")
+            value, _ = judged_latency(stable, metric, P95)
+            label, note = f"{name} p95", f" (the SLO is on p{percentile:g})"
+        if value is not None and value > bound:
+            out.append(f"{label} {_fmt(value, metric)} > {_fmt(bound, metric)}{note}")
     return out
 
 
 def _fmt(seconds: float, metric: LatencyMetric) -> str:
+    if math.isinf(seconds):
+        return "beyond the histogram's top bucket"
     return f"{seconds:.2f} s" if metric == "ttft" else f"{seconds * 1000:.0f} ms"
 
 

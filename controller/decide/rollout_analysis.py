@@ -151,7 +151,7 @@ def _data_code(problem: DataProblem) -> AnalysisCode:
     return "missing-data" if problem.kind == "missing" else "non-finite"
 
 
-def _latency(
+def judged_latency(
     stats: VariantStats | None, metric: LatencyMetric, percentile: float
 ) -> tuple[float | None, DataProblem | None]:
     """``metric`` at ``percentile`` to judge (+inf when it lies beyond the histogram's top bucket: larger than any
@@ -234,7 +234,7 @@ def _stable_breach(stable: VariantStats, slo: SLO) -> str:
         ("TPOT", "tpot", slo.tpot_seconds, slo.tpot_percentile),
     )
     for name, metric, bound, percentile in bounds:
-        value, _ = _latency(stable, metric, percentile)
+        value, _ = judged_latency(stable, metric, percentile)
         if value is not None and value > bound:
             return f"{name} {_pname(percentile)} {_ms(value)}"
     return ""
@@ -316,15 +316,15 @@ def analyse(
     )
     for name, metric, bound, percentile, allowed in checks:
         # the SLO is judged at its own percentile (``tail``), the ratio to stable on p95
-        tail, tail_gap = _latency(candidate, metric, percentile)
-        cand, cand_gap = (tail, tail_gap) if percentile == P95 else _latency(candidate, metric, P95)
+        tail, tail_gap = judged_latency(candidate, metric, percentile)
+        cand, cand_gap = (tail, tail_gap) if percentile == P95 else judged_latency(candidate, metric, P95)
         for gap in (tail_gap, cand_gap if percentile != P95 else None):
             if gap is not None and candidate.problem(gap.signal) is None:  # absent without a recorded problem
                 gaps.append((_data_code(gap), f"candidate {gap.describe()}"))
         if tail is None and cand is None:
             continue
-        stab_tail, _ = _latency(baseline, metric, percentile)
-        stab, stab_gap = _latency(baseline, metric, P95)
+        stab_tail, _ = judged_latency(baseline, metric, percentile)
+        stab, stab_gap = judged_latency(baseline, metric, P95)
         if stab_tail is not None and tail is not None and stab_tail > bound >= tail:
             continue  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
         failure = _latency_failure(name, percentile, tail, cand, stab, bound, allowed, rules.slo_headroom)
@@ -404,4 +404,5 @@ __all__ = [
     "RolloutRules",
     "analyse",
     "goodput_ratio",
+    "judged_latency",
 ]
