@@ -41,16 +41,24 @@ starting with the earlier shapes' trials).
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import itertools
 import json
+import logging
 import math
 import random
 import statistics
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,6 +68,7 @@ import foreign_surfaces as fs
 from controller.advisor import AgentAdvisor
 from controller.advisor.scripted import heuristic_model
 from controller.decide.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, TpeSearch
+from controller.decide.optimizer_kernel import ORDERED
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
@@ -408,6 +417,180 @@ FOREIGN_STRATEGIES: dict[str, Strategy] = {
 knobs in common, optuna's TPE and uniform random order."""
 
 
+LIBRARY_ENV = "scripts/install-search-libs.sh"
+"""Builds the environment (``.venv-search``, ``make search-libs``) with the libraries ``--libraries`` compares."""
+
+
+class LibraryEncoding:
+    """The knob encoding the library baselines share with the TPE strategy: one code per varied knob of the
+    :class:`CandidateSet`. An ordered knob's code is the rank of its value (vLLM's default ``None`` lowest), so a
+    library can treat it as an integer; any other knob's code is a category."""
+
+    def __init__(self, cands: CandidateSet) -> None:
+        self.c = cands
+        self.knobs = list(cands.knobs)
+        self.ordered = {k for k in self.knobs if k in ORDERED}
+        self.levels = {k: len(cands.values[k]) for k in self.knobs}
+        self._rank: dict[str, np.ndarray] = {}
+        for k in self.knobs:
+            vals = cands.values[k]
+            if k in self.ordered:
+                order = sorted(range(len(vals)), key=lambda i, v=vals: (v[i] is not None, v[i] or 0))  # type: ignore[misc]
+                rank = np.empty(len(vals), dtype=np.int64)
+                rank[order] = np.arange(len(vals))
+            else:
+                rank = np.arange(len(vals), dtype=np.int64)
+            self._rank[k] = rank
+        self.codes = np.stack([self._rank[k][cands.codes[:, j]] for j, k in enumerate(self.knobs)], axis=1).reshape(
+            len(cands), len(self.knobs)
+        )
+
+    def snap(self, codes: Sequence[int], blocked: set[str]) -> tuple[int, bool] | None:
+        """The candidate a library's suggestion stands for: the nearest untried valid config by knobs in common
+        (the TPE strategy's snapping; ties to the first in the candidate set), and whether it had to move."""
+        want = np.empty(len(self.knobs), dtype=np.int64)
+        for j, k in enumerate(self.knobs):
+            want[j] = int(np.flatnonzero(self._rank[k] == int(codes[j]))[0])
+        d = self.c.distance(want[None, :])[:, 0]
+        for i in np.argsort(d, kind="stable"):
+            if self.c.configs[int(i)].key() not in blocked:
+                return int(i), bool(d[int(i)] > 0)
+        return None
+
+    def features(self) -> np.ndarray:
+        """Per candidate: each ordered knob's rank scaled to [0, 1], each other knob one-hot."""
+        cols: list[np.ndarray] = []
+        for j, k in enumerate(self.knobs):
+            n = self.levels[k]
+            if k in self.ordered:
+                cols.append((self.codes[:, j] / max(n - 1, 1))[:, None])
+            else:
+                cols.append(np.eye(n)[self.codes[:, j]])
+        return np.concatenate(cols, axis=1) if cols else np.zeros((len(self.c), 1))
+
+
+def library_targets(values: Sequence[float]) -> np.ndarray:
+    """What the library baselines model: log goodput; a failed or unusable trial (0) at half the best measured
+    (the product's floor) or the lowest measured if lower, at 1 token/s when nothing ran."""
+    v = np.asarray(values, dtype=float)
+    ran = v[v > 0]
+    floor = min(0.5 * float(ran.max()), float(ran.min())) if len(ran) else 1.0
+    out: np.ndarray = np.log(np.where(v > 0, v, floor))
+    return out
+
+
+def expected_improvement(mu: np.ndarray, sd: np.ndarray, best: float, xi: float = 0.01) -> np.ndarray:
+    """Expected improvement over ``best`` of a normal posterior (``sd`` 0: the plain excess)."""
+    sd = np.maximum(sd, 1e-12)
+    z = (mu - best - xi) / sd
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf, otypes=[float])(z / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+    out: np.ndarray = (mu - best - xi) * cdf + sd * pdf
+    return out
+
+
+def _library_loop(
+    surface: Surface, cands: list[EngineConfig], seed: int, budget: int, pick: Callable[[list[TrialResult]], int | None]
+) -> list[TrialResult]:
+    """Runs ``pick``'s choices (an index into ``cands``) until the budget, no pick or the surface's stop."""
+    rng = random.Random(seed * 7919 + 1)
+    trials: list[TrialResult] = []
+    stop = STOP.get(id(surface))
+    while len(trials) < budget:
+        idx = pick(trials)
+        if idx is None:
+            break
+        trials.append(surface.trial(cands[idx], rng))
+        if stop is not None and stop(trials):
+            break
+    return trials
+
+
+def optuna_gp_search(
+    case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int
+) -> list[TrialResult]:
+    """optuna's ``GPSampler`` (its defaults: 10 random start-up trials, then its GP's log EI), ask/tell over the
+    TPE strategy's knob codes (an ordered knob as an integer by rank, the rest categorical); a new study per
+    trial holding every trial so far (seed + 7919 x trials, as TPE), its suggestion snapped like TPE's."""
+    torch: Any = importlib.import_module("torch")
+    torch.set_num_threads(1)
+    optuna.logging.set_verbosity(logging.WARNING)
+    enc = LibraryEncoding(CandidateSet(cands))
+    dists: dict[str, optuna.distributions.BaseDistribution] = {
+        k: optuna.distributions.IntDistribution(0, enc.levels[k] - 1)
+        if k in enc.ordered
+        else optuna.distributions.CategoricalDistribution(list(range(enc.levels[k])))
+        for k in enc.knobs
+    }
+    index = {c.key(): i for i, c in enumerate(cands)}
+
+    def pick(trials: list[TrialResult]) -> int | None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sampler = optuna.samplers.GPSampler(seed=seed + 7919 * len(trials))
+            study = optuna.create_study(direction="maximize", sampler=sampler)
+            for t, y in zip(trials, library_targets([t.objective() for t in trials]), strict=True):
+                params = dict(zip(enc.knobs, enc.codes[index[t.config.key()]].tolist(), strict=True))
+                study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=float(y)))
+            asked = study.ask(dists)
+        found = enc.snap([int(asked.params[k]) for k in enc.knobs], {t.config.key() for t in trials})
+        return found[0] if found else None
+
+    return _library_loop(surface, cands, seed, budget, pick)
+
+
+def sklearn_gp_search(
+    case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int
+) -> list[TrialResult]:
+    """scikit-learn's ``GaussianProcessRegressor``: ConstantKernel x Matern 5/2 with one length-scale per feature
+    (ARD) + WhiteKernel, on the ordered knobs' ranks and the others one-hot, log goodput (``library_targets``),
+    ``normalize_y``, 3 optimizer restarts seeded; the first trial a seeded uniform random config, then expected
+    improvement over the untried configs."""
+    gp_mod: Any = importlib.import_module("sklearn.gaussian_process")
+    kernels: Any = importlib.import_module("sklearn.gaussian_process.kernels")
+    x = LibraryEncoding(CandidateSet(cands)).features()
+    index = {c.key(): i for i, c in enumerate(cands)}
+    first = random.Random(seed).randrange(len(cands))
+
+    def pick(trials: list[TrialResult]) -> int | None:
+        if not trials:
+            return first
+        rows = [index[t.config.key()] for t in trials]
+        y = library_targets([t.objective() for t in trials])
+        kernel = kernels.ConstantKernel(1.0, (1e-3, 1e3)) * kernels.Matern(
+            length_scale=np.ones(x.shape[1]), length_scale_bounds=(0.05, 20.0), nu=2.5
+        ) + kernels.WhiteKernel(1e-2, (1e-6, 1.0))
+        gp = gp_mod.GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=3, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gp.fit(x[rows], y)
+            mu, sd = gp.predict(x, return_std=True)
+        ei = expected_improvement(np.asarray(mu), np.asarray(sd), float(y.max()))
+        ei[rows] = -np.inf
+        return int(np.argmax(ei)) if len(rows) < len(cands) else None
+
+    return _library_loop(surface, cands, seed, budget, pick)
+
+
+LIBRARY_STRATEGIES: dict[str, tuple[Strategy, tuple[str, ...]]] = {
+    "optuna-gp": (optuna_gp_search, ("optuna", "torch")),
+    "sklearn-gp": (sklearn_gp_search, ("sklearn",)),
+}
+"""No prior, with ``--libraries``: well-kept libraries' GPs (the strategy, the modules it needs)."""
+
+
+def importable_libraries() -> tuple[dict[str, Strategy], list[str]]:
+    """The library strategies whose modules import here, and the names of those that do not."""
+    ok: dict[str, Strategy] = {}
+    missing: list[str] = []
+    for name, (strategy, modules) in LIBRARY_STRATEGIES.items():
+        if all(importlib.util.find_spec(m) is not None for m in modules):
+            ok[name] = strategy
+        else:
+            missing.append(name)
+    return ok, missing
+
+
 def transfer_runs(surface: fs.ForeignSurface, slo: SLO, seed: int) -> dict[str, float]:
     """No prior, the shapes searched one after another on one surface (the operator's situation: the product
     tunes one window after another on the same target). Each shape's search starts with every trial of the
@@ -451,9 +634,14 @@ def _summary(h: Sequence[float], cap: int) -> tuple[str, str, str, str]:
     return _fmt(statistics.median(h), cap), _fmt(p90, cap), _fmt(h[-1], cap), f"{reached:.0%}"
 
 
-def foreign_section(seeds: int, tpe_seeds: int) -> dict[str, dict[str, list[float]]]:
-    """No prior, on the foreign surfaces: trials to 3% per strategy and surface."""
-    hits: dict[str, dict[str, list[float]]] = {s: {} for s in FOREIGN_STRATEGIES}
+def foreign_section(
+    seeds: int, tpe_seeds: int, libraries: dict[str, Strategy] | None = None, library_seeds: int = 3
+) -> dict[str, dict[str, list[float]]]:
+    """No prior, on the foreign surfaces: trials to 3% per strategy and surface. ``libraries``: the library
+    strategies to run as well (``library_seeds`` seeds each; their wall time per run is printed)."""
+    strategies = FOREIGN_STRATEGIES | (libraries or {})
+    hits: dict[str, dict[str, list[float]]] = {s: {} for s in strategies}
+    wall: dict[str, list[float]] = {s: [] for s in libraries or {}}
     slo = SLO()
     print(
         f"no prior, foreign surfaces (bench/foreign_surfaces.py), up to {FOREIGN_MAX_TRIALS} trials, noise {NOISE:.1%}"
@@ -470,9 +658,13 @@ def foreign_section(seeds: int, tpe_seeds: int) -> dict[str, dict[str, list[floa
             )
             case = Case(surface.name, Policy(), "", "", "", shape_name, shape, slo)
             STOP[id(trials_of)] = lambda ts, o=opt, t=trials_of: _trace(ts, t, o)[0] is not None  # type: ignore[misc]
-            for name, strategy in FOREIGN_STRATEGIES.items():
-                for seed in range(tpe_seeds if name == "optuna-tpe" else seeds):
+            for name, strategy in strategies.items():
+                n = tpe_seeds if name == "optuna-tpe" else library_seeds if name in wall else seeds
+                for seed in range(n):
+                    started = time.perf_counter()
                     trials = strategy(case, trials_of, cands, seed, FOREIGN_MAX_TRIALS)  # type: ignore[arg-type]
+                    if name in wall:
+                        wall[name].append(time.perf_counter() - started)
                     hit, _ = _trace(trials, trials_of, opt)  # type: ignore[arg-type]
                     hits[name].setdefault(surface.name, []).append(_as_num(hit))
             del STOP[id(trials_of)]
@@ -483,11 +675,21 @@ def foreign_section(seeds: int, tpe_seeds: int) -> dict[str, dict[str, list[floa
     print(f"\n{'no prior: strategy':28s} {'runs':>5s} {'median':>7s} {'p90':>6s} {'worst':>6s} {'reached':>8s}")
     for name, per in hits.items():
         allh = [x for v in per.values() for x in v]
+        if not allh:
+            continue
         print(
             f"{name:28s} {len(allh):5d} "
             + " ".join(f"{x:>{w}s}" for x, w in zip(_summary(allh, FOREIGN_MAX_TRIALS), (7, 6, 6, 8), strict=True))
         )
-    for name in ("optimizer", TRANSFER):
+    for name, times in wall.items():
+        if times:
+            print(
+                f"{name:28s} wall per run: median {statistics.median(times):.1f} s, max {max(times):.1f} s, "
+                f"total {sum(times):.0f} s ({library_seeds} seeds)"
+            )
+    for name in ("optimizer", TRANSFER, *wall):
+        if not hits.get(name):
+            continue
         print(f"\n{name + ' by surface':28s} {'runs':>5s} {'median':>7s} {'p90':>6s} {'worst':>6s} {'reached':>8s}")
         for sname, h in hits.get(name, {}).items():
             print(
@@ -593,12 +795,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tpe-seeds", type=int, default=3, help="seeds for optuna TPE on the foreign surfaces (slow)")
     ap.add_argument("--quick", action="store_true", help="fewer seeds (a smoke run)")
     ap.add_argument("--only", choices=("foreign", "simulator", "calibration"), help="run one section")
+    ap.add_argument(
+        "--libraries",
+        action="store_true",
+        help=f"also optuna's GPSampler and scikit-learn's GP on the foreign surfaces (needs torch and scikit-learn: "
+        f"{LIBRARY_ENV} builds .venv-search)",
+    )
+    ap.add_argument("--library-seeds", type=int, default=3, help="seeds for each library on the foreign surfaces")
     args = ap.parse_args(argv)
+    libraries: dict[str, Strategy] = {}
+    if args.libraries:
+        libraries, missing = importable_libraries()
+        if missing:
+            print(
+                f"--libraries: {', '.join(missing)} not run: torch / scikit-learn do not import here; "
+                f"bash {LIBRARY_ENV} (make search-libs) builds .venv-search, "
+                f"then .venv-search/bin/python bench/search_efficiency.py --libraries",
+                file=sys.stderr,
+            )
     seeds = 3 if args.quick else args.seeds
     agent_seeds = 1 if args.quick else args.agent_seeds
     tpe_seeds = 1 if args.quick else args.tpe_seeds
     t0 = time.time()
-    foreign = foreign_section(seeds, tpe_seeds) if args.only in (None, "foreign") else {}
+    library_seeds = 1 if args.quick else args.library_seeds
+    foreign = foreign_section(seeds, tpe_seeds, libraries, library_seeds) if args.only in (None, "foreign") else {}
     print()
     sim = simulator_section(seeds, agent_seeds) if args.only in (None, "simulator") else {}
     cal = calibration_section(seeds) if args.only in (None, "calibration") else []
