@@ -11,6 +11,7 @@ from controller.decide.rolling import begin as begin_rollout
 from controller.decide.rollout import candidate_replicas_for
 from controller.decide.scaling import short_of_replicas
 from controller.decide.tuning import start as start_tuning
+from controller.domain.actions import RunTrial
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TimeWindow, TrafficShape
@@ -18,7 +19,9 @@ from controller.domain.traffic import TimeWindow, TrafficShape
 
 def scheduled_switch(ctx: PlanContext) -> Intent | None:
     """Move to the config scheduled for this window (code ``scheduled-switch``), or pre-warm the next window's ahead
-    of its start (code ``prewarm``); None when no switch is due or worth its cost."""
+    of its start (code ``prewarm``); first measure the active config on the window's traffic when nothing says
+    what it does there (code ``switch-check``, :func:`measure_active`); None when no switch is due or worth its
+    cost."""
     status = ctx.status
     lead = ctx.rules.schedule.prewarm_lead_s
     upcoming = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead))
@@ -39,6 +42,9 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         gain = switch_gain(ctx, entry)
         when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
         if gain is None:
+            check = measure_active(ctx, entry, when)
+            if check is not None:
+                return check
             # the active config came from another window and was never measured on this one's traffic: the
             # window's own search is the only evidence of what holds its SLO here
             why = (
@@ -64,6 +70,27 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         started = begin_rollout(ctx, entry.config, why, proposed_by="schedule", gain=gain)
         return Intent("prewarm" if ahead else "scheduled-switch", started.status, started.actions, started.notes)
     return None
+
+
+def measure_active(ctx: PlanContext, entry: ScheduledConfig, when: str) -> Intent | None:
+    """Before a switch that claims no gain: one trial of the active config on the window's traffic (code
+    ``switch-check``), so that the switch is weighed against what the active config does there (the next cycle's
+    :func:`switch_gain` reads that trial). A config that serves one window well often serves the next as well
+    (the day's config at night), and a switch there and back each day costs two rollouts. None when the active
+    config was measured on that shape already (whatever came of it: a trial that failed or missed the SLO lets
+    the switch go ahead), or while trials are paused."""
+    status = ctx.status
+    active = status.active_config
+    if any(t.config.key() == active.key() and t.shape == entry.shape for t in status.trials):
+        return None
+    paused = status.tuning_paused_until
+    if paused is not None and ctx.now < paused:
+        return None
+    why = (
+        f"{when}: measuring the active {active.label()} on the traffic its scheduled config "
+        f"{entry.config.label()} was measured on, before switching to it"
+    )
+    return Intent("switch-check", status, (RunTrial(active, entry.shape, why, "schedule"),), (why,))
 
 
 def switch_gain(ctx: PlanContext, entry: ScheduledConfig) -> float | None:
@@ -167,4 +194,4 @@ def tune_ahead(ctx: PlanContext) -> Intent | None:
     return None
 
 
-__all__ = ["probed_capacity", "scheduled_switch", "switch_gain", "switch_gpu_seconds", "tune_ahead"]
+__all__ = ["measure_active", "probed_capacity", "scheduled_switch", "switch_gain", "switch_gpu_seconds", "tune_ahead"]

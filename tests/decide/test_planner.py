@@ -199,12 +199,32 @@ def test_new_window_switches_to_its_scheduled_config() -> None:
     assert d.codes == ("scheduled-switch",) and d.status.rollout.expected_gain == pytest.approx(1.5)
 
 
-def test_a_config_never_measured_on_traffic_like_the_window_switches_with_no_gain_assumed() -> None:
+def test_a_config_never_measured_on_the_window_traffic_is_measured_there_before_a_switch() -> None:
+    """The day's config runs into the night, never measured on the night's traffic: one trial of it there first
+    (no rollout yet); the switch is then weighed on that trial. Failed there, the switch goes ahead with no gain
+    claimed; as good there as the night's config, it stays and the night keeps it (no switch and back)."""
     night_shape = SHAPE.model_copy(update={"concurrency": 2})
-    d = plan(night_and_day(MTP1), now=datetime(2026, 12, 1, 1, 0, tzinfo=UTC), observation=observation(night_shape))
+    at_one = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+    d = plan(night_and_day(MTP1), now=at_one, observation=observation(night_shape))
+    assert d.codes == ("switch-check",)
+    assert d.status.phase is Phase.OBSERVING and d.status.rollout is None
+    assert [(type(a), a.config, a.shape) for a in d.actions] == [(RunTrial, MTP1, night_shape)]  # type: ignore[union-attr]
+    failed = TrialResult(config=MTP1, shape=night_shape, slo=RULES.slo, status=TrialStatus.INFEASIBLE, reason="OOM")
+    d = plan(night_and_day(MTP1, trials=(failed,)), now=at_one, observation=observation(night_shape))
     assert d.codes == ("scheduled-switch",)
     assert d.status.rollout is not None and d.status.rollout.to_config == MTP3
     assert d.status.rollout.expected_gain is None
+    as_good = night_and_day(MTP1, trials=(measured(MTP1, 295, night_shape),))
+    d = plan(as_good, now=at_one, observation=observation(night_shape))
+    assert d.status.rollout is None and "scheduled-switch" not in d.codes and "switch-check" not in d.codes
+
+
+def test_no_switch_check_while_trials_are_paused() -> None:
+    night_shape = SHAPE.model_copy(update={"concurrency": 2})
+    at_one = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
+    paused = night_and_day(MTP1, tuning_paused_until=at_one + timedelta(hours=1), tuning_paused_reason="budget")
+    d = plan(paused, now=at_one, observation=observation(night_shape))
+    assert d.codes == ("scheduled-switch",) and d.status.rollout is not None
 
 
 def test_drift_starts_a_new_round() -> None:
@@ -250,13 +270,18 @@ def night_and_day(active: EngineConfig, **status: object) -> TargetStatus:
 
 def test_next_window_is_prewarmed_before_it_starts() -> None:
     before_midnight = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)  # night starts at 00:00, lead 15 min
-    d = plan(night_and_day(MTP1), now=before_midnight)
+    night_shape = SHAPE.model_copy(update={"concurrency": 2})
+    unmeasured = plan(night_and_day(MTP1), now=before_midnight)
+    assert unmeasured.codes == ("switch-check",) and unmeasured.status.rollout is None
+    on_night = (measured(MTP1, 200, night_shape),)  # 1.5x less than the night's config there
+    d = plan(night_and_day(MTP1, trials=on_night), now=before_midnight)
     assert d.status.phase is Phase.ROLLING_OUT and d.status.rollout is not None
     assert d.status.rollout.to_config == MTP3
     assert d.codes == ("prewarm",)
     assert any(isinstance(a, DeployCandidate) for a in d.actions)
     # an hour earlier it is too soon
-    assert plan(night_and_day(MTP1), now=datetime(2026, 11, 30, 22, 50, tzinfo=UTC)).status.rollout is None
+    early = plan(night_and_day(MTP1, trials=on_night), now=datetime(2026, 11, 30, 22, 50, tzinfo=UTC))
+    assert early.status.rollout is None
 
 
 @pytest.mark.parametrize(
@@ -273,7 +298,8 @@ def test_with_an_hpa_too_small_for_the_load_the_next_window_is_not_prewarmed(
     """Shiftlight defers replicas to the HPA; a pre-warmed candidate starts on the load of the window still
     running, so a config the HPA's replicas cannot carry it on would fail its analysis and be blocked (the evening's
     document config pre-warmed at 17:45 onto the agents' load, in the week benchmark)."""
-    status = night_and_day(MTP1)
+    night_shape = SHAPE.model_copy(update={"concurrency": 2})
+    status = night_and_day(MTP1, trials=(measured(MTP1, 200, night_shape),))
     night = status.schedule[0].model_copy(update={"capacity_rps": night_capacity})
     status = status.model_copy(update={"schedule": (night, *status.schedule[1:])})
     d = plan(

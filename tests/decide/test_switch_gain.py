@@ -26,6 +26,7 @@ from controller.domain import (
     TrialResult,
     TrialStatus,
 )
+from controller.domain.actions import RunTrial
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
 MORNING = TimeWindow(name="morning", start_hour=7, end_hour=10)
@@ -133,8 +134,9 @@ def test_a_morning_scheduled_on_stock_is_switched_to_from_a_night_config_never_m
     """The night's document config runs into the morning's chat. The morning was searched with stock as its best;
     the night's config was never measured on chat. Taking stock's goodput as the active config's made the gain
     1.00x, below min_gain, and the morning stayed on the night's config (which then breached and was scaled up by
-    half again, five times, while a new search ran). The switch now goes ahead, claiming no gain; measured on the
-    same chat at another load, the night's config is taken to do as stock does, and the morning keeps it."""
+    half again, five times, while a new search ran). The night's config is now measured on the morning's chat
+    first, and where it fails there the switch goes ahead, claiming no gain; measured on the same chat at another
+    load, the night's config is taken to do as stock does, and the morning keeps it."""
     rules = Rules(
         slo=SLO_,
         tuning=TuningRules(max_trials=6, min_gain=1.03),
@@ -150,12 +152,17 @@ def test_a_morning_scheduled_on_stock_is_switched_to_from_a_night_config_never_m
         )
 
     d = plan(status)
+    assert d.codes == ("switch-check",) and d.status.rollout is None
+    assert [(a.config, a.shape) for a in d.actions if isinstance(a, RunTrial)] == [(NIGHT_CONFIG, CHAT)]
+    # measured on the morning's chat, where it fails: the switch goes ahead, with no gain claimed
+    checked = status.model_copy(update={"trials": (trial(NIGHT_CONFIG, 0.0, CHAT, ok=False),)})
+    d = plan(checked)
     assert "scheduled-switch" in d.codes, d.codes
     assert d.status.rollout is not None and d.status.rollout.to_config == STOCK
     assert d.status.rollout.expected_gain is None
-    # measured on documents only: still nothing about chat
+    # measured on documents only: still nothing about chat, so it is measured on chat first
     on_documents = status.model_copy(update={"trials": (trial(NIGHT_CONFIG, 9000.0, DOCUMENTS),)})
-    assert "scheduled-switch" in plan(on_documents).codes
+    assert plan(on_documents).codes == ("switch-check",)
     # measured on chat at a quieter load: like stock here, nothing to gain
     on_chat = status.model_copy(update={"trials": (trial(NIGHT_CONFIG, 1200.0, QUIET_CHAT),)})
     d = plan(on_chat)
