@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from controller.decide import rollout as rollouts
 from controller.decide.context import Intent, PlanContext, move, with_schedule
-from controller.decide.selection import expected_ratios
+from controller.decide.selection import expected_ratios, stable_missed_slo
 from controller.domain.actions import Notify, Promote, Rollback
 from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
@@ -17,6 +17,7 @@ def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str,
     status = ctx.status
     approval = ctx.rules.tuning.approval
     ttft_ratio, tpot_ratio = expected_ratios(status.trials, candidate=config, stable=status.active_config)
+    stable_missed = stable_missed_slo(status.trials, candidate=config, stable=status.active_config)
     needs_approval = approval == "manual" or (approval == "manual-for-lossy" and ctx.is_lossy(config))
     step = rollouts.start(
         rollout_id=f"{ctx.window.name}-{ctx.now:%Y%m%d%H%M%S}",
@@ -31,6 +32,7 @@ def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str,
         candidate_replicas=status.replicas,
         expected_ttft_ratio=ttft_ratio,
         expected_tpot_ratio=tpot_ratio,
+        latency_vs_stable=not stable_missed,
     )
     new = status.model_copy(update={"phase": move(status.phase, step.phase), "rollout": step.rollout, "tuning": None})
     code = "approval-required" if needs_approval else "rollout-started"

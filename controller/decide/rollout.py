@@ -61,6 +61,7 @@ def start(
     candidate_replicas: int = 1,
     expected_ttft_ratio: float | None = None,
     expected_tpot_ratio: float | None = None,
+    latency_vs_stable: bool = True,
 ) -> RolloutStep:
     """Begin a rollout: deploy the candidate with its first step's share of the ``candidate_replicas`` (the stable
     fleet's size), then wait for approval of step 0 or for the candidate to be ready."""
@@ -75,6 +76,7 @@ def start(
         expected_gain=expected_gain,
         expected_ttft_ratio=expected_ttft_ratio,
         expected_tpot_ratio=expected_tpot_ratio,
+        latency_vs_stable=latency_vs_stable,
     )
     first = candidate_replicas_for(candidate_replicas, rules.steps[0])
     deploy = DeployCandidate(
@@ -195,6 +197,7 @@ def advance(
         rules=rules,
         expected_ttft_ratio=state.expected_ttft_ratio,
         expected_tpot_ratio=state.expected_tpot_ratio,
+        latency_vs_stable=state.latency_vs_stable,
         weight=state.weight,
         step_age_s=step_age,
         fleet_replicas=fleet_replicas,

@@ -248,6 +248,7 @@ def analyse(
     rules: RolloutRules,
     expected_ttft_ratio: float | None = None,
     expected_tpot_ratio: float | None = None,
+    latency_vs_stable: bool = True,
     step_age_s: float = 0.0,
     weight: int = 50,
     fleet_replicas: int = 1,
@@ -256,7 +257,9 @@ def analyse(
 
     A candidate may trade some latency for throughput: the canary trials measured that trade-off
     (``expected_*_ratio``, candidate/stable, at equal load), so production may show it (scaled to the candidate's
-    share of the load at ``weight``), plus the policy's tolerance, before it counts as a regression. Beyond that,
+    share of the load at ``weight``), plus the policy's tolerance, before it counts as a regression; with
+    ``latency_vs_stable`` false (the canary measured stable outside the SLO on the traffic the candidate met it on)
+    its latency is judged against the SLO alone. Beyond that,
     or above the SLO, above the error-rate ceiling or below the goodput ratio, it fails; when stable breaches the
     SLO as well, the verdict is Inconclusive (a human decides).
 
@@ -324,7 +327,7 @@ def analyse(
         if tail is None and cand is None:
             continue
         stab_tail, _ = judged_latency(baseline, metric, percentile)
-        stab, stab_gap = judged_latency(baseline, metric, P95)
+        stab, stab_gap = judged_latency(baseline if latency_vs_stable else None, metric, P95)
         if stab_tail is not None and tail is not None and stab_tail > bound >= tail:
             continue  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
         failure = _latency_failure(name, percentile, tail, cand, stab, bound, allowed, rules.slo_headroom)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from controller.decide import noise as noises
 from controller.decide.context import PlanContext, round_trials
 from controller.domain.config import EngineConfig
-from controller.domain.trial import TrialResult
+from controller.domain.trial import TrialResult, TrialStatus
 
 
 def best_trial(
@@ -103,6 +103,19 @@ def expected_ratios(
     return None, None
 
 
+def stable_missed_slo(trials: Sequence[TrialResult], *, candidate: EngineConfig, stable: EngineConfig) -> bool:
+    """Whether the latest canary trial of ``candidate`` that met the SLO has a trial of ``stable`` beside it on the
+    same shape that missed it: at that traffic the candidate holds the SLO and stable does not, so stable's
+    latency in production (on however many replicas it has there) is no bar for the candidate's."""
+    for cand in reversed(trials):
+        if cand.config.key() != candidate.key() or not cand.meets_slo():
+            continue
+        base = next((t for t in reversed(trials) if t.config.key() == stable.key() and t.shape == cand.shape), None)
+        if base is not None:
+            return base.status is not TrialStatus.INVALID and not base.meets_slo()
+    return False
+
+
 def evidence(chosen: TrialResult, stock: TrialResult | None) -> tuple[tuple[str, str], ...]:
     """The stock and chosen measurements side by side, as a notification's fields."""
 
@@ -117,4 +130,14 @@ def evidence(chosen: TrialResult, stock: TrialResult | None) -> tuple[tuple[str,
     return (("stock", row(stock)), ("chosen", row(chosen)), ("config", chosen.config.label()))
 
 
-__all__ = ["best", "best_trial", "choice", "evidence", "expected_ratios", "finalists", "find", "min_gain"]
+__all__ = [
+    "best",
+    "best_trial",
+    "choice",
+    "evidence",
+    "expected_ratios",
+    "finalists",
+    "find",
+    "min_gain",
+    "stable_missed_slo",
+]

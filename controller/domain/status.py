@@ -57,6 +57,12 @@ class RolloutState(BaseModel):
         default=None, gt=0, description="candidate/stable p95 TTFT the canary trials measured (the accepted trade-off)"
     )
     expected_tpot_ratio: float | None = Field(default=None, gt=0)
+    latency_vs_stable: bool = Field(
+        default=True,
+        description="whether the candidate's latency is judged against stable's as well as against the SLO; false "
+        "when the canary measured stable outside the SLO on the traffic the candidate met it on (stable's latency "
+        "on its production replicas is then no bar)",
+    )
     approvals: tuple[Approval, ...] = ()
     analyses: tuple[AnalysisRecord, ...] = ()
     paused: bool = False
