@@ -59,7 +59,7 @@ def more_slots(ctx: PlanContext, leader: TrialResult, *, skip: set[str]) -> Tria
     is). None when there is none."""
     if ctx.rules.scaling is None or ctx.rules.capacity_finalists <= 0:
         return None
-    skipped = {leader.config.key(), ctx.status.active_config.key(), *ctx.status.blocked_configs, *skip}
+    skipped = {leader.config.key(), ctx.status.active_config.key(), *selection.blocked(ctx), *skip}
     wider = [
         t
         for t in round_trials(ctx.status)

@@ -10,6 +10,7 @@ from controller.decide.selection import expected_ratios, stable_missed_slo
 from controller.domain.actions import Notify, Promote, Rollback
 from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
+from controller.domain.status import BlockedConfig
 
 
 def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str, gain: float | None) -> Intent:
@@ -71,7 +72,8 @@ def advance(ctx: PlanContext) -> Intent:
         elif isinstance(action, Rollback):
             history = (*history, f"{ctx.now:%Y-%m-%d %H:%M} {action.reason}")
             if not state.abort_requested and not state.rejected():
-                update["blocked_configs"] = (*status.blocked_configs, state.to_config.key())[-50:]
+                failed_on = BlockedConfig(key=state.to_config.key(), window=ctx.window.name)
+                update["blocked_in_windows"] = (*status.blocked_in_windows, failed_on)[-50:]
             entry = status.schedule_for(ctx.window.name)
             if entry is not None and entry.config.key() == state.to_config.key():
                 restored = entry.model_copy(

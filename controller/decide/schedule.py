@@ -30,7 +30,7 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         entry = status.schedule_for(window.name)
         if entry is None or entry.config.key() == status.active_config.key():
             return None
-        if entry.config.key() in status.blocked_configs:
+        if entry.config.key() in status.blocked_for(window.name):
             return None
         if short_of_replicas(ctx, entry.capacity_rps):
             # the autoscaler's replicas cannot carry today's load on it, which a pre-warmed candidate meets

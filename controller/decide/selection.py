@@ -33,10 +33,17 @@ def find(trials: Sequence[TrialResult], config: EngineConfig) -> TrialResult | N
     return next((t for t in reversed(trials) if t.config.key() == key), None)
 
 
+def blocked(ctx: PlanContext) -> frozenset[str]:
+    """Keys of the configs not to choose: rolled back on the traffic of the window being tuned (the round's, else
+    the current one), or blocked everywhere."""
+    tuning = ctx.status.tuning
+    return ctx.status.blocked_for(tuning.window if tuning is not None else ctx.window.name)
+
+
 def best(ctx: PlanContext, trials: Sequence[TrialResult]) -> TrialResult | None:
     """The round's best trial. With managed replicas the round runs near one replica's capacity, where every
     config may miss the SLO: then the highest goodput wins, and the capacity probe searches downwards."""
-    allowed = [t for t in trials if t.config.key() not in set(ctx.status.blocked_configs)]
+    allowed = [t for t in trials if t.config.key() not in blocked(ctx)]
     found = best_trial(allowed, is_lossy=ctx.is_lossy)
     if found is None and ctx.rules.scaling is not None:
         partial = [t for t in allowed if t.ok and t.objective() > 0]
@@ -70,7 +77,7 @@ def finalists(ctx: PlanContext, leader: TrialResult) -> list[TrialResult]:
     lossless when the leader is."""
     if ctx.rules.scaling is None or ctx.rules.capacity_finalists <= 0:
         return []
-    skip = {leader.config.key(), ctx.status.active_config.key(), *ctx.status.blocked_configs}
+    skip = {leader.config.key(), ctx.status.active_config.key(), *blocked(ctx)}
     floor = (1 - ctx.rules.finalist_gap) * leader.objective()
     out: list[TrialResult] = []
     for t in sorted(round_trials(ctx.status), key=lambda t: -t.objective()):
@@ -133,6 +140,7 @@ def evidence(chosen: TrialResult, stock: TrialResult | None) -> tuple[tuple[str,
 __all__ = [
     "best",
     "best_trial",
+    "blocked",
     "choice",
     "evidence",
     "expected_ratios",

@@ -115,7 +115,7 @@ def reuse(
     The measurements behind it were made on this shape; a new search would repeat them. Code ``search-reused``:
     the entry becomes the window's again, re-dated (so a breach or a drift on it waits the usual interval before
     the next re-tune), replicas follow at once."""
-    blocked = set(ctx.status.blocked_configs)
+    blocked = ctx.status.blocked_for(window.name)
     current = ctx.status.schedule_for(window.name)
     kept = [s for s in reversed(ctx.status.searches) if s.window == window.name]
     found = next(

@@ -166,6 +166,15 @@ class TuningRound(BaseModel):
         return "unknown"
 
 
+class BlockedConfig(BaseModel):
+    """A config rolled back in production, and the window whose traffic it failed on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = Field(min_length=1)
+    window: str = Field(min_length=1)
+
+
 class TargetStatus(BaseModel):
     """Everything the operator must remember about one target between cycles."""
 
@@ -199,7 +208,14 @@ class TargetStatus(BaseModel):
     tuning_paused_until: datetime | None = None
     tuning_paused_reason: str | None = None
     blocked_configs: tuple[str, ...] = Field(
-        default=(), description="keys of configs rolled back in production: never chosen again automatically"
+        default=(),
+        description="keys of configs never chosen again automatically in any window (rollbacks recorded before "
+        "rollbacks were kept per window)",
+    )
+    blocked_in_windows: tuple[BlockedConfig, ...] = Field(
+        default=(),
+        description="configs rolled back in production, each with the window whose traffic it failed on: never "
+        "chosen again automatically for that window",
     )
     noise: MeasuredNoise | None = Field(
         default=None, description="the measurement noise the latest tuning round measured from its repeats"
@@ -213,3 +229,7 @@ class TargetStatus(BaseModel):
 
     def schedule_for(self, window: str) -> ScheduledConfig | None:
         return next((s for s in self.schedule if s.window == window), None)
+
+    def blocked_for(self, window: str | None) -> frozenset[str]:
+        """Keys of the configs not to choose for ``window``: rolled back on its traffic, or blocked everywhere."""
+        return frozenset(self.blocked_configs) | {b.key for b in self.blocked_in_windows if b.window == window}

@@ -43,7 +43,7 @@ def scenario_bad_config(multiplier: float = 2.0, at_weight: int = 25) -> Outcome
         "requests_while_bad": total_bad,
         "cycles_to_rollback": cycles,
         "weight_after": world.fleet.candidate_weight,
-        "blocked": world.status.blocked_configs,
+        "blocked": (*world.status.blocked_configs, *(b.key for b in world.status.blocked_in_windows)),
         "applied_weights": world.applied_weights(),
         "promoted": world.promoted(),
         "reason": reason,

@@ -226,7 +226,11 @@ def scenario_canary(failures: dict[int, CanaryFailure], *, name: str, max_trials
     measured = [t for t in world.trials() if t.ok]
     measured_keys = {t.config.key() for t in measured}
     rolled_out = [c for c in world.deployed_candidates() if c.key() in measured_keys]
-    ended = "promoted" if world.promoted() else ("rolled back" if world.status.blocked_configs else "in progress")
+    ended = (
+        "promoted"
+        if world.promoted()
+        else ("rolled back" if world.status.blocked_in_windows or world.status.blocked_configs else "in progress")
+    )
     data = {
         "rolled_out_measured": rolled_out,
         "failed": failed,
