@@ -506,37 +506,39 @@ def _library_loop(
     return trials
 
 
-def optuna_gp_search(
-    case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int
-) -> list[TrialResult]:
-    """optuna's ``GPSampler`` (its defaults: 10 random start-up trials, then its GP's log EI), ask/tell over the
-    TPE strategy's knob codes (an ordered knob as an integer by rank, the rest categorical); a new study per
+def optuna_gp(startup: int = 10) -> Strategy:
+    """optuna's ``GPSampler`` (``startup`` seeded random trials, its default 10, then its GP's log EI), ask/tell over
+    the TPE strategy's knob codes (an ordered knob as an integer by rank, the rest categorical); a new study per
     trial holding every trial so far (seed + 7919 x trials, as TPE), its suggestion snapped like TPE's."""
-    torch: Any = importlib.import_module("torch")
-    torch.set_num_threads(1)
-    optuna.logging.set_verbosity(logging.WARNING)
-    enc = LibraryEncoding(CandidateSet(cands))
-    dists: dict[str, optuna.distributions.BaseDistribution] = {
-        k: optuna.distributions.IntDistribution(0, enc.levels[k] - 1)
-        if k in enc.ordered
-        else optuna.distributions.CategoricalDistribution(list(range(enc.levels[k])))
-        for k in enc.knobs
-    }
-    index = {c.key(): i for i, c in enumerate(cands)}
 
-    def pick(trials: list[TrialResult]) -> int | None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sampler = optuna.samplers.GPSampler(seed=seed + 7919 * len(trials))
-            study = optuna.create_study(direction="maximize", sampler=sampler)
-            for t, y in zip(trials, library_targets([t.objective() for t in trials]), strict=True):
-                params = dict(zip(enc.knobs, enc.codes[index[t.config.key()]].tolist(), strict=True))
-                study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=float(y)))
-            asked = study.ask(dists)
-        found = enc.snap([int(asked.params[k]) for k in enc.knobs], {t.config.key() for t in trials})
-        return found[0] if found else None
+    def run(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
+        torch: Any = importlib.import_module("torch")
+        torch.set_num_threads(1)
+        optuna.logging.set_verbosity(logging.WARNING)
+        enc = LibraryEncoding(CandidateSet(cands))
+        dists: dict[str, optuna.distributions.BaseDistribution] = {
+            k: optuna.distributions.IntDistribution(0, enc.levels[k] - 1)
+            if k in enc.ordered
+            else optuna.distributions.CategoricalDistribution(list(range(enc.levels[k])))
+            for k in enc.knobs
+        }
+        index = {c.key(): i for i, c in enumerate(cands)}
 
-    return _library_loop(surface, cands, seed, budget, pick)
+        def pick(trials: list[TrialResult]) -> int | None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sampler = optuna.samplers.GPSampler(seed=seed + 7919 * len(trials), n_startup_trials=startup)
+                study = optuna.create_study(direction="maximize", sampler=sampler)
+                for t, y in zip(trials, library_targets([t.objective() for t in trials]), strict=True):
+                    params = dict(zip(enc.knobs, enc.codes[index[t.config.key()]].tolist(), strict=True))
+                    study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=float(y)))
+                asked = study.ask(dists)
+            found = enc.snap([int(asked.params[k]) for k in enc.knobs], {t.config.key() for t in trials})
+            return found[0] if found else None
+
+        return _library_loop(surface, cands, seed, budget, pick)
+
+    return run
 
 
 def sklearn_gp_search(
@@ -573,10 +575,12 @@ def sklearn_gp_search(
 
 
 LIBRARY_STRATEGIES: dict[str, tuple[Strategy, tuple[str, ...]]] = {
-    "optuna-gp": (optuna_gp_search, ("optuna", "torch")),
+    "optuna-gp": (optuna_gp(), ("optuna", "torch")),
+    "optuna-gp-start5": (optuna_gp(startup=5), ("optuna", "torch")),
     "sklearn-gp": (sklearn_gp_search, ("sklearn",)),
 }
-"""No prior, with ``--libraries``: well-kept libraries' GPs (the strategy, the modules it needs)."""
+"""No prior, with ``--libraries``: well-kept libraries' GPs (the strategy, the modules it needs); optuna's GP as it
+comes and with 5 random start-up trials instead of 10 (as the TPE strategy starts)."""
 
 
 def importable_libraries() -> tuple[dict[str, Strategy], list[str]]:
