@@ -28,6 +28,9 @@ Simulator strategies:
 * ``one-knob``            one-knob-at-a-time coordinate search from the config nearest to stock
 
 Run: ``.venv/bin/python bench/search_efficiency.py [--seeds N] [--quick] [--only foreign|simulator|calibration]``.
+``--libraries [--library-seeds N]`` adds well-kept libraries' GPs on the foreign surfaces (``LIBRARY_STRATEGIES``:
+optuna's ``GPSampler``, scikit-learn's ``GaussianProcessRegressor``); they need torch and scikit-learn, in the
+environment ``scripts/install-search-libs.sh`` builds (``.venv-search/bin/python``).
 Ends with one line::
 
     search: no-prior median M, worst W over F foreign surfaces; with prior median M2, worst W2; random median R;
