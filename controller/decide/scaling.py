@@ -172,7 +172,12 @@ def transferred(capacity_rps: float, probed: TrafficShape, observed: TrafficShap
     of the observed mix carries (prompt and output together; a prompt token costs less than an output token, so
     this errs towards more replicas), never up. A capacity probed on 1,200-token requests carries about a fifth
     fewer requests of 1,470 tokens."""
-    return capacity_rps * min(1.0, tokens_per_request(probed) / tokens_per_request(observed))
+    factor = tokens_per_request(probed) / tokens_per_request(observed)
+    return capacity_rps if factor >= TRANSFER_TOLERANCE else capacity_rps * factor
+
+
+#: A mix within this share of the probed tokens per request is the probed mix (a mean that moved by a token).
+TRANSFER_TOLERANCE = 0.99
 
 
 def correct_capacity(ctx: PlanContext, breach: str) -> Intent | None:

@@ -49,6 +49,7 @@ def shape(rate: float, prompt: float, output: float = 516) -> TrafficShape:
         (shape(1, 688), shape(1, 945), 27.5 * (688 + 516) / (945 + 516)),  # longer prompts: fewer requests
         (shape(1, 688), shape(1, 688, 1032), 27.5 * (688 + 516) / (688 + 1032)),  # longer answers
         (shape(1, 688), shape(1, 344), 27.5),  # a lighter mix: never more than probed
+        (shape(1, 688), shape(1, 690), 27.5),  # two more prompt tokens: the probed mix
     ],
 )
 def test_transferred(probed: TrafficShape, observed: TrafficShape, expected: float) -> None:
