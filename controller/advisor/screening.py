@@ -23,7 +23,7 @@ def screen(
 
     Returns the accepted proposals and one line per rejection (who proposed it and why it was refused).
     """
-    blocked = status.blocked_for(status.tuning.window if status.tuning is not None else status.window)
+    blocked = status.blocked_for_tuning(status.window)
     refused = [
         f"rejected {p.config.label()} ({p.proposed_by}): rolled back in production earlier"
         for p in proposals

@@ -4,7 +4,7 @@ Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from controller.decide import noise as noises
 from controller.decide.context import PlanContext, round_trials
@@ -36,8 +36,7 @@ def find(trials: Sequence[TrialResult], config: EngineConfig) -> TrialResult | N
 def blocked(ctx: PlanContext) -> frozenset[str]:
     """Keys of the configs not to choose: rolled back on the traffic of the window being tuned (the round's, else
     the current one), or blocked everywhere."""
-    tuning = ctx.status.tuning
-    return ctx.status.blocked_for(tuning.window if tuning is not None else ctx.window.name)
+    return ctx.status.blocked_for_tuning(ctx.window.name)
 
 
 def best(ctx: PlanContext, trials: Sequence[TrialResult]) -> TrialResult | None:
@@ -93,18 +92,47 @@ def finalists(ctx: PlanContext, leader: TrialResult) -> list[TrialResult]:
     return out
 
 
+def measured_beside(
+    trials: Sequence[TrialResult],
+    *,
+    candidate: EngineConfig,
+    stable: EngineConfig,
+    keep_candidate: Callable[[TrialResult], bool],
+    keep_stable: Callable[[TrialResult], bool],
+) -> Iterator[tuple[TrialResult, TrialResult]]:
+    """Newest first: each trial of ``candidate`` that ``keep_candidate`` accepts, with the latest trial of
+    ``stable`` on the same shape that ``keep_stable`` accepts (candidates with none are skipped). Two configs are
+    compared only where both replayed the same traffic at the same load."""
+    for cand in reversed(trials):
+        if cand.config.key() != candidate.key() or not keep_candidate(cand):
+            continue
+        base = next(
+            (
+                t
+                for t in reversed(trials)
+                if t.config.key() == stable.key() and t.shape == cand.shape and keep_stable(t)
+            ),
+            None,
+        )
+        if base is not None:
+            yield cand, base
+
+
 def expected_ratios(
     trials: Sequence[TrialResult], *, candidate: EngineConfig, stable: EngineConfig
 ) -> tuple[float | None, float | None]:
     """Candidate/stable p95 TTFT and TPOT as the latest canary trials of both measured them on the same shape
     (a capacity probe of one config at a load the other was not probed at says nothing about the trade-off)."""
-    for cand in reversed(trials):
-        if cand.config.key() != candidate.key() or not cand.ok or cand.ttft_s is None or cand.tpot_s is None:
-            continue
-        base = next(
-            (t for t in reversed(trials) if t.config.key() == stable.key() and t.shape == cand.shape and t.ok), None
-        )
-        if base is None or base.ttft_s is None or base.tpot_s is None or not base.ttft_s.p95 or not base.tpot_s.p95:
+    pairs = measured_beside(
+        trials,
+        candidate=candidate,
+        stable=stable,
+        keep_candidate=lambda t: t.ok and t.ttft_s is not None and t.tpot_s is not None,
+        keep_stable=lambda t: t.ok,
+    )
+    for cand, base in pairs:
+        assert cand.ttft_s is not None and cand.tpot_s is not None
+        if base.ttft_s is None or base.tpot_s is None or not base.ttft_s.p95 or not base.tpot_s.p95:
             continue
         return cand.ttft_s.p95 / base.ttft_s.p95, cand.tpot_s.p95 / base.tpot_s.p95
     return None, None
@@ -114,13 +142,11 @@ def stable_missed_slo(trials: Sequence[TrialResult], *, candidate: EngineConfig,
     """Whether the latest canary trial of ``candidate`` that met the SLO has a trial of ``stable`` beside it on the
     same shape that missed it: at that traffic the candidate holds the SLO and stable does not, so stable's
     latency in production (on however many replicas it has there) is no bar for the candidate's."""
-    for cand in reversed(trials):
-        if cand.config.key() != candidate.key() or not cand.meets_slo():
-            continue
-        base = next((t for t in reversed(trials) if t.config.key() == stable.key() and t.shape == cand.shape), None)
-        if base is not None:
-            return base.status is not TrialStatus.INVALID and not base.meets_slo()
-    return False
+    pairs = measured_beside(
+        trials, candidate=candidate, stable=stable, keep_candidate=TrialResult.meets_slo, keep_stable=lambda _t: True
+    )
+    latest = next(pairs, None)
+    return latest is not None and latest[1].status is not TrialStatus.INVALID and not latest[1].meets_slo()
 
 
 def evidence(chosen: TrialResult, stock: TrialResult | None) -> tuple[tuple[str, str], ...]:
@@ -146,6 +172,7 @@ __all__ = [
     "expected_ratios",
     "finalists",
     "find",
+    "measured_beside",
     "min_gain",
     "stable_missed_slo",
 ]

@@ -233,3 +233,7 @@ class TargetStatus(BaseModel):
     def blocked_for(self, window: str | None) -> frozenset[str]:
         """Keys of the configs not to choose for ``window``: rolled back on its traffic, or blocked everywhere."""
         return frozenset(self.blocked_configs) | {b.key for b in self.blocked_in_windows if b.window == window}
+
+    def blocked_for_tuning(self, current_window: str | None) -> frozenset[str]:
+        """:meth:`blocked_for` the window being tuned: the running round's, else ``current_window``."""
+        return self.blocked_for(self.tuning.window if self.tuning is not None else current_window)
