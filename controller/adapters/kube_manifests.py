@@ -15,6 +15,7 @@ from typing import Any
 from controller.adapters.vllm_pod import PodSource, derive_pod_template
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation, render_invocation
+from controller.domain.log_tail import clip_utf8
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
 
@@ -186,8 +187,8 @@ def event_manifest(
             "namespace": target.namespace,
             **({"uid": uid} if uid else {}),
         },
-        "reason": reason[:128],
-        "message": message[:1024],
+        "reason": clip_utf8(reason, 128),
+        "message": clip_utf8(message, 1024),  # in bytes: a reason may quote an engine's log line
         "type": "Warning" if warning else "Normal",
         "source": {"component": MANAGER},
         "reportingComponent": MANAGER,

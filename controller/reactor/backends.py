@@ -30,7 +30,7 @@ from kubernetes import client
 from controller.adapters.background_loadtester import BackgroundLoadTester
 from controller.adapters.gateway import GatewayRouter, gateway_installed
 from controller.adapters.kube import KubeCluster, KubeEvents, kube_errors
-from controller.adapters.kube_result_store import ConfigMapResultStore, cache_name
+from controller.adapters.kube_result_store import ConfigMapResultStore, EntrySigner, cache_name
 from controller.adapters.memory import NopNotifier, RecordingNotifier
 from controller.adapters.vllm_pod import baseline_config
 from controller.crd.models import TunedServiceSpec
@@ -46,7 +46,7 @@ from controller.reactor.settings import OperatorSettings
 from controller.reactor.status_io import owner_references
 from controller.reactor.trial_progress import ReportingLoadTester, TrialCRReporter
 from controller.reconcile import Ports, Reconciler, rules_from_policy
-from controller.trials.cache import TrialCache
+from controller.trials.cache import CachedTrials, TrialCache
 from controller.trials.launchers import KubernetesTrialManifest, Launcher
 
 log = logging.getLogger(__name__)
@@ -308,6 +308,12 @@ class KubernetesBackend:
         self.notifier = notifier
         self.trial_launcher = trial_launcher
         self._runtimes: dict[tuple[str, str, str, int | None], TargetRuntime] = {}
+        # trial cache entries live in the tenant's namespace: each is signed with the admin's key (a mounted
+        # Secret), or, with none configured, with a key of this process (a restart measures them again)
+        key_file = settings.trial_cache_key_file
+        self.cache_signer = EntrySigner.from_file(key_file) if key_file is not None else EntrySigner.ephemeral()
+        if key_file is None:
+            log.warning("no trial cache key file (SHIFTLIGHT_TRIAL_CACHE_KEY_FILE): cached trials last one process")
         # one trial worker per TunedService, kept across its generations: trials run beside the cycle, one at a
         # time, so a spec change while a trial runs queues the next behind it instead of a second canary engine
         self._trial_workers: dict[tuple[str, str, str], ThreadPoolExecutor] = {}
@@ -377,25 +383,34 @@ class KubernetesBackend:
             selectors=foreign_selectors,
             launcher=self.trial_launcher,
         )
-        runner.cache = TrialCache(
+        cache = TrialCache(
             ConfigMapResultStore(
                 self.api,
                 namespace=target.namespace,
                 name=cache_name(target.name),
                 owner_references=owner_references(body),
+                signer=self.cache_signer,
                 labels={"shiftlight.dev/tuned-service": target.name},
                 max_entries=self.settings.trial_cache_max_entries,
                 now=clock.now,
             )
         )
-        load_tester: LoadTester = runner
+        reported: LoadTester = runner
         if self.settings.mirror_crs:
-            load_tester = ReportingLoadTester(
+            reported = ReportingLoadTester(
                 runner,
                 TrialCRReporter(self.api, body),
                 clock,
                 min_interval_s=self.settings.trial_progress_interval_s,
             )
+        # a cached result answers a request only when it holds for it: its config, shape bucket, SLO, engine image
+        # and model, and a passed quality report for a config the quality gate covers; a hit starts nothing
+        load_tester: LoadTester = CachedTrials(
+            reported,
+            cache,
+            key=runner.key,
+            gated=lambda c: runner.quality_gate is not None and (runner.gate_if is None or runner.gate_if(c)),
+        )
         ports = Ports(
             metrics=metrics,
             forecaster=ProfileForecaster.from_prometheus(metrics),

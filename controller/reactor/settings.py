@@ -108,6 +108,9 @@ class OperatorSettings:
     trial_cache_max_entries: int = 200
     """Trial results kept per TunedService in its cache ConfigMap (the oldest go first; also bounded in bytes;
     ``SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES``)."""
+    trial_cache_key_file: Path | None = None
+    """A mounted Secret key holding the key that signs trial cache entries (``SHIFTLIGHT_TRIAL_CACHE_KEY_FILE``; at
+    least 32 bytes). None: a random key per operator process (cached results do not outlive it)."""
     verify_approvals: bool = True
     """Honour approvals only from users allowed to ``approve`` configrollouts (SubjectAccessReview)."""
     slack_webhook_file: Path | None = None
@@ -266,6 +269,9 @@ class OperatorSettings:
             prometheus_timeout_s=positive("SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS", 10.0),
             trial_progress_interval_s=positive("SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS", 5.0),
             trial_cache_max_entries=max(1, int(num("SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES", 200))),
+            trial_cache_key_file=Path(e["SHIFTLIGHT_TRIAL_CACHE_KEY_FILE"])
+            if e.get("SHIFTLIGHT_TRIAL_CACHE_KEY_FILE")
+            else None,
             log_level=choice("SHIFTLIGHT_LOG_LEVEL", "info", LOG_LEVELS),
             log_format=choice("SHIFTLIGHT_LOG_FORMAT", "text", ("text", "json")),  # type: ignore[arg-type]
             slack_digest_hour=digest_hour(),

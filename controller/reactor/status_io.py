@@ -23,6 +23,7 @@ from kubernetes import client
 from controller.adapters.kube import kube_errors
 from controller.crd import models as crd
 from controller.domain.config import EngineConfig
+from controller.domain.log_tail import bounded_log_tails, clip_utf8
 from controller.domain.phases import Phase
 from controller.domain.status import RolloutState, TargetStatus
 from controller.domain.traffic import TrafficShape
@@ -180,10 +181,12 @@ class StatusStore:
         rv = str(meta["resourceVersion"])
         generation = meta.get("generation")
         for attempt in range(self.retries):
-            wire = crd.status_to_wire(
-                ours,
-                conditions=conditions_for(ours, generation=generation, now=now),
-                observed_generation=generation,
+            wire = bounded_log_tails(  # every trial's engine log tail, bounded in lines and bytes
+                crd.status_to_wire(
+                    ours,
+                    conditions=conditions_for(ours, generation=generation, now=now),
+                    observed_generation=generation,
+                )
             )
             try:
                 return self._patch_status(namespace, name, status_patch(rv, wire))
@@ -279,7 +282,7 @@ class CRMirror:
     def _status(self, namespace: str, plural: str, name: str, status: JSON) -> None:
         with kube_errors(f"{plural} {namespace}/{name} status"):
             self.custom.patch_namespaced_custom_object_status(
-                crd.GROUP, crd.VERSION, namespace, plural, name, {"status": status}
+                crd.GROUP, crd.VERSION, namespace, plural, name, {"status": bounded_log_tails(status)}
             )
 
     def trials(self, owner: Mapping[str, Any], results: Sequence[TrialResult], reasons: Mapping[str, str]) -> None:
@@ -312,7 +315,7 @@ class CRMirror:
                 status = crd.TrialStatus(
                     phase=trial_phase(result),
                     config_label=result.config.label(),
-                    message=result.reason or result.summary(),
+                    message=clip_utf8(result.reason or result.summary(), 4096),
                     result=result,
                 )
                 self._status(namespace, crd.PLURAL_TRIAL, name, status.to_wire())

@@ -22,6 +22,7 @@ from kubernetes import client
 
 from controller.adapters.kube import kube_errors
 from controller.crd import models as crd
+from controller.domain.log_tail import bounded_log_tails, clip_utf8
 from controller.domain.trial import TrialResult
 from controller.errors import ClusterConflict
 from controller.ports import Clock, TrialRequest
@@ -174,7 +175,12 @@ class TrialCRReporter:
     def _patch(self, name: str, status: crd.TrialStatus) -> None:
         with kube_errors(f"{crd.PLURAL_TRIAL} {self.namespace}/{name} status"):
             self.custom.patch_namespaced_custom_object_status(
-                crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL_TRIAL, name, {"status": status.to_wire()}
+                crd.GROUP,
+                crd.VERSION,
+                self.namespace,
+                crd.PLURAL_TRIAL,
+                name,
+                {"status": bounded_log_tails(status.to_wire())},  # the engine's log tail, bounded
             )
 
     def started(self, request: TrialRequest, at: datetime) -> None:
@@ -234,7 +240,7 @@ class TrialCRReporter:
             config_label=result.config.label(),
             started_at=started,
             finished_at=at,
-            message=(result.reason or result.summary())[:4096],
+            message=clip_utf8(result.reason or result.summary(), 4096),
             result=result,
             progress=crd.TrialProgress(
                 stage="done",

@@ -1,9 +1,15 @@
 """Trial result cache: an identical trial is never run twice.
 
-Key: (model, GPU type, engine version, config key, shape bucket). Values are :class:`TrialResult` JSON. Stores
-implement :class:`ResultStore` (``load`` / ``save`` of a ``{key: json}`` mapping, oldest entry first);
-:class:`JsonFileStore` keeps it in a local file, and the operator keeps it in a ConfigMap per TunedService
-(:mod:`controller.adapters.kube_result_store`), so it outlives the operator's Pod.
+Key: (model, GPU type, engine version (the canary image), config key, shape bucket). Values are
+:class:`TrialResult` JSON. Stores implement :class:`ResultStore` (``load`` / ``save`` of a ``{key: json}`` mapping,
+oldest entry first); :class:`JsonFileStore` keeps it in a local file, and the operator keeps it in a ConfigMap per
+TunedService (:mod:`controller.adapters.kube_result_store`, each entry signed with the operator's key), so it
+outlives the operator's Pod.
+
+A stored result is evidence, and evidence is checked before it is served (:func:`refusal`): its config and shape
+bucket must be the key's, its SLO the request's (goodput is counted per request under the SLO, so a result judged
+under another SLO is measured again, never re-scored), and a result of a config the quality gate covers must carry
+a passed quality report. :class:`CachedTrials` is the ``LoadTester`` that serves only such hits.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -21,8 +28,9 @@ from pydantic import ValidationError
 
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
-from controller.domain.trial import TrialResult
+from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import InvalidInput, ShiftlightError
+from controller.ports import LoadTester, TrialRequest
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +103,31 @@ class JsonFileStore:
         os.replace(tmp, self.path)
 
 
+def mismatch(key: TrialKey, result: TrialResult) -> str:
+    """Why ``result`` cannot be the result stored under ``key`` (empty: it can): its config or shape bucket differ."""
+    if result.config.key() != key.config_key:
+        return f"it holds config {result.config.key()} under the key of config {key.config_key}"
+    if result.shape.bucket() != key.shape_bucket:
+        return f"it holds shape bucket {result.shape.bucket()} under the key of bucket {key.shape_bucket}"
+    return ""
+
+
+def refusal(key: TrialKey, result: TrialResult, request: TrialRequest, *, gated: bool) -> str:
+    """Why the stored ``result`` must not answer ``request`` (empty: it may). ``gated``: the quality gate covers the
+    request's config (a lossy config), so a measured result must carry a passed quality report."""
+    if why := mismatch(key, result):
+        return why
+    if result.config.key() != request.config.key():
+        return "its config is not the requested one"
+    if result.shape.bucket() != request.shape.bucket():
+        return "its shape bucket is not the requested one"
+    if result.slo != request.slo:
+        return "judged under another SLO"
+    if gated and result.status is TrialStatus.MEASURED and not (result.quality is not None and result.quality.passed):
+        return "a lossy config's result without a passed quality report"
+    return ""
+
+
 class TrialCache:
     """Get/put trial results by :class:`TrialKey`; failed measurements are never cached (they say nothing)."""
 
@@ -104,24 +137,53 @@ class TrialCache:
         self._entries = self.store.load()
         self.hits = 0
         self.misses = 0
+        self.refused = 0  # stored results that did not hold for the request (see refusal)
 
-    def get(self, key: TrialKey) -> TrialResult | None:
+    def _stored(self, key: TrialKey) -> TrialResult | None:
+        """The valid result stored under ``key``; an entry that is not one (or holds another config or shape bucket
+        than its key's) is dropped: a miss, so the trial runs again and replaces it, never an error of the cycle."""
         with self._lock:
             raw = self._entries.get(key.encode())
-            if raw is None:
-                self.misses += 1
-                return None
+        if raw is None:
+            return None
+        why = ""
         try:
-            result = TrialResult.model_validate_json(raw)
+            result: TrialResult | None = TrialResult.model_validate_json(raw)
         except ValidationError as exc:
-            # a bad entry is a miss (the trial runs again and replaces it), never an error of the cycle
-            log.warning("dropped an invalid cached trial result for %s: %s", key.encode(), exc.errors()[:1])
+            result, why = None, f"not a trial result: {exc.errors()[:1]}"
+        if result is not None and (wrong := mismatch(key, result)):
+            result, why = None, wrong
+        if result is None:
+            log.warning("dropped the cached trial result for %s: %s", key.encode(), why)
             with self._lock:
                 self._entries.pop(key.encode(), None)
-                self.misses += 1
-            return None
-        self.hits += 1
         return result
+
+    def get(self, key: TrialKey) -> TrialResult | None:
+        result = self._stored(key)
+        with self._lock:
+            if result is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        return result
+
+    def lookup(self, key: TrialKey, request: TrialRequest, *, gated: bool) -> TrialResult | None:
+        """The stored result for ``request`` when it may answer it (:func:`refusal`), with the request's exact shape;
+        None (a miss) otherwise: the trial runs and its result replaces the entry."""
+        result = self._stored(key)
+        why = "" if result is None else refusal(key, result, request, gated=gated)
+        with self._lock:
+            if result is None or why:
+                self.misses += 1
+                self.refused += bool(why)
+            else:
+                self.hits += 1
+        if result is None or why:
+            if why:
+                log.info("not serving the cached trial result for %s: %s", key.encode(), why)
+            return None
+        return result.model_copy(update={"shape": request.shape, "slo": request.slo})
 
     def put(self, key: TrialKey, result: TrialResult) -> None:
         """Remember ``result``; a store that cannot be written keeps it in memory (logged), never fails the trial."""
@@ -138,3 +200,36 @@ class TrialCache:
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, TrialKey) and key.encode() in self._entries
+
+
+class CachedTrials:
+    """A ``LoadTester`` in front of ``inner`` (a trial runner without a cache of its own): a request is answered
+    from ``cache`` only by a result that holds for it (:meth:`TrialCache.lookup`), otherwise ``inner`` measures it
+    and the result is stored. A fresh request always measures; failed and invalid results are never stored.
+
+    ``key`` gives a request's :class:`TrialKey` (the runner's model, GPU type and engine image), ``gated`` whether
+    the quality gate covers a config (its served results must carry a passed quality report)."""
+
+    def __init__(
+        self,
+        inner: LoadTester,
+        cache: TrialCache,
+        *,
+        key: Callable[[TrialRequest], TrialKey],
+        gated: Callable[[EngineConfig], bool],
+    ) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.key = key
+        self.gated = gated
+
+    def run(self, request: TrialRequest) -> TrialResult:
+        key = self.key(request)
+        if not request.fresh:
+            hit = self.cache.lookup(key, request, gated=self.gated(request.config))
+            if hit is not None:
+                return hit
+        result = self.inner.run(request)
+        if result.status not in (TrialStatus.FAILED, TrialStatus.INVALID):
+            self.cache.put(key, result)
+        return result

@@ -146,7 +146,7 @@ def test_kubernetes_backend_uses_the_operators_defaults(
 
     plain = runtime()
     assert isinstance(plain.ports.metrics, PrometheusMetrics) and plain.ports.metrics.settings.timeout_s == 25
-    manifest = plain.ports.load_tester.runner.launcher.manifest
+    manifest = plain.ports.load_tester.inner.runner.launcher.manifest
     assert manifest.node_selector == {"pool": "canary"}
     assert [(t.key, t.operator) for t in manifest.tolerations] == [("canary", "Exists")]
     assert plain.reconciler.rules.digest is not None and plain.reconciler.rules.digest.hour == 6
@@ -155,7 +155,7 @@ def test_kubernetes_backend_uses_the_operators_defaults(
         canaryPool={"nodeSelector": {"pool": "team"}, "tolerations": [{"key": "team", "operator": "Exists"}]},
         notifications={"slack": {"channel": "#team", "digestHour": None}},
     )
-    manifest = own.ports.load_tester.runner.launcher.manifest
+    manifest = own.ports.load_tester.inner.runner.launcher.manifest
     assert manifest.node_selector == {"pool": "team"}  # the TunedService's own pool wins
     assert [t.key for t in manifest.tolerations] == ["team"]
     assert own.reconciler.rules.digest is None  # its Slack settings switch the digest off

@@ -1,7 +1,8 @@
 """Trials on the ``kubernetes`` backend, through the fake API: the Trial CR is created when a trial starts and
 carries its progress (stage, requests done of planned, elapsed, live tokens/s) until it ends with the result; the
-result is cached in a ConfigMap owned by the TunedService, so a new operator instance serves the same trial from
-it without launching anything; entries read back from that ConfigMap are validated one by one."""
+result is cached in a ConfigMap owned by the TunedService, so a new operator instance (with the same cache key)
+serves the same trial from it without launching anything; entries read back from that ConfigMap are validated one
+by one."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from kubernetes import client, config
 
 from controller.adapters.background_loadtester import BackgroundLoadTester
-from controller.adapters.kube_result_store import ConfigMapResultStore, cache_name, data_key
+from controller.adapters.kube_result_store import ConfigMapResultStore, EntrySigner, cache_name, data_key
 from controller.crd.models import parse_tuned_service
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.domain.trial import Percentiles, TrialResult
@@ -25,7 +26,7 @@ from controller.reactor.backends import KubernetesBackend, TargetRuntime
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
 from controller.reactor.status_io import CRMirror, trial_name_for
 from controller.reactor.trial_progress import ProgressUpdate, ReportingLoadTester, TrialCRReporter
-from controller.trials.cache import TrialCache
+from controller.trials.cache import CachedTrials, TrialCache
 from controller.trials.launchers import KubernetesTrialManifest, Launch
 from controller.trials.runner import TrialRunner
 from tests.support.fake_engine import FakeEngine
@@ -91,10 +92,17 @@ def tuned(api: client.ApiClient, policy_dir: Path) -> dict[str, Any]:
     return body
 
 
+CACHE_KEY = b"k" * 32  # the admin's trial cache key (a mounted Secret in the chart)
+SIGNER = EntrySigner(CACHE_KEY)
+
+
 def operator_instance(
     operator_kubeconfig: Path, policy_dir: Path, launcher: CountingLauncher, body: dict[str, Any]
 ) -> TargetRuntime:
-    """A fresh operator's runtime for the TunedService (its own API client, backend and in-memory state)."""
+    """A fresh operator's runtime for the TunedService (its own API client, backend and in-memory state), with the
+    admin's trial cache key file."""
+    key_file = policy_dir.parent / "trial-cache-key"
+    key_file.write_bytes(CACHE_KEY + b"\n")
     settings = OperatorSettings(
         backend="kubernetes",
         connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
@@ -102,6 +110,7 @@ def operator_instance(
         health_port=None,
         metrics_port=None,
         trial_progress_interval_s=0.0,
+        trial_cache_key_file=key_file,
     )
     operator_api = config.new_client_from_config(str(operator_kubeconfig))
     spec, _ = parse_tuned_service(body)
@@ -124,7 +133,8 @@ def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_th
     launcher = CountingLauncher(engine)
     request = trial_request(EngineConfig(max_num_seqs=64))
     first = operator_instance(operator_kubeconfig, policy_dir, launcher, tuned)
-    assert isinstance(first.ports.load_tester, ReportingLoadTester)
+    assert isinstance(first.ports.load_tester, CachedTrials)
+    assert isinstance(first.ports.load_tester.inner, ReportingLoadTester)
     result = first.ports.load_tester.run(request)
     assert result.status is TrialStatus.MEASURED, result.reason
     assert len(launcher.launches) == 1
@@ -187,7 +197,13 @@ def store(api: client.ApiClient, owner: dict[str, Any], **kw: Any) -> ConfigMapR
     meta = owner["metadata"]
     refs = [{"apiVersion": f"{G}/{V}", "kind": "TunedService", "name": meta["name"], "uid": meta["uid"]}]
     return ConfigMapResultStore(
-        api, namespace=NS, name=cache_name("workhorse"), owner_references=refs, now=lambda: next(clock), **kw
+        api,
+        namespace=NS,
+        name=cache_name("workhorse"),
+        owner_references=refs,
+        signer=kw.pop("signer", SIGNER),
+        now=lambda: next(clock),
+        **kw,
     )
 
 
