@@ -79,8 +79,8 @@ class Hypothesiser:
         spent = int(usage["total_tokens"]) if usage else estimate
         try:
             answer = parse_answer(text)
-        except InvalidInput as exc:
-            return self._failed(state, calls, used + spent, f"the chat model returned garbage ({exc})")
+        except Exception as exc:  # parse_answer raises InvalidInput; anything else is garbage all the same
+            return self._failed(state, calls, used + spent, f"the chat model returned garbage ({clean(exc, 300)})")
         base = base_config(state, "best")
         candidates, invalid = [], []
         for p in answer.proposals:
