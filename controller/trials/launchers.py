@@ -11,7 +11,6 @@ why the engine did not come up (exit code, start-up timeout) together with the l
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import shutil
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from controller.adapters.vllm_pod import PodSource, derive_pod_template
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation, render_invocation
+from controller.trials.engine_log import EngineLog
 
 #: Environment that keeps a CPU engine offline, quiet and inside the project (see docs/trials.md).
 CPU_ENGINE_ENV: dict[str, str] = {
@@ -45,8 +45,6 @@ CPU_ENGINE_ENV: dict[str, str] = {
 
 #: Flags for the tiny test model on a CPU engine.
 CPU_TEST_ARGS: tuple[str, ...] = ("--max-model-len", "512", "--dtype", "float32", "--enforce-eager")
-
-LOG_TAIL_LINES = 40
 
 
 def default_engine_python() -> str:
@@ -96,10 +94,10 @@ class Launcher(Protocol):
 
 
 class _LogPump:
-    """Reads the child's combined stdout/stderr into a bounded deque (and optionally a file)."""
+    """Reads the child's combined stdout/stderr into an :class:`EngineLog` (and optionally a whole file)."""
 
-    def __init__(self, stream: Any, keep: int, path: Path | None) -> None:
-        self.lines: collections.deque[str] = collections.deque(maxlen=keep)
+    def __init__(self, stream: Any, path: Path | None) -> None:
+        self.log = EngineLog()
         self._stream = stream
         self._path = path
         self._thread = threading.Thread(target=self._run, name="engine-log", daemon=True)
@@ -110,7 +108,7 @@ class _LogPump:
         try:
             for raw in iter(self._stream.readline, b""):
                 line = raw.decode("utf-8", "replace").rstrip()
-                self.lines.append(line)
+                self.log.append(line)
                 if sink:
                     sink.write(line + "\n")
         finally:
@@ -218,7 +216,7 @@ class LocalProcessLauncher:
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             return Launch(endpoint, self.served_model_name, False, 0.0, error=f"cannot start engine: {exc}")
-        proc = _Proc(popen, _LogPump(popen.stdout, LOG_TAIL_LINES * 5, log_path), tmp)
+        proc = _Proc(popen, _LogPump(popen.stdout, log_path), tmp)
         launch = Launch(endpoint, self.served_model_name, False, 0.0, pid=popen.pid, _handle=proc)
         deadline = t0 + (timeout_s if timeout_s is not None else self.startup_timeout_s)
         with httpx.Client() as client:
@@ -252,7 +250,7 @@ class LocalProcessLauncher:
         proc = launch._handle
         if not isinstance(proc, _Proc):
             return launch.log_tail
-        return tuple(list(proc.pump.lines)[-LOG_TAIL_LINES:])
+        return proc.pump.log.lines()
 
     def stop(self, launch: Launch) -> None:
         proc = launch._handle

@@ -11,9 +11,8 @@ broken measurement (load generator, metrics, cancel) is ``failed``. The load gen
 from __future__ import annotations
 
 import math
-import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -24,6 +23,7 @@ from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable, ShiftlightError
 from controller.ports import TrialRequest
 from controller.trials.cache import TrialCache, TrialKey
+from controller.trials.engine_log import engine_reason
 from controller.trials.launchers import Launch, Launcher
 from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests
 from controller.trials.loadgen_process import LoadClientFailed, ReplayProgress, replay_in_worker, replay_inline
@@ -35,22 +35,6 @@ from controller.trials.validity import reason as invalid_reason
 
 #: ``progress(phase, done, total)``; phases: launch, warmup, replay, quality, teardown, done.
 TrialProgress = Callable[[str, int, int], None]
-
-_ERROR_LINE = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception)):\s*(.+)$")
-_OOM = re.compile(r"out of memory|OutOfMemory|Killed|MemoryError|oom", re.IGNORECASE)
-
-
-def engine_reason(error: str, log_tail: Sequence[str]) -> str:
-    """One line saying why the engine did not serve: the last exception line in its log, else the launcher's."""
-    for line in reversed(log_tail):
-        m = _ERROR_LINE.search(line)
-        if m:
-            return f"{m.group(1).split('.')[-1]}: {m.group(2).strip()}"[:400]
-    for line in reversed(log_tail):
-        if _OOM.search(line):
-            return f"out of memory: {line.strip()}"[:400]
-    return error or "engine failed"
-
 
 @dataclass(frozen=True)
 class RunnerSettings:

@@ -16,8 +16,9 @@ from controller.domain.trial import TrialStatus
 from controller.errors import InvalidInput
 from controller.ports import LoadTester, TrialBudget, TrialRequest
 from controller.trials.cache import JsonFileStore, TrialCache, TrialKey
+from controller.trials.engine_log import engine_reason
 from controller.trials.launchers import Launch
-from controller.trials.runner import RunnerSettings, TrialRunner, engine_reason
+from controller.trials.runner import RunnerSettings, TrialRunner
 
 TARGET = TargetRef("ml", "chat", "tiny")
 BUDGET = TrialBudget(duration_s=20, warmup_s=2, max_requests=24, startup_timeout_s=5)
