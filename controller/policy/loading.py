@@ -41,8 +41,46 @@ class _DuplicateKey(yaml.YAMLError):
         self.mapping, self.first, self.second = mapping, first, second
 
 
+#: The deepest nesting of mappings and lists a policy may have (the policies in ``policies/`` nest four levels).
+MAX_POLICY_DEPTH = 32
+#: The most nodes a policy may stand for, each alias counted again at every use (a few hundred in practice).
+MAX_POLICY_NODES = 50_000
+
+
+class _TooLarge(yaml.YAMLError):
+    """The document nests too deep, expands to too many nodes through aliases, or an alias holds itself."""
+
+    def __init__(self, why: str, node_or_mark: yaml.Node | yaml.Mark | None, field: str = "") -> None:
+        super().__init__(why)
+        mark = node_or_mark.start_mark if isinstance(node_or_mark, yaml.Node) else node_or_mark
+        self.why, self.line, self.field = why, (mark.line + 1 if mark is not None else None), field
+
+
 class _PolicyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a mapping naming a key twice is an error (SafeLoader keeps the last)."""
+    """PyYAML's safe loader, except that a mapping naming a key twice is an error (SafeLoader keeps the last), and a
+    document nested deeper than :data:`MAX_POLICY_DEPTH` is refused while it is composed, before PyYAML's recursive
+    composer and constructor (and the validation after them) could exhaust the stack."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._path: list[str] = []
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if parent is None:
+            step = ""
+        elif isinstance(index, yaml.Node):
+            step = f".{index.value}" if isinstance(index.value, str) else ".<key>"
+        else:
+            step = f"[{index}]" if isinstance(index, int) else ".<key>"
+        self._path.append(step)
+        try:
+            if len(self._path) > MAX_POLICY_DEPTH + 1:
+                field = "".join(self._path[:3]).lstrip(".")
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _TooLarge(f"is nested more than {MAX_POLICY_DEPTH} levels deep", mark, field)
+            return super().compose_node(parent, index)
+        finally:
+            self._path.pop()
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, yaml.Node] = {}
@@ -74,12 +112,47 @@ def _path_to(root: yaml.Node | None, target: yaml.Node) -> str:
     return ""
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_size(root: yaml.Node) -> None:
+    """Refuse a document that stands for more than :data:`MAX_POLICY_NODES` nodes once every alias is expanded (a
+    "billion laughs"), or whose alias holds itself. One pass over the composed nodes; each is sized once."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] > MAX_POLICY_NODES:
+                raise _TooLarge(f"expands to more than {MAX_POLICY_NODES} values through aliases", node)
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise _TooLarge("has an alias that refers to a list or mapping containing it", node)
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+
+
 def _load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
-    """The composed root node and the data of one YAML document; errors become :class:`PolicyError`."""
+    """The composed root node and the data of one YAML document; errors become :class:`PolicyError`, whatever
+    raised them (a parse failure is a refusal naming the source, never an unexpected error in the cycle)."""
     loader = _PolicyLoader(text)
     root: yaml.Node | None = None
     try:
         root = loader.get_single_node()
+        if root is not None:
+            _check_size(root)
         return root, (loader.construct_document(root) if root is not None else None)
     except _DuplicateKey as dup:
         parent = _path_to(root, dup.mapping)
@@ -91,10 +164,20 @@ def _load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
             line=second,
             field=field,
         ) from None
+    except _TooLarge as big:
+        where = f"{source}:{big.line or '?'}"
+        raise PolicyError(
+            source,
+            [f"{where}: {big.field or '<root>'}: refused: the document {big.why}"],
+            line=big.line,
+            field=big.field,
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise PolicyError(source, [f"{source}:{line or '?'}: not valid YAML: {exc}"], line=line) from exc
+    except Exception as exc:  # RecursionError, a constructor's ValueError/OverflowError: refused, not a crash
+        raise PolicyError(source, [f"{source}: not a readable YAML document ({type(exc).__name__})"]) from None
     finally:
         loader.dispose()
 
