@@ -1,0 +1,123 @@
+"""On the GPU host: Shiftlight's trial client beside ``vllm bench serve`` on one running server, the same plan.
+
+    PYTHONPATH=/root/site:. python3 scripts/gpu/loadgen_pair.py --port 8101 --model-dir DIR --out loadgen.jsonl
+
+For each concurrency (64 and 256 by default): one seeded closed-loop plan of 4 x C requests of 512 prompt /
+512 output tokens (``plan_requests``); prompts are the plan's token ids as words of the word-level tokenizer
+(``t<id>``), which encode back to exactly those ids, so both tools send the same texts. ``vllm bench serve``
+gets them as a ShareGPT file (``--disable-shuffle``, ``--ignore-eos``); ours runs in its worker process
+(``replay_in_worker``), as trials run it. Order per concurrency: bench, ours, ours, bench (so a linear drift
+cancels in the geometric means), each run with its own seed. One JSON line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
+from controller.trials.loadgen_plan import LoadPlan, plan_requests  # noqa: E402
+from controller.trials.loadgen_process import replay_in_worker  # noqa: E402
+from controller.trials.loadgen_worker import WorkerSettings  # noqa: E402
+from controller.trials.vllm_bench import write_sharegpt_dataset  # noqa: E402
+
+SERVED = "m"
+
+
+def make_plan(conc: int, seed: int, vocab: int) -> tuple[LoadPlan, list[str]]:
+    length = LengthDistribution(mean=512, cv=0.0, maximum=512)
+    shape = TrafficShape(arrival_rate_rps=0, concurrency=conc, prompt_tokens=length, output_tokens=length)
+    plan = plan_requests(shape, num_requests=4 * conc, seed=seed, token_id_range=(3, vocab), max_model_len=4096)
+    texts = [" ".join(f"t{i}" for i in r.prompt_token_ids) for r in plan.requests]
+    reqs = tuple(dataclasses.replace(r, prompt_text=t) for r, t in zip(plan.requests, texts, strict=True))
+    return dataclasses.replace(plan, requests=reqs), texts
+
+
+def run_bench(port: int, model_dir: str, plan: LoadPlan, texts: list[str], conc: int, tmp: Path) -> dict[str, object]:
+    ds = tmp / f"sharegpt-{plan.seed}.json"
+    write_sharegpt_dataset(plan, ds, prompt_texts=texts)
+    name = f"pair-bench-{plan.seed}-{time.monotonic_ns()}.json"
+    cmd = [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
+        "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/completions", "--model", SERVED,
+        "--tokenizer", model_dir, "--dataset-name", "sharegpt", "--dataset-path", str(ds), "--disable-shuffle",
+        "--num-prompts", str(len(plan.requests)), "--max-concurrency", str(conc), "--request-rate", "inf",
+        "--ignore-eos", "--seed", str(plan.seed), "--save-result", "--result-dir", str(tmp),
+        "--result-filename", name,
+    ]  # fmt: skip
+    t0 = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - t0
+    try:
+        r = json.loads((tmp / name).read_text())
+    except (OSError, ValueError):
+        return {"tool": "vllm-bench", "rc": done.returncode, "tail": (done.stdout + done.stderr)[-2000:]}
+    return {
+        "tool": "vllm-bench", "cmd": shlex.join(cmd), "wall_s": wall, "completed": r.get("completed"),
+        "output_throughput": r.get("output_throughput"), "median_ttft_ms": r.get("median_ttft_ms"),
+        "median_tpot_ms": r.get("median_tpot_ms"), "total_output_tokens": r.get("total_output_tokens"),
+        "duration": r.get("duration"),
+    }  # fmt: skip
+
+
+def run_ours(port: int, plan: LoadPlan) -> dict[str, object]:
+    t0 = time.monotonic()
+    report = replay_in_worker(plan, WorkerSettings(base_url=f"http://127.0.0.1:{port}", model=SERVED))
+    s = report.summary()
+    return {
+        "tool": "shiftlight", "wall_s": time.monotonic() - t0, "completed": s.completed, "failed": s.failed,
+        "output_throughput": s.output_tokens_per_s, "median_ttft_ms": s.ttft_s.p50 * 1000 if s.ttft_s else None,
+        "median_tpot_ms": s.tpot_s.p50 * 1000 if s.tpot_s else None, "total_output_tokens": s.output_tokens,
+        "duration": s.duration_s, "max_in_flight": s.max_in_flight,
+    }  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--vocab", type=int, default=128256)
+    ap.add_argument("--budget-s", type=float, default=300)
+    args = ap.parse_args()
+    t_end = time.monotonic() + args.budget_s
+    tmp = Path("/tmp/loadgen-pair")
+    tmp.mkdir(exist_ok=True)
+    with open(args.out, "a") as out:
+        for conc in args.concurrency:
+            for i, tool in enumerate(("bench", "ours", "ours", "bench")):
+                if time.monotonic() > t_end:
+                    print(f"loadgen pair: budget spent before c{conc} run {i}", flush=True)
+                    return 0
+                plan, texts = make_plan(conc, 1000 + 10 * conc + i, args.vocab)
+                try:
+                    rec = (
+                        run_bench(args.port, args.model_dir, plan, texts, conc, tmp)
+                        if tool == "bench"
+                        else run_ours(args.port, plan)
+                    )
+                except Exception as exc:
+                    rec = {"tool": tool, "error": repr(exc)[:2000]}
+                rec.update(concurrency=conc, run=i, seed=plan.seed, input_len=512, output_len=512)
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
+                print(
+                    f"pair c{conc} run {i} {rec['tool']}: out {rec.get('output_throughput')} tok/s,"
+                    f" ttft p50 {rec.get('median_ttft_ms')} ms",
+                    flush=True,
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
