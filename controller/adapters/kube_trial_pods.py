@@ -14,7 +14,13 @@ from controller.adapters.kube_manifests import JSON
 from controller.adapters.vllm_pod import PodSource
 from controller.domain.config import EngineConfig
 from controller.errors import NotFound, ShiftlightError, TemporaryError
+from controller.trials.engine_log import EngineLog
 from controller.trials.launchers import KubernetesTrialManifest, Launch
+
+#: How much of a canary container's log is read to find why it failed: vLLM prints the root cause before its
+#: wrapper tracebacks, which alone can run past a hundred lines; what is kept of it is bounded (EngineLog).
+POD_LOG_LINES = 2000
+POD_LOG_BYTES = 1 << 20
 
 
 class KubernetesLauncher:
@@ -97,13 +103,15 @@ class KubernetesLauncher:
         if not isinstance(name, str):
             return launch.log_tail
         try:
-            text = self.core.read_namespaced_pod_log(name, self.manifest.namespace, tail_lines=50)
+            text = self.core.read_namespaced_pod_log(
+                name, self.manifest.namespace, tail_lines=POD_LOG_LINES, limit_bytes=POD_LOG_BYTES
+            )
         except Exception:  # no logs yet, or the API cannot serve them: the status says why
             return launch.log_tail
         text = str(text)
         if text.lstrip().startswith("{") and "apiVersion" in text:
             return launch.log_tail  # an API object, not container output: no logs to show
-        return tuple(text.splitlines()[-50:])
+        return EngineLog.of(text.splitlines()).lines()
 
     def stop(self, launch: Launch) -> None:
         name = launch._handle

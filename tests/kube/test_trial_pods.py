@@ -10,15 +10,18 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import pytest
 from kubernetes import client
 
 from controller.adapters.kube import KubernetesLauncher
+from controller.adapters.kube_trial_pods import POD_LOG_BYTES, POD_LOG_LINES
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.ports import TrialBudget, TrialRequest
-from controller.trials.launchers import KubernetesTrialManifest, OwnerRef, Toleration, free_port
+from controller.trials.engine_log import engine_reason
+from controller.trials.launchers import KubernetesTrialManifest, Launch, OwnerRef, Toleration, free_port
 from controller.trials.runner import TrialRunner
 
 pytestmark = pytest.mark.kube
@@ -140,3 +143,29 @@ def test_an_oom_killed_trial_pod_is_an_infeasible_result_with_the_reason(
         result = runner.run(request(EngineConfig(max_num_seqs=1024)))
     assert result.status is TrialStatus.INFEASIBLE
     assert "OOMKilled" in result.reason and "137" in result.reason
+
+
+class PodLogs:
+    """The pod-log read of CoreV1Api, answering with a vLLM start-up failure's whole log."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.asked: list[dict[str, object]] = []
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, **kw: object) -> str:
+        self.asked.append(kw)
+        return self.text
+
+
+def test_a_failed_trial_pods_log_gives_the_engines_root_cause(operator_api: client.ApiClient) -> None:
+    """vLLM's wrappers after the cause run longer than a short tail: the pod log is read deep and kept bounded."""
+    text = (Path(__file__).parents[1] / "trials" / "engine_logs" / "cpu-fp8-kv-no-avx512.log").read_text()
+    launcher = KubernetesLauncher(operator_api, manifest(free_port()))
+    logs = PodLogs(text)
+    launcher.core = logs  # type: ignore[assignment]
+    tail = launcher.logs(Launch("", "workhorse", False, 0.0, _handle="trial-pod"))
+    assert logs.asked == [{"tail_lines": POD_LOG_LINES, "limit_bytes": POD_LOG_BYTES}]
+    assert len(tail) < len(text.splitlines())
+    assert engine_reason("engine container Error (exit code 1)", tail) == (
+        "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
+    )
