@@ -381,3 +381,61 @@ def test_the_cycle_starts_a_canary_trial_and_polls_it_on_one_worker_per_tuned_se
     assert handle.future.result(timeout=120).status is TrialStatus.MEASURED
     assert behind.future.result(timeout=120).status is TrialStatus.MEASURED
     assert launcher.launches == [EngineConfig(max_num_seqs=64), EngineConfig(max_num_seqs=128)]
+
+
+@pytest.mark.security
+def test_a_signed_entry_changed_or_replayed_elsewhere_is_refused(
+    api: client.ApiClient, operator_api: client.ApiClient, tuned: dict[str, Any]
+) -> None:
+    """Entries are signed over the cache's namespace and name, the trial key, the time stored and the result: a
+    tenant can delete entries (the trials run again) but cannot change one, move one under another key, copy one
+    from another TunedService's cache, or sign one without the operator's key."""
+    good, other = result_for(EngineConfig(max_num_seqs=64)), result_for(EngineConfig(max_num_seqs=128))
+    store(operator_api, tuned).save({"k-good": good.model_dump_json(), "k-other": other.model_dump_json()})
+    core = client.CoreV1Api(api)
+    signed = core.read_namespaced_config_map(cache_name("workhorse"), NS).data
+    entry = json.loads(signed[data_key("k-good")])
+    richer = {**entry, "result": {**entry["result"], "goodput_tokens_per_s": 1e9}}
+    elsewhere = ConfigMapResultStore(
+        operator_api, namespace=NS, name=cache_name("another"), owner_references=[], signer=SIGNER
+    )
+    elsewhere.save({"k-good": good.model_dump_json()})
+    copied = core.read_namespaced_config_map(cache_name("another"), NS).data[data_key("k-good")]
+    other_key = EntrySigner(b"a-key-the-tenant-made-up-herself-32b")
+    where, stamp = f"configmap {NS}/{cache_name('workhorse')}", datetime.fromisoformat(entry["storedAt"])
+    made_up = {**entry, "mac": other_key.sign(where, "k-good", stamp, good.model_dump_json())}
+    hostile = {
+        "changed-result": json.dumps(richer),
+        "later-stamp": json.dumps({**entry, "storedAt": "2030-01-01T00:00:00Z"}),
+        "copied-from-another-cache": copied,
+        "signed-with-another-key": json.dumps(made_up),
+        "no-mac": json.dumps({k: v for k, v in entry.items() if k != "mac"}),
+    }
+    for why, value in hostile.items():
+        core.patch_namespaced_config_map(cache_name("workhorse"), NS, {"data": {data_key("k-good"): value}})
+        reader = store(operator_api, tuned)
+        assert list(reader.load()) == ["k-other"], why
+        assert reader.dropped == [data_key("k-good")], why
+    core.patch_namespaced_config_map(
+        cache_name("workhorse"), NS, {"data": {data_key("k-good"): signed[data_key("k-good")]}}
+    )
+    assert sorted(store(operator_api, tuned).load()) == ["k-good", "k-other"]  # the untouched entry is served
+
+
+@pytest.mark.security
+@pytest.mark.parametrize(("content", "why"), [(None, "cannot read"), (b"short\n", "at least 32")])
+def test_a_missing_or_short_cache_key_file_fails_the_operators_start_naming_the_variable(
+    tmp_path: Path, content: bytes | None, why: str
+) -> None:
+    from controller.errors import InvalidInput
+
+    key_file = tmp_path / "key"
+    if content is not None:
+        key_file.write_bytes(content)
+    settings = OperatorSettings.from_env(
+        {"SHIFTLIGHT_BACKEND": "kubernetes", "SHIFTLIGHT_TRIAL_CACHE_KEY_FILE": str(key_file)}
+    )
+    assert settings.trial_cache_key_file == key_file
+    with pytest.raises(InvalidInput, match=why) as refused:
+        KubernetesBackend(settings, client.ApiClient())
+    assert refused.value.field == "SHIFTLIGHT_TRIAL_CACHE_KEY_FILE"
