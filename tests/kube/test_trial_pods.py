@@ -159,7 +159,7 @@ class PodLogs:
 
 def test_a_failed_trial_pods_log_gives_the_engines_root_cause(operator_api: client.ApiClient) -> None:
     """vLLM's wrappers after the cause run longer than a short tail: the pod log is read deep and kept bounded."""
-    text = (Path(__file__).parents[1] / "trials" / "engine_logs" / "cpu-fp8-kv-no-avx512.log").read_text()
+    text = (Path(__file__).parents[1] / "trials" / "engine_logs" / "cpu-fp8-kv-no-vector-isa.log").read_text()
     launcher = KubernetesLauncher(operator_api, manifest(free_port()))
     logs = PodLogs(text)
     launcher.core = logs  # type: ignore[assignment]

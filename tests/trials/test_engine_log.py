@@ -19,7 +19,7 @@ def log_lines(name: str) -> list[str]:
 
 
 CASES = [
-    ("cpu-fp8-kv-no-avx512.log", "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."),
+    ("cpu-fp8-kv-no-vector-isa.log", "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."),
     ("cpu-fp8-kv-head-size.log", "NotImplementedError: FP8 KV cache requires head_size divisible by 32 on CPU."),
     ("cpu-numa-memory.log", "ValueError: Available memory on node 0 (10.5/12.34 GiB) on kv cache allocation is less"),
     ("cpu-unknown-flag.log", "ArgumentError: unrecognized arguments: --bogus-flag"),
