@@ -5,7 +5,8 @@ operator container, ``OperatorSettings.from_env`` with the rendered value must d
 the variable (or, where the rendered value is the loader's default, with another valid value), in the field the
 variable feeds. A variable the loader ignores fails with its name. The few variables consumed by something else
 are in ``CONSUMED_ELSEWHERE`` with their consumer. Every mounted path must hold a path a setting points at (the
-policy directory, the Slack webhook file, an advisor's API-key file) or be the value of a consumed variable.
+policy directory, the Slack webhook file, an advisor's API-key file, the trial cache key) or be the value of a
+consumed variable.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ FEEDS = {
     "SHIFTLIGHT_SLACK_DIGEST_HOUR": "slack_digest_hour",
     "SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS": "trial_progress_interval_s",
     "SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES": "trial_cache_max_entries",
+    "SHIFTLIGHT_TRIAL_CACHE_KEY_FILE": "trial_cache_key_file",
     "SHIFTLIGHT_GRAFANA_URL": "grafana",
     "SHIFTLIGHT_GRAFANA_TOKEN_FILE": "grafana",
     "SHIFTLIGHT_GRAFANA_DATASOURCE_UID": "grafana",
@@ -153,7 +155,7 @@ def test_every_mounted_path_is_consumed(helm: Helm) -> None:
     container = rendered_container(helm)
     env = rendered_env(container)
     settings = OperatorSettings.from_env(env)
-    consumed_paths = [settings.policy_dir, settings.slack_webhook_file]
+    consumed_paths = [settings.policy_dir, settings.slack_webhook_file, settings.trial_cache_key_file]
     consumed_paths += [a.api_key_file for a in settings.llm_advisors]
     consumed_paths += [settings.grafana.token_file if settings.grafana else None]
     elsewhere = {env[name] for name in CONSUMED_ELSEWHERE if name in env}

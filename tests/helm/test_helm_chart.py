@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from pathlib import Path
@@ -80,9 +81,9 @@ def test_default_render_is_valid(helm: Helm) -> None:
     assert kinds == sorted(
         ["CustomResourceDefinition"] * 3
         + ["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
-        + ["Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "ConfigMap"]
+        + ["Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "ConfigMap", "Secret"]
     )
-    assert validate_all(docs) == {"kubernetes-validate": 15, "vendored": 0}
+    assert validate_all(docs) == {"kubernetes-validate": 16, "vendored": 0}
     for doc in docs:
         if doc["kind"] not in {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}:
             assert doc["metadata"]["namespace"] == "shiftlight", doc["metadata"]["name"]
@@ -90,7 +91,7 @@ def test_default_render_is_valid(helm: Helm) -> None:
 
 def test_nondefault_render_is_valid(helm: Helm) -> None:
     docs = helm.template("-f", str(NONDEFAULT))
-    assert validate_all(docs) == {"kubernetes-validate": 15, "vendored": 1}
+    assert validate_all(docs) == {"kubernetes-validate": 16, "vendored": 1}
     monitor = one(docs, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -138,7 +139,25 @@ def test_operator_deployment_defaults(helm: Helm) -> None:
     assert env["SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES"] == "200"
     assert container["command"] == ["shiftlight"] and container["args"] == ["operator", "--all-namespaces"]
     assert "SHIFTLIGHT_SLACK_WEBHOOK_FILE" not in env and "SHIFTLIGHT_LLM_ENDPOINT" not in env
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp", "/etc/shiftlight/policies"}
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {
+        "/tmp",
+        "/etc/shiftlight/policies",
+        "/var/run/secrets/shiftlight/trial-cache",
+    }
+    # the trial cache's signing key: a generated Secret, mounted as a file (never a value or an env var)
+    assert env["SHIFTLIGHT_TRIAL_CACHE_KEY_FILE"] == "/var/run/secrets/shiftlight/trial-cache/key"
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["trial-cache-key"]["secret"] == {
+        "secretName": "sl-shiftlight-trial-cache-key",
+        "items": [{"key": "key", "path": "key"}],
+    }
+    secret = one(docs, "Secret", "sl-shiftlight-trial-cache-key")
+    assert len(base64.b64decode(secret["data"]["key"])) >= 32
+    own = helm.template("--set", "trials.cacheKey.existingSecret=admin-key,trials.cacheKey.secretKey=k")
+    assert by_kind(own, "Secret") == []
+    own_volumes = {v["name"]: v for v in one(own, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert own_volumes["trial-cache-key"]["secret"]["secretName"] == "admin-key"
+    assert env_of(one(own, "Deployment"))["SHIFTLIGHT_TRIAL_CACHE_KEY_FILE"].endswith("/trial-cache/k")
     pdb = one(docs, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
@@ -222,6 +241,8 @@ def test_single_replica_has_no_pdb(helm: Helm) -> None:
         (["--set", "trials.progressIntervalSeconds=0"], "/trials/progressIntervalSeconds"),
         (["--set", "trials.cacheMaxEntries=0"], "/trials/cacheMaxEntries"),
         (["--set", "trials.cacheDir=/tmp/x"], "cacheDir"),
+        (["--set", "trials.cacheKey.secretKey=a/b"], "/trials/cacheKey/secretKey"),
+        (["--set", "trials.cacheKey.value=hunter2"], "value"),
     ],
 )
 def test_values_schema_rejects_bad_values(helm: Helm, args: list[str], message: str) -> None:
@@ -378,13 +399,13 @@ def test_minimal_render_with_everything_optional_off(helm: Helm) -> None:
         "--set",
         "dashboard.enabled=false,metrics.service.enabled=false,podDisruptionBudget.enabled=false",
         "--set",
-        "topologySpreadConstraints=null",
+        "topologySpreadConstraints=null,trials.cacheKey.existingSecret=ops-cache-key",
         crds=False,
     )
-    assert [d["kind"] for d in docs] == ["Deployment"]
+    assert [d["kind"] for d in docs] == ["Deployment"]  # the trial cache key is not optional: the admin's Secret
     assert validate_all(docs) == {"kubernetes-validate": 1, "vendored": 0}
     pod = docs[0]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "ops"
     assert "topologySpreadConstraints" not in pod
-    assert [v["name"] for v in pod["volumes"]] == ["tmp"]
+    assert [v["name"] for v in pod["volumes"]] == ["tmp", "trial-cache-key"]
     assert "SHIFTLIGHT_POLICY_DIR" not in env_of(docs[0])
