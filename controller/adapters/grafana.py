@@ -14,8 +14,9 @@ title and reason within ``dedup_window_s``), rate-limits (a token bucket; rollba
 approval requests always go out) and enqueues into a bounded queue; one background thread delivers. Daily digests
 are not decisions and are not annotated.
 
-The service-account token is read from its Secret-mounted file for every request (rotation needs no restart) and
-is scrubbed from every message this module logs.
+The service-account token is read from its Secret-mounted file for every request (rotation needs no restart); every
+message this module logs passes through the one scrubber (:func:`controller.observe.grafana.scrub`: the token, its
+fragments and escaped forms), and none quotes Grafana's answer.
 """
 
 from __future__ import annotations
@@ -207,9 +208,8 @@ class GrafanaAnnotator:
             logger.info("grafana: annotated %s", where)
         else:
             self.stats.failed += 1
-            logger.warning(
-                "grafana: %s not annotated: HTTP %s %s", where, response.status_code, scrub(response.text, token)[:200]
-            )
+            # the answer's body is not logged: Grafana may echo the Authorization header it refused
+            logger.warning("grafana: %s not annotated: HTTP %s", where, response.status_code)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued annotation is delivered (or given up); ``False`` on timeout."""

@@ -15,23 +15,33 @@ What differs is the failures Grafana itself answers, each a :class:`GrafanaUnava
 * 502: ``grafana-datasource-down`` (Grafana could not reach the Prometheus behind it).
 
 The token is an admin setting: it lives in a Secret-mounted file (re-read every query, so rotation needs no
-restart) and never appears in a message, a log record, the status or an Event: every error text is scrubbed of it.
+restart) and never appears in a message, a log record, the status or an Event. Every error a query, an observation
+or an SLO count raises (or returns, for :meth:`GrafanaMetrics.report_many`) once the token is loaded passes through
+one scrubber (:mod:`controller.domain.scrub`): the token, any quarter or more of it, and its ``\\u``-escaped,
+JSON-escaped and URL-encoded forms are removed, and the exception it was raised from is not chained (a traceback
+cannot repeat Grafana's answer). No message quotes a response body: an HTTP error says its status, a malformed
+answer says which part was malformed.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from controller.domain import scrub as scrubber
+from controller.domain.observation import Observation, TargetRef
 from controller.domain.slo import SLO
-from controller.errors import InvalidInput, MetricsUnavailable
-from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
+from controller.errors import InvalidInput, MetricsUnavailable, ShiftlightError
+from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings, Sample
+from controller.observe.report import TrafficReport
 
 GrafanaReason = Literal[
     "grafana-token-rejected",
@@ -51,6 +61,7 @@ STATUS_REASONS: Mapping[int, GrafanaReason] = {
 REDACTED = "<redacted-grafana-token>"
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _UID = r"^[A-Za-z0-9_.-]{1,40}$"
+E = TypeVar("E", bound=ShiftlightError)
 
 
 class GrafanaUnavailable(MetricsUnavailable):
@@ -96,10 +107,15 @@ class GrafanaSettings(BaseModel):
 
 
 def scrub(text: str, secret: str) -> str:
-    """``text`` without ``secret`` (nor its longer fragments, should something echo part of it)."""
-    if not secret:
-        return text
-    return text.replace(secret, REDACTED)
+    """``text`` without ``secret``, any quarter or more of it, or its escaped forms (:mod:`controller.domain.scrub`)."""
+    return scrubber.scrub(text, secret, REDACTED)
+
+
+def scrubbed_error(exc: E, secret: str) -> E:
+    """``exc`` with its message scrubbed of ``secret``, no longer chained to what it was raised from."""
+    exc.args = (scrub(str(exc), secret), *exc.args[1:])
+    exc.__cause__, exc.__suppress_context__ = None, True
+    return exc
 
 
 class GrafanaMetrics(PrometheusMetrics):
@@ -123,6 +139,45 @@ class GrafanaMetrics(PrometheusMetrics):
         headers["Authorization"] = f"Bearer {self._token}"
         return headers
 
+    @contextmanager
+    def _scrubbed(self) -> Iterator[None]:
+        """Every Shiftlight error raised inside passes through the scrubber with the token last read."""
+        try:
+            yield
+        except ShiftlightError as exc:
+            raise scrubbed_error(exc, self._token) from None
+
+    def query(self, expr: str, at: datetime, what: str) -> list[Sample]:
+        with self._scrubbed():
+            return super().query(expr, at, what)
+
+    def query_range(self, expr: str, start: datetime, end: datetime, step_s: float, what: str) -> list[Any]:
+        with self._scrubbed():
+            return super().query_range(expr, start, end, step_s, what)
+
+    def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
+        with self._scrubbed():
+            return super().observe(target, start=start, end=end)
+
+    def report(self, target: TargetRef, *, start: datetime, end: datetime) -> TrafficReport:
+        with self._scrubbed():
+            return super().report(target, start=start, end=end)
+
+    def report_many(
+        self, targets: Sequence[TargetRef], *, start: datetime, end: datetime
+    ) -> dict[TargetRef, TrafficReport | MetricsUnavailable]:
+        with self._scrubbed():
+            reports = super().report_many(targets, start=start, end=end)
+        return {
+            t: scrubbed_error(r, self._token) if isinstance(r, MetricsUnavailable) else r for t, r in reports.items()
+        }
+
+    def slo_counts(
+        self, target: TargetRef, slo: SLO, *, end: datetime, windows_s: Sequence[float] = (300, 3600)
+    ) -> dict[str, dict[float, tuple[float, float]]]:
+        with self._scrubbed():
+            return super().slo_counts(target, slo, end=end, windows_s=windows_s)
+
     def _translate(self, what: str, exc: BaseException) -> MetricsUnavailable:
         where = f"grafana datasource {self.grafana.datasource_uid} at {self.grafana.url} {what}"
         if isinstance(exc, PrometheusApiClientException):
@@ -134,12 +189,13 @@ class GrafanaMetrics(PrometheusMetrics):
                 "grafana-datasource-not-found": "Grafana has no datasource with this UID",
                 "grafana-datasource-down": "Grafana could not reach the datasource",
             }.get(reason, "Grafana answered an error")
-            body = scrub(str(exc), self._token)[:300]
-            return GrafanaUnavailable(reason, f"{where}: HTTP {status or '?'}: {detail} ({body})")
+            return GrafanaUnavailable(reason, f"{where}: HTTP {status or '?'}: {detail}")  # its body is not repeated
+        if isinstance(exc, ValueError):  # requests' JSONDecodeError is a RequestException too: a 200 that is not JSON
+            return MetricsUnavailable(f"{where}: the answer is not Prometheus JSON ({type(exc).__name__})")
         if isinstance(exc, requests.exceptions.RequestException):
             kind = "timed out" if "timed out" in str(exc).lower() else "connection failed"
             return GrafanaUnavailable("grafana-unreachable", f"{where}: {kind}")
-        return MetricsUnavailable(scrub(str(super()._translate(what, exc)), self._token))
+        return MetricsUnavailable(f"{where}: the answer could not be read ({type(exc).__name__})")
 
 
 def metrics_source(

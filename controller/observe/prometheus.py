@@ -34,6 +34,10 @@ from controller.observe.prometheus_answer import AnswerReader, Sample, good_shar
 from controller.observe.prometheus_settings import ENV_PREFIX, PrometheusSettings
 from controller.observe.report import TrafficReport
 
+#: What a query may raise: HTTP and connection errors, a non-200 answer, and a 200 answer whose JSON is not
+#: ``{"data": {"result": ...}}`` (prometheus_api_client indexes it unchecked).
+_QUERY_FAILURES = (requests.exceptions.RequestException, PrometheusApiClientException, ValueError, KeyError, TypeError)
+
 
 class PrometheusMetrics:
     """MetricsSource over a Prometheus HTTP API. ``slo`` (optional) lets it count good requests per variant."""
@@ -99,7 +103,7 @@ class PrometheusMetrics:
         params = {"time": f"{at.timestamp():.3f}", "timeout": q.duration(self.settings.timeout_s)}
         try:
             result = self._client.custom_query(expr, params=params)
-        except (requests.exceptions.RequestException, PrometheusApiClientException, ValueError) as exc:
+        except _QUERY_FAILURES as exc:
             raise self._translate(what, exc) from exc
         return self._samples(result, what, value_key="value")
 
@@ -115,7 +119,7 @@ class PrometheusMetrics:
                 step=q.duration(step_s),
                 params={"timeout": q.duration(self.settings.timeout_s)},
             )
-        except (requests.exceptions.RequestException, PrometheusApiClientException, ValueError) as exc:
+        except _QUERY_FAILURES as exc:
             raise self._translate(what, exc) from exc
         if not isinstance(result, list):
             raise MetricsUnavailable(f"{what}: unexpected answer type {type(result).__name__}")
@@ -126,12 +130,17 @@ class PrometheusMetrics:
         if not isinstance(result, list):
             raise MetricsUnavailable(f"{what}: unexpected answer type {type(result).__name__}")
         out: list[Sample] = []
-        for item in result:
+        for index, item in enumerate(result, start=1):
+            # the message says which part is malformed, never what it holds (an echo of a credential, say)
+            where = f"{what}: malformed sample {index} of {len(result)}"
             try:
                 labels = {str(k): str(v) for k, v in item["metric"].items()}
+            except (KeyError, TypeError, AttributeError):
+                raise MetricsUnavailable(f"{where}: 'metric' is not a mapping of labels") from None
+            try:
                 value = float(item[value_key][1])
-            except (KeyError, TypeError, ValueError, IndexError) as exc:
-                raise MetricsUnavailable(f"{what}: malformed sample {str(item)[:200]}") from exc
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise MetricsUnavailable(f"{where}: {value_key!r} is not a [time, number] pair") from None
             out.append((labels, value))
         return out
 
