@@ -82,16 +82,18 @@ def test_default_render_is_valid(helm: Helm) -> None:
         ["CustomResourceDefinition"] * 3
         + ["ServiceAccount", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
         + ["Deployment", "Service", "PodDisruptionBudget", "ConfigMap", "ConfigMap", "Secret"]
+        + ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
     )
-    assert validate_all(docs) == {"kubernetes-validate": 16, "vendored": 0}
+    assert validate_all(docs) == {"kubernetes-validate": 18, "vendored": 0}
     for doc in docs:
-        if doc["kind"] not in {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}:
+        cluster_scoped = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+        if doc["kind"] not in cluster_scoped | {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}:
             assert doc["metadata"]["namespace"] == "shiftlight", doc["metadata"]["name"]
 
 
 def test_nondefault_render_is_valid(helm: Helm) -> None:
     docs = helm.template("-f", str(NONDEFAULT))
-    assert validate_all(docs) == {"kubernetes-validate": 16, "vendored": 1}
+    assert validate_all(docs) == {"kubernetes-validate": 18, "vendored": 1}
     monitor = one(docs, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -400,6 +402,8 @@ def test_minimal_render_with_everything_optional_off(helm: Helm) -> None:
         "dashboard.enabled=false,metrics.service.enabled=false,podDisruptionBudget.enabled=false",
         "--set",
         "topologySpreadConstraints=null,trials.cacheKey.existingSecret=ops-cache-key",
+        "--set",
+        "approvals.admissionPolicy.enabled=false",
         crds=False,
     )
     assert [d["kind"] for d in docs] == ["Deployment"]  # the trial cache key is not optional: the admin's Secret

@@ -1,0 +1,182 @@
+"""Approvals are bound to the user who writes them: the chart's ValidatingAdmissionPolicy, rendered by helm and its
+CEL evaluated with cel-python as the API server would (``object``, ``oldObject``, ``request``, ``variables``).
+
+A status write that adds an approval whose ``by`` is not the writer's username is refused; an approval already in
+the stored status passes unchanged; the operator's own ServiceAccount is not matched. The value
+``approvals.admissionPolicy.enabled`` decides whether the policy and its binding are rendered at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import celpy
+import kubernetes_validate
+import pytest
+
+from controller.domain.status import Approval
+
+from .conftest import CHART, Helm, by_kind, one
+
+pytestmark = [pytest.mark.helm, pytest.mark.security]
+
+K8S_VERSION = "1.37.0"
+OPERATOR = "system:serviceaccount:shiftlight:sl-shiftlight"
+_ENV = celpy.Environment()
+
+
+def approval(by: str, step: int, decision: str = "approved", minute: int = 0) -> dict[str, Any]:
+    """One approval as ``shiftctl approve`` writes it (``Approval.model_dump(mode="json")``)."""
+    at = datetime(2026, 12, 2, 4, minute, tzinfo=UTC)
+    value: dict[str, Any] = Approval(by=by, at=at, step=step, decision=decision).model_dump(mode="json")  # type: ignore[arg-type]
+    return value
+
+
+def tuned_service(approvals: list[dict[str, Any]] | None, *, rollout: bool = True) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "shiftlight.dev/v1alpha1",
+        "kind": "TunedService",
+        "metadata": {"name": "workhorse", "namespace": "prod"},
+        "spec": {"workload": {"deployments": ["workhorse"], "service": "workhorse"}},
+        "status": {"phase": "AwaitingApproval"},
+    }
+    if rollout:
+        body["status"]["rollout"] = {"id": "r1", "weight": 5}
+        if approvals is not None:
+            body["status"]["rollout"]["approvals"] = approvals
+    return body
+
+
+@dataclass(frozen=True)
+class Verdict:
+    matched: bool
+    refused: list[str] = field(default_factory=list)
+
+
+def _eval(expression: str, activation: dict[str, Any]) -> Any:
+    return _ENV.program(_ENV.compile(expression)).evaluate(activation)
+
+
+def admit(policy: dict[str, Any], old: dict[str, Any], new: dict[str, Any], user: str) -> Verdict:
+    """The policy's verdict on an UPDATE of ``tunedservices/status`` by ``user``: its match conditions, then its
+    variables (in order), then its validations (the messages of those that fail)."""
+    spec = policy["spec"]
+    request = {"operation": "UPDATE", "subResource": "status", "userInfo": {"username": user}}
+    activation: dict[str, Any] = {
+        "object": celpy.json_to_cel(new),
+        "oldObject": celpy.json_to_cel(old),
+        "request": celpy.json_to_cel(request),
+    }
+    if not all(bool(_eval(c["expression"], activation)) for c in spec.get("matchConditions", [])):
+        return Verdict(matched=False)
+    variables: dict[str, Any] = {}
+    for variable in spec.get("variables", []):
+        variables[variable["name"]] = _eval(variable["expression"], {**activation, "variables": variables})
+    scope = {**activation, "variables": celpy.celtypes.MapType(variables)}
+    refused = [
+        str(_eval(rule["messageExpression"], scope))
+        for rule in spec["validations"]
+        if not bool(_eval(rule["expression"], scope))
+    ]
+    return Verdict(matched=True, refused=refused)
+
+
+@pytest.fixture(scope="module")
+def policy(helm: Helm) -> dict[str, Any]:
+    return one(helm.template(), "ValidatingAdmissionPolicy")
+
+
+SRE = approval("sre-lead", 0)
+ALICE = approval("alice", 0)
+
+CASES = [
+    # (id, old approvals, new approvals, writer, refused?)
+    ("the writer approves as themself", [], [ALICE], "alice", False),
+    ("the first approval creates the list", None, [ALICE], "alice", False),
+    ("a forged by is refused", [], [SRE], "alice", True),
+    ("a forged by in a new list is refused", None, [SRE], "alice", True),
+    ("a forged rejection is refused", [], [approval("sre-lead", 0, "rejected")], "alice", True),
+    ("an approval already stored passes with a new one", [SRE], [SRE, approval("alice", 1)], "alice", False),
+    ("an approval already stored passes alone", [SRE], [SRE], "alice", False),
+    ("a stored approval moved to another step is new", [SRE], [approval("sre-lead", 1)], "alice", True),
+    ("a stored approval turned into a rejection is new", [SRE], [approval("sre-lead", 0, "rejected")], "alice", True),
+    ("a stored approval given a new time is new", [SRE], [approval("sre-lead", 0, minute=5)], "alice", True),
+    ("a forged approval beside a genuine one", [], [ALICE, approval("sre-lead", 1)], "alice", True),
+    ("dropping approvals is no approval", [SRE, ALICE], [ALICE], "bob", False),
+    ("the genuine sre-lead approves", [ALICE], [ALICE, approval("sre-lead", 1)], "sre-lead", False),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "user", "refused"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_a_new_approval_must_name_its_writer(
+    policy: dict[str, Any], old: list[dict[str, Any]] | None, new: list[dict[str, Any]], user: str, refused: bool
+) -> None:
+    verdict = admit(policy, tuned_service(old), tuned_service(new), user)
+    assert verdict.matched
+    if refused:
+        assert verdict.refused == [f"a new approval's `by` must be the user who writes it ({user})"]
+    else:
+        assert verdict.refused == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (tuned_service(None, rollout=False), tuned_service(None, rollout=False)),
+        (tuned_service([SRE]), tuned_service(None, rollout=False)),  # the rollout finished
+        ({k: v for k, v in tuned_service(None).items() if k != "status"}, tuned_service(None)),
+        (tuned_service(None, rollout=False), tuned_service([])),
+    ],
+    ids=["no rollout", "rollout gone", "first status", "empty list"],
+)
+def test_status_writes_without_new_approvals_pass(policy: dict[str, Any], old: Any, new: Any) -> None:
+    assert admit(policy, old, new, "alice") == Verdict(matched=True, refused=[])
+
+
+def test_the_operators_own_service_account_is_not_matched(policy: dict[str, Any]) -> None:
+    """The operator rewrites the whole status each cycle (approvals re-serialised, refused ones dropped); it never
+    adds one, and a refused write would stop its loop."""
+    old, new = tuned_service([SRE]), tuned_service([approval("sre-lead", 0, minute=1)])
+    assert admit(policy, old, new, OPERATOR) == Verdict(matched=False)
+    assert admit(policy, old, new, "system:serviceaccount:shiftlight:other").refused
+
+
+def test_policy_matches_status_updates_and_is_bound(helm: Helm, policy: dict[str, Any]) -> None:
+    docs = helm.template()
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule == {
+        "apiGroups": ["shiftlight.dev"],
+        "apiVersions": ["*"],
+        "operations": ["UPDATE"],
+        "resources": ["tunedservices/status"],
+    }
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    for doc in (policy, binding):
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_operator_exemption_follows_the_service_account_name(helm: Helm) -> None:
+    docs = helm.template("--namespace", "ops", "--set", "serviceAccount.name=tuner")
+    policy = one(docs, "ValidatingAdmissionPolicy")
+    old, new = tuned_service([]), tuned_service([SRE])
+    assert admit(policy, old, new, "system:serviceaccount:ops:tuner") == Verdict(matched=False)
+    assert admit(policy, old, new, OPERATOR).refused
+
+
+@pytest.mark.parametrize(("enabled", "rendered"), [("true", 1), ("false", 0)])
+def test_the_value_gates_the_policy_and_its_binding(helm: Helm, enabled: str, rendered: int) -> None:
+    docs = helm.template("--set", f"approvals.admissionPolicy.enabled={enabled}")
+    assert len(by_kind(docs, "ValidatingAdmissionPolicy")) == rendered
+    assert len(by_kind(docs, "ValidatingAdmissionPolicyBinding")) == rendered
+
+
+def test_the_value_must_be_a_boolean(helm: Helm) -> None:
+    result = helm.run(
+        "template", "sl", str(CHART), "--set-string", "approvals.admissionPolicy.enabled=yes", check=False
+    )
+    assert result.returncode != 0
+    assert "enabled" in result.stderr
