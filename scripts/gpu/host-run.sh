@@ -17,7 +17,7 @@ mkdir -p "$OUT"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 export PYTHONPATH=/root/site PATH=/root/site/bin:$PATH HF_HUB_OFFLINE=1 VLLM_NO_USAGE_STATS=1 \
-    TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+    TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0
 if ls .gpu-wheels/wheelhouse.tar.part-* >/dev/null 2>&1; then
     bash scripts/gpu/host-install.sh keep 2>&1 | tail -3
 fi
