@@ -204,7 +204,8 @@ def main() -> int:
                 rec: dict[str, object] = {
                     "config": name, "flags": CONFIGS[name], "input_len": shape[0], "output_len": shape[1],
                     "concurrency": conc, "kind": kind, "run": i, "num_prompts": n, "seed": seed,
-                    "server_env": SERVER_ENV, "server_cmd": shlex.join(scmd), "bench_cmd": shlex.join(bcmd), "startup_s": round(startup, 1),
+                    "server_env": SERVER_ENV, "server_cmd": shlex.join(scmd), "bench_cmd": shlex.join(bcmd),
+                    "startup_s": round(startup, 1),
                     "wall_s": round(wall, 2), "rc": done.returncode,
                 }  # fmt: skip
                 try:
