@@ -56,10 +56,21 @@ config still meets the SLO on the week's busiest shape (perf model, bisection).
 Scenarios (``--scenario``): ``workstation`` (the field notes' hybrid MTP model on a DGX-Station-class GPU, coding
 agents by day, long documents by night), ``dense-fleet`` (a dense 8B model on H200s with lookup speculation in its
 space) and ``doc-quoting`` (a 27B hybrid MTP model, 4-bit, on RTX 3090s: chat by day, document quoting at night,
-where a long lookup draft pays several-fold and costs about half the speed on fresh text).
+where a long lookup draft pays several-fold and costs about half the speed on fresh text); and two populations
+written before the decide logic was changed for them, with their own windows and seeds: ``rag-batch`` (the dense 8B
+on H200s under ``dense-8b-h200.yaml``: long-prompt RAG chat in business hours, a synthetic-data batch job at night,
+light chat in the evening; five windows, two on half hours) and ``support-afternoon`` (the workstation's model and
+policy: support bots around the clock, coding agents in the afternoon only; four windows).
 
-Run: ``.venv/bin/python bench/week.py [--scenario workstation|dense-fleet|doc-quoting] [--seed N]
-[--load-scale X] [--days D] [--uncalibrated] [--trajectory]``. ``--trajectory`` prints, for each window of each day,
+Before the final line the bench prints the schedule's realised gain against the ideal best static config and what
+switching cost (GPU-hours on rollout candidates and canary trials, promotions, rollbacks)::
+
+    schedule: realised gain vs ideal best static +G.G GPU-hours (S.S vs H.H); switching cost: C.C GPU-hours on \
+rollout candidates, T.T on N canary trials, P promotions, R rollbacks
+
+Run: ``.venv/bin/python bench/week.py [--scenario workstation|dense-fleet|doc-quoting|rag-batch|support-afternoon]
+[--seed N] [--load-scale X] [--days D] [--uncalibrated] [--trajectory]``. ``--trajectory`` prints, for each window
+of each day,
 Shiftlight's config, peak replicas, GPU-hours and SLO attainment beside the ceiling's and the ideal static config's,
 and the scaling decision behind Shiftlight's peak. The performance model runs calibrated: a GPU with a shipped
 calibration profile (the H200) on its measured curves, every GPU with the corrected prefill terms
@@ -107,7 +118,7 @@ from controller.simulator import perf as perf_module
 from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic import DiurnalTraffic, TrafficProfile
 
 REPO = Path(__file__).resolve().parents[1]
 WEEK_START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # a Monday
@@ -124,7 +135,7 @@ class WeekSettings:
     model: str = "nemotron-3-super-nvfp4"
     gpu: str = "gb300-dgx-station"
     policy_path: Path = REPO / "policies" / "v1" / "hybrid-mtp-workstation.yaml"
-    profile: str = "coding-agents"
+    profile: str | TrafficProfile = "coding-agents"
     cycle_s: float = 300.0
     cold_start_s: float = 180.0
     min_replicas: int = 1
@@ -150,6 +161,121 @@ class WeekSettings:
 #: drafter that finishes documents early passes an open-loop probe at rates it cannot carry at that concurrency.
 #: ``doc-quoting``: field note 2's class of setup, a 27B hybrid MTP model (4-bit) on RTX 3090s, chat by day and
 #: document quoting at night (the ``chat-quoting`` traffic profile), with MTP and long lookup drafts in its space.
+#: Two more populations, written before any decide code was changed for them (issue 29), with other window
+#: boundaries and seeds than the three above. ``rag-batch``: a platform team's dense 8B on H200s, long-prompt RAG chat
+#: in business hours, a synthetic-data batch job at night (short prompts, long outputs, many streams), light chat in
+#: the evening; five windows, two of them on half hours, the night's wrapping midnight.
+RAG_BATCH = TrafficProfile.parse(
+    {
+        "name": "rag-batch",
+        "description": "RAG chat in business hours (6k-token prompts), a synthetic-data batch job at night "
+        "(256 in / 2k out, many streams), light chat in the evening",
+        "populations": {
+            "rag": {
+                "peak_concurrency": 96,
+                "request_seconds": 12.0,
+                "prompt_tokens": {"mean": 6000, "cv": 0.5, "maximum": 32000},
+                "output_tokens": {"mean": 320, "cv": 0.6, "maximum": 2048},
+                "repetitiveness": 0.3,
+                "prefix_share": 0.2,
+                "curve": {
+                    "knots": [
+                        [0, 0.0],
+                        [7.5, 0.0],
+                        [9, 0.9],
+                        [11, 1.0],
+                        [14, 0.9],
+                        [17, 0.7],
+                        [18.5, 0.05],
+                        [19, 0.0],
+                        [24, 0.0],
+                    ]
+                },
+                "weekend_scale": 0.15,
+            },
+            "batch": {
+                "peak_concurrency": 320,
+                "request_seconds": 45.0,
+                "prompt_tokens": {"mean": 256, "cv": 0.3, "maximum": 1024},
+                "output_tokens": {"mean": 2048, "cv": 0.3, "maximum": 4096},
+                "repetitiveness": 0.05,
+                "prefix_share": 0.6,
+                "curve": {"knots": [[0, 1.0], [4.5, 1.0], [5.5, 0.0], [22, 0.0], [23, 1.0], [24, 1.0]]},
+            },
+            "chat": {
+                "peak_concurrency": 24,
+                "request_seconds": 15.0,
+                "prompt_tokens": {"mean": 800, "cv": 0.6, "maximum": 8192},
+                "output_tokens": {"mean": 300, "cv": 0.5, "maximum": 2048},
+                "repetitiveness": 0.05,
+                "prefix_share": 0.4,
+                "curve": {
+                    "knots": [
+                        [0, 0.0],
+                        [5.5, 0.0],
+                        [7, 0.3],
+                        [9, 0.0],
+                        [16, 0.0],
+                        [18, 0.6],
+                        [20, 1.0],
+                        [22, 0.4],
+                        [23, 0.0],
+                        [24, 0.0],
+                    ]
+                },
+                "weekend_scale": 0.7,
+            },
+        },
+        "windows": [
+            {"name": "batch-night", "start_hour": 22.5, "end_hour": 5.5},
+            {"name": "early", "start_hour": 5.5, "end_hour": 8},
+            {"name": "business", "start_hour": 8, "end_hour": 17.5},
+            {"name": "handover", "start_hour": 17.5, "end_hour": 19},
+            {"name": "evening", "start_hour": 19, "end_hour": 22.5},
+        ],
+        "noise_cv": 0.1,
+    },
+    source="bench/week.py rag-batch",
+)
+#: ``support-afternoon``: the workstation's hybrid MTP model under its own policy; support bots all day and night
+#: (short, chatty requests behind a shared system prompt), coding agents in the afternoon only; four windows.
+SUPPORT_AFTERNOON = TrafficProfile.parse(
+    {
+        "name": "support-afternoon",
+        "description": "support bots around the clock (700 in / 150 out), coding agents in the afternoon only",
+        "populations": {
+            "support": {
+                "peak_concurrency": 48,
+                "request_seconds": 6.0,
+                "prompt_tokens": {"mean": 700, "cv": 0.5, "maximum": 4096},
+                "output_tokens": {"mean": 150, "cv": 0.6, "maximum": 1024},
+                "repetitiveness": 0.1,
+                "prefix_share": 0.7,
+                "curve": {"knots": [[0, 0.3], [6, 0.25], [9, 0.9], [12, 1.0], [17, 0.9], [21, 0.5], [24, 0.3]]},
+                "weekend_scale": 0.6,
+            },
+            "agents": {
+                "peak_concurrency": 160,
+                "request_seconds": 30.0,
+                "prompt_tokens": {"mean": 1500, "cv": 0.4, "maximum": 8192},
+                "output_tokens": {"mean": 400, "cv": 0.4, "maximum": 4096},
+                "repetitiveness": 0.15,
+                "prefix_share": 0.3,
+                "curve": {"knots": [[0, 0.0], [12.5, 0.0], [14, 1.0], [16.5, 0.9], [18, 0.1], [18.5, 0.0], [24, 0.0]]},
+                "weekend_scale": 0.2,
+            },
+        },
+        "windows": [
+            {"name": "overnight", "start_hour": 20, "end_hour": 7},
+            {"name": "support-day", "start_hour": 7, "end_hour": 12.5},
+            {"name": "afternoon", "start_hour": 12.5, "end_hour": 18.5},
+            {"name": "wind-down", "start_hour": 18.5, "end_hour": 20},
+        ],
+        "noise_cv": 0.1,
+    },
+    source="bench/week.py support-afternoon",
+)
+
 SCENARIOS: dict[str, WeekSettings] = {
     "workstation": WeekSettings(),
     "dense-fleet": WeekSettings(
@@ -168,6 +294,21 @@ SCENARIOS: dict[str, WeekSettings] = {
         load_scale=1.0,
         max_replicas=32,
         probe_loop="closed",
+    ),
+    "rag-batch": WeekSettings(
+        model="llama-3.1-8b",
+        gpu="h200",
+        policy_path=REPO / "policies" / "v1" / "dense-8b-h200.yaml",
+        profile=RAG_BATCH,
+        seed=31,
+        load_scale=4.0,
+        max_replicas=32,
+        probe_loop="closed",
+    ),
+    "support-afternoon": WeekSettings(
+        profile=SUPPORT_AFTERNOON,
+        seed=53,
+        load_scale=3.0,
     ),
 }
 
@@ -201,6 +342,28 @@ def gpu_hour_ratio(baseline_hours: float, hours: float, *, counts: bool) -> str:
     if not counts or hours <= 0 or baseline_hours <= 0:
         return "n/q"
     return f"{baseline_hours / hours:.2f}x"
+
+
+def schedule_line(
+    *,
+    static_hours: float,
+    hours: float,
+    candidate_hours: float,
+    trial_hours: float,
+    trials: int,
+    promotions: int,
+    rollbacks: int,
+    counts: bool,
+) -> str:
+    """The schedule's realised gain against the ideal best static config (its GPU-hours less Shiftlight's, all of
+    Shiftlight's included; ``n/q`` when either side does not qualify) and what switching cost: GPU-hours on rollout
+    candidates and on canary trials, promotions and rollbacks."""
+    gain = f"{static_hours - hours:+.1f} GPU-hours" if counts else "n/q"
+    return (
+        f"schedule: realised gain vs ideal best static {gain} ({static_hours:.1f} vs {hours:.1f}); switching cost: "
+        f"{candidate_hours:.1f} GPU-hours on rollout candidates, {trial_hours:.1f} on {trials} canary trials, "
+        f"{promotions} promotions, {rollbacks} rollbacks"
+    )
 
 
 def week_line(*, stock: str, static: str, ceiling: str, attainment_overall: float, attainment_worst: float) -> str:
@@ -745,7 +908,7 @@ def report(results: list[Result], out: Callable[[str], None]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), default="workstation")
-    parser.add_argument("--seed", type=int, default=WeekSettings.seed)
+    parser.add_argument("--seed", type=int, default=None, help="default: the scenario's")
     parser.add_argument("--load-scale", type=float, default=None, help="default: the scenario's")
     parser.add_argument("--days", type=float, default=WeekSettings.days)
     parser.add_argument(
@@ -773,15 +936,16 @@ def run_scenario(args: argparse.Namespace) -> int:
     base = SCENARIOS[args.scenario]
     s = replace(
         base,
-        seed=args.seed,
+        seed=args.seed if args.seed is not None else base.seed,
         load_scale=args.load_scale if args.load_scale is not None else base.load_scale,
         days=args.days,
         shiftlight_scaling=args.shiftlight_scaling,
         probe_loop=args.probe_loop or base.probe_loop,
     )
     model_kind = "uncalibrated" if args.uncalibrated else "calibrated"
+    profile = s.profile if isinstance(s.profile, str) else s.profile.name
     print(
-        f"scenario {args.scenario}: {s.model} on {s.gpu}, policy {s.policy_path.name}, traffic {s.profile},"
+        f"scenario {args.scenario}: {s.model} on {s.gpu}, policy {s.policy_path.name}, traffic {profile},"
         f" {model_kind} model"
     )
     started = time.perf_counter()
@@ -838,6 +1002,18 @@ def run_scenario(args: argparse.Namespace) -> int:
             f"shiftlight does not qualify (needs >= {QUALIFY_OVERALL:.0%} overall, >= {QUALIFY_WINDOW:.0%} per window)"
         )
     print(f"({time.perf_counter() - started:.0f} s)")
+    print(
+        schedule_line(
+            static_hours=static.gpu_hours,
+            hours=shift.gpu_hours,
+            candidate_hours=shift.candidate_gpu_seconds / 3600,
+            trial_hours=shift.trial_gpu_seconds / 3600,
+            trials=shift.trials,
+            promotions=shift.switches,
+            rollbacks=shift.rollbacks,
+            counts=static.qualifies and shift.qualifies,
+        )
+    )
     print(
         week_line(
             stock=gpu_hour_ratio(stock.gpu_hours, shift.gpu_hours, counts=stock.qualifies and shift.qualifies),

@@ -145,3 +145,39 @@ def test_counting_load_tester_charges_the_canary_pool_for_launched_trials_only()
     refused = week.CountingLoadTester(Fake(week.TrialStatus.INFEASIBLE), cold_start_s=180.0)
     refused.run(request)
     assert refused.trials == 0 and refused.gpu_seconds == 0.0
+
+
+@pytest.mark.parametrize(
+    ("static_hours", "hours", "counts", "gain"),
+    [
+        (120.0, 100.0, True, "+20.0 GPU-hours"),  # the schedule saved hours against the best static config
+        (100.0, 110.0, True, "-10.0 GPU-hours"),  # it cost more than never switching
+        (120.0, 100.0, False, "n/q"),  # a side that does not qualify gives no gain
+    ],
+)
+def test_schedule_line_gives_the_realised_gain_and_the_switching_cost(
+    static_hours: float, hours: float, counts: bool, gain: str
+) -> None:
+    line = week.schedule_line(
+        static_hours=static_hours,
+        hours=hours,
+        candidate_hours=3.25,
+        trial_hours=1.5,
+        trials=12,
+        promotions=4,
+        rollbacks=1,
+        counts=counts,
+    )
+    assert line == (
+        f"schedule: realised gain vs ideal best static {gain} ({static_hours:.1f} vs {hours:.1f}); switching cost: "
+        "3.2 GPU-hours on rollout candidates, 1.5 on 12 canary trials, 4 promotions, 1 rollbacks"
+    )
+
+
+@pytest.mark.parametrize("name", ["rag-batch", "support-afternoon"])
+def test_the_unseen_scenarios_bring_their_own_windows_and_seeds(name: str) -> None:
+    new = week.SCENARIOS[name]
+    for old in ("workstation", "dense-fleet", "doc-quoting"):
+        base = week.SCENARIOS[old]
+        assert new.seed != base.seed
+        assert week.week_traffic(new).windows != week.week_traffic(base).windows
