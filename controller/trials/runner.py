@@ -126,6 +126,10 @@ class TrialRunner:
         """Stop the running trial as soon as possible; it returns a ``failed`` result marked cancelled."""
         self._cancel.set()
 
+    def gated(self, config: EngineConfig) -> bool:
+        """Whether the quality gate covers ``config`` (a cached result of it is served only with a passed report)."""
+        return self.quality_gate is not None and (self.gate_if is None or self.gate_if(config))
+
     def key(self, request: TrialRequest) -> TrialKey:
         return TrialKey.of(
             model=self.model,
@@ -156,7 +160,7 @@ class TrialRunner:
     def run(self, request: TrialRequest) -> TrialResult:
         key = self.key(request)
         if self.cache is not None and not request.fresh:
-            cached = self.cache.get(key)
+            cached = self.cache.lookup(key, request, gated=self.gated(request.config))
             if cached is not None:
                 self._report("done", 1, 1)
                 return cached
@@ -292,7 +296,7 @@ class TrialRunner:
         reason = ""
         if missed := misses(report.adherence, s.validity):
             status, reason = TrialStatus.INVALID, invalid_reason(missed)
-        elif self.quality_gate is not None and (self.gate_if is None or self.gate_if(request.config)):
+        elif self.gated(request.config):
             self._report("quality", 0, 1)
             try:
                 quality = self.quality_gate.evaluate(launch.endpoint, launch.model)

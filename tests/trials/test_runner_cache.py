@@ -156,3 +156,14 @@ def test_unreachable_quality_baseline_is_a_failed_measurement(fake_engine, small
     result = runner.run(request(small_shape))
     assert result.status is TrialStatus.FAILED
     assert result.reason.startswith("quality gate could not run")
+
+
+def test_the_runners_own_cache_serves_only_what_holds_for_the_request(fake_engine, small_shape: TrafficShape) -> None:
+    """The runner's cache applies TrialCache.lookup: a result judged under another SLO is measured again."""
+    launcher = FakeLauncher(fake_engine)
+    runner = TrialRunner(launcher, model="tiny", gpu_type="cpu", engine_version="0.32.0", cache=TrialCache())
+    first = runner.run(request(small_shape))
+    assert runner.run(request(small_shape)) == first and runner.runs == 1
+    tighter = TrialRequest(TARGET, EngineConfig(max_num_seqs=8), small_shape, SLO(ttft_seconds=0.5), BUDGET)
+    again = runner.run(tighter)
+    assert runner.runs == 2 and again.slo == tighter.slo
