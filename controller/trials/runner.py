@@ -296,7 +296,7 @@ class TrialRunner:
         reason = ""
         if missed := misses(report.adherence, s.validity):
             status, reason = TrialStatus.INVALID, invalid_reason(missed)
-        elif self.gated(request.config):
+        elif self.quality_gate is not None and self.gated(request.config):
             self._report("quality", 0, 1)
             try:
                 quality = self.quality_gate.evaluate(launch.endpoint, launch.model)
