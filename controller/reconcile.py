@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from controller.act import ActPorts, Executor, TrialSettings, fold, running
 from controller.act.effects import Effect, TrialRecorded
@@ -150,7 +151,7 @@ class Reconciler:
         except TemporaryError as exc:
             why = f"could not act ({type(exc).__name__}: {exc}); keeping the previous state, retry in {exc.delay_s:g} s"
             log.warning("%s: %s", target, why)
-            kept = status.model_copy(update={"last_reasons": (why,), "updated_at": now})
+            kept = stamped(status, status.model_copy(update={"last_reasons": (why,)}), now)
             plan = Plan(actions=decision.actions, requeue_after_s=exc.delay_s, notes=(why,))
             return CycleResult(kept, plan, exc.delay_s, (), tuple(screen_notes))
         plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes))
@@ -187,9 +188,18 @@ class Reconciler:
                 self.on_trial(result)
         if acted.screen_notes:
             new_status = new_status.model_copy(update={"last_reasons": (*new_status.last_reasons, *acted.screen_notes)})
+        new_status = stamped(status, new_status, acted.decided.updated_at)
         requeue = requeue_after(new_status.phase, analysis_interval_s=self.rules.rollout.analysis_interval_s)
         plan = Plan(actions=acted.plan.actions, requeue_after_s=requeue, notes=acted.plan.notes)
         return CycleResult(new_status, plan, requeue, trials, acted.screen_notes)
 
 
-__all__ = ["CycleResult", "Ports", "Reconciler", "rules_from_policy"]
+def stamped(before: TargetStatus, after: TargetStatus, now: datetime | None) -> TargetStatus:
+    """``after`` with ``updated_at`` at ``now`` when it differs from ``before`` in anything else, else ``before``'s
+    ``updated_at``: a cycle that changed nothing leaves the status as it was, so it need not be written."""
+    if after.model_copy(update={"updated_at": before.updated_at}) == before:
+        return before
+    return after.model_copy(update={"updated_at": now})
+
+
+__all__ = ["CycleResult", "Ports", "Reconciler", "rules_from_policy", "stamped"]

@@ -133,6 +133,38 @@ def conditions_for(status: TargetStatus, *, generation: int | None, now: datetim
     return out
 
 
+def stored_conditions(stored: object) -> dict[str, crd.Condition]:
+    """The conditions of a stored status by type (any that does not parse is left out: it is rewritten)."""
+    raw = stored.get("conditions") if isinstance(stored, Mapping) else None
+    out: dict[str, crd.Condition] = {}
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            condition = crd.Condition.model_validate(item)
+        except ValueError:
+            continue
+        out[condition.type] = condition
+    return out
+
+
+def kept_transitions(conditions: Sequence[crd.Condition], previous: Mapping[str, crd.Condition]) -> list[crd.Condition]:
+    """``conditions`` with each one's ``lastTransitionTime`` as stored unless its status flipped (``metav1.Condition``:
+    the time moves only when the status changes, so ``kubectl wait`` and alerts see real transitions only)."""
+    out: list[crd.Condition] = []
+    for condition in conditions:
+        old = previous.get(condition.type)
+        if old is not None and old.status == condition.status and old.last_transition_time is not None:
+            condition = condition.model_copy(update={"last_transition_time": old.last_transition_time})
+        out.append(condition)
+    return out
+
+
+def unchanged(stored: object, conditions: Sequence[crd.Condition], generation: int | None) -> bool:
+    """Whether the stored status already carries ``conditions`` and ``generation`` as its observedGeneration."""
+    if not isinstance(stored, Mapping) or stored.get("observedGeneration") != generation:
+        return False
+    return list(stored_conditions(stored).values()) == list(conditions)
+
+
 class StatusStore:
     """TunedService reads and guarded status writes through the official client."""
 
@@ -140,6 +172,10 @@ class StatusStore:
         self.custom = client.CustomObjectsApi(api)
         self.retries = retries
         self.conflicts = 0
+        self.writes = 0
+        """Status writes made."""
+        self.skipped = 0
+        """Cycles whose status (conditions included) was already as stored: nothing written."""
 
     def read(self, namespace: str, name: str) -> JSON:
         with kube_errors(f"tunedservice {namespace}/{name}"):
@@ -153,8 +189,14 @@ class StatusStore:
         approval, a rollout in flight) stays as it is, guarded by the resourceVersion like every status write."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
-        conditions = [c.to_wire() for c in refusal_conditions(refusal, generation=meta.get("generation"), now=now)]
-        if isinstance(body.get("status"), Mapping):
+        generation = meta.get("generation")
+        stored = body.get("status")
+        kept = kept_transitions(refusal_conditions(refusal, generation=generation, now=now), stored_conditions(stored))
+        if isinstance(stored, Mapping) and list(stored_conditions(stored).values()) == kept:
+            self.skipped += 1
+            return dict(body)  # refused for the same reason as last cycle: nothing to write
+        conditions = [c.to_wire() for c in kept]
+        if isinstance(stored, Mapping):
             patch: list[JSON] = [{"op": "add", "path": "/status/conditions", "value": conditions}]
         else:
             patch = [{"op": "add", "path": "/status", "value": {"conditions": conditions}}]
@@ -172,21 +214,28 @@ class StatusStore:
                 patch,
                 _content_type="application/json-patch+json",
             )
+        self.writes += 1
         return written
 
     def write(self, body: Mapping[str, Any], base: TargetStatus, ours: TargetStatus, *, now: datetime) -> JSON:
-        """Write ``ours`` as the status of the object read as ``body`` (whose status was ``base``)."""
+        """Write ``ours`` as the status of the object read as ``body`` (whose status was ``base``).
+
+        Nothing is written when ``ours`` is ``base`` and the conditions and observedGeneration are as stored (an
+        idle cycle): ``body`` is returned as it is. Each condition keeps its stored ``lastTransitionTime`` unless its
+        status flips."""
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         rv = str(meta["resourceVersion"])
         generation = meta.get("generation")
+        stored = body.get("status")
         for attempt in range(self.retries):
+            previous = stored_conditions(stored)
+            conditions = kept_transitions(conditions_for(ours, generation=generation, now=now), previous)
+            if ours == base and unchanged(stored, conditions, generation):
+                self.skipped += 1
+                return dict(body)
             wire = bounded_log_tails(  # every trial's engine log tail, bounded in lines and bytes
-                crd.status_to_wire(
-                    ours,
-                    conditions=conditions_for(ours, generation=generation, now=now),
-                    observed_generation=generation,
-                )
+                crd.status_to_wire(ours, conditions=conditions, observed_generation=generation)
             )
             try:
                 return self._patch_status(namespace, name, status_patch(rv, wire))
@@ -198,6 +247,7 @@ class StatusStore:
                 _, fresh = crd.parse_tuned_service(fresh_body)
                 ours = merge_user_changes(base=base, ours=ours, fresh=fresh)
                 base = fresh
+                stored = fresh_body.get("status")
                 rv = str(fresh_body["metadata"]["resourceVersion"])
                 generation = fresh_body["metadata"].get("generation")
                 log.info("%s/%s: status changed meanwhile (a user write); merged and retrying", namespace, name)
@@ -399,6 +449,7 @@ __all__ = [
     "Refusal",
     "StatusStore",
     "conditions_for",
+    "kept_transitions",
     "merge_user_changes",
     "owner_references",
     "refusal_conditions",
@@ -406,6 +457,7 @@ __all__ = [
     "rollout_name",
     "rollout_outcome",
     "status_patch",
+    "stored_conditions",
     "trial_name",
     "trial_name_for",
 ]
