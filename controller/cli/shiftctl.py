@@ -3,6 +3,10 @@
 Reads go to the TunedService objects; approvals, pauses and aborts are JSON patches on the ``status``
 subresource, guarded by the resourceVersion that was read (see :mod:`controller.cli.shiftctl_patches`).
 Not found, forbidden, conflict and connection errors print one line on stderr and exit non-zero.
+
+Nothing reaches the terminal unsanitised: tables and texts come from :mod:`controller.cli.shiftctl_render` (each field
+made one safe line), and every other line goes through :func:`echo` (the sanitiser's
+:func:`~controller.domain.text.block`); the rich console interprets no markup or emoji codes.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from controller.cli.shiftctl_reads import Conn, events_for, get_body, list_bodie
 from controller.crd import models as crd
 from controller.decide.economics import ApiPrice
 from controller.domain.status import TargetStatus
+from controller.domain.text import block, one_line
 from controller.errors import ClusterConflict, InvalidInput, NotFound, ShiftlightError
 
 JSON = dict[str, Any]
@@ -107,8 +112,13 @@ _PREFIX: list[tuple[type[Exception], str]] = [
 ]
 
 
+def echo(text: str, *, err: bool = False) -> None:
+    """Print ``text`` sanitised (controls, escape sequences and bidi controls removed; line breaks kept)."""
+    typer.echo(block(text), err=err)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
-    typer.echo(message.splitlines()[0] if message else "error", err=True)
+    echo(one_line(message.splitlines()[0]) if message else "error", err=True)
     return typer.Exit(code)
 
 
@@ -125,7 +135,15 @@ def cli_errors() -> Iterator[None]:
 
 
 def console() -> Console:
-    return Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200, soft_wrap=False)
+    tty = sys.stdout.isatty()
+    return Console(
+        file=sys.stdout,
+        width=None if tty else 200,
+        soft_wrap=not tty,  # piped: one logical line per line, as written (tables are laid out to the width)
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
 
 
 # ----- reads ----------------------------------------------------------------------------------------
@@ -140,9 +158,9 @@ def _status_of(body: JSON) -> TargetStatus:
 
 def dump(data: Any, output: Output) -> None:
     if output is Output.json:
-        typer.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+        echo(json.dumps(data, indent=2, sort_keys=False, default=str))
     else:
-        typer.echo(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False).rstrip())
+        echo(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False).rstrip())
 
 
 # ----- commands: read -------------------------------------------------------------------------------
@@ -166,7 +184,7 @@ def get(
             return
         if not bodies:
             where = "any namespace" if all_namespaces else f"{conn.namespace} namespace"
-            typer.echo(f"No resources found in {where}.", err=True)
+            echo(f"No resources found in {where}.", err=True)
             return
         console().print(
             render.list_table(bodies, wide=output is Output.wide, all_namespaces=all_namespaces and name is None)
@@ -227,7 +245,7 @@ def trials(
         elif status.trials:
             console().print(render.trials_table(status.trials, wide=output is Output.wide))
         else:
-            typer.echo(f"No trials recorded for {name} yet.", err=True)
+            echo(f"No trials recorded for {name} yet.", err=True)
 
 
 @app.command()
@@ -252,7 +270,7 @@ def history(
                 output,
             )
             return
-        typer.echo("\n".join(lines) if lines else f"No rollouts recorded for {name} yet.")
+        echo("\n".join(lines) if lines else f"No rollouts recorded for {name} yet.")
 
 
 @app.command()
@@ -282,7 +300,7 @@ def cost(
             dump([s.model_dump(mode="json") | {"gain": s.gain} for s in status.schedule], output)
             return
         if not status.schedule:
-            typer.echo(f"No schedule yet for {name}: nothing has been tuned for any window.", err=True)
+            echo(f"No schedule yet for {name}: nothing has been tuned for any window.", err=True)
             return
         console().print(render.cost_table(status, gpu_hour_price=gpu_hour_price))
         if gpu_hour_price is not None and api_input_price is not None and api_output_price is not None:
@@ -325,9 +343,9 @@ def _write(conn: Conn, name: str, build: Builder, done: str) -> None:
     try:
         patch_status(conn, name, build)
     except patches.AlreadyDone as exc:
-        typer.echo(f"{name}: {exc} (nothing changed)")
+        echo(f"{name}: {exc} (nothing changed)")
         return
-    typer.echo(done)
+    echo(done)
 
 
 def _decide(

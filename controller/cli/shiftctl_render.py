@@ -1,4 +1,9 @@
-"""Pure renderers for shiftctl: TunedService bodies and their status in, rich tables / text / dicts out."""
+"""Pure renderers for shiftctl: TunedService bodies and their status in, rich tables / text / dicts out.
+
+Everything shown passes through the one sanitiser (:mod:`controller.domain.text`): each field from a TunedService,
+its status, a Trial or an Event is made :func:`~controller.domain.text.one_line` where it is interpolated (so none
+can start a line of its own), every piece of a :class:`SafeText` is sanitised again as it is appended, and table
+cells are :class:`~rich.text.Text` (rich markup in a field such as ``[green]`` is shown, not obeyed)."""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -13,11 +19,28 @@ from controller.crd.models import TunedServiceSpec, parse_tuned_service, summari
 from controller.decide.economics import ApiPrice, schedule_economics
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import TargetStatus
+from controller.domain.text import block, one_line
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
 from controller.errors import InvalidInput
 
 JSON = dict[str, Any]
+#: One field made safe for one line (the sanitiser's :func:`~controller.domain.text.one_line`).
+safe = one_line
+
+
+class SafeText(Text):
+    """A rich Text whose appended strings are sanitised (:func:`~controller.domain.text.block`): whatever a
+    renderer forgot to make one line, no control character, escape sequence or bidi control reaches the terminal."""
+
+    def append(self, text: str | Text, style: str | Style | None = None) -> SafeText:
+        super().append(block(text) if isinstance(text, str) else text, style)
+        return self
+
+
+def cell(value: object) -> Text:
+    """A table cell: one safe line, shown literally (rich markup and emoji codes in it are not interpreted)."""
+    return Text(one_line(value))
 
 
 def age(created: str | None, now: datetime | None = None) -> str:
@@ -47,7 +70,7 @@ def parsed(body: Mapping[str, Any]) -> tuple[TunedServiceSpec | None, TargetStat
 def row(body: Mapping[str, Any], *, wide: bool, all_namespaces: bool, now: datetime | None = None) -> list[str]:
     meta = body.get("metadata", {})
     spec, status, error = parsed(body)
-    cells = [meta.get("namespace", "")] if all_namespaces else []
+    cells = [str(meta.get("namespace", ""))] if all_namespaces else []
     cells.append(str(meta.get("name", "")))
     if status is None:
         cells += ["Invalid", "", "", "", "", age(meta.get("creationTimestamp"), now)]
@@ -91,7 +114,7 @@ def list_table(bodies: Sequence[Mapping[str, Any]], *, wide: bool, all_namespace
     for h in headers:
         table.add_column(h, no_wrap=True, overflow="fold")
     for body in bodies:
-        table.add_row(*row(body, wide=wide, all_namespaces=all_namespaces))
+        table.add_row(*(cell(c) for c in row(body, wide=wide, all_namespaces=all_namespaces)))
     return table
 
 
@@ -118,7 +141,7 @@ def trials_table(trials: Sequence[TrialResult], *, wide: bool = False) -> Table:
         ]
         if wide:
             cells += [t.source, t.shape.describe(), t.reason]
-        table.add_row(*cells)
+        table.add_row(*(cell(c) for c in cells))
     return table
 
 
@@ -129,113 +152,128 @@ def knobs(config: EngineConfig, base: EngineConfig = STOCK) -> list[str]:
 def describe_text(body: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> Text:
     meta = body.get("metadata", {})
     spec, status, error = parsed(body)
-    out = Text()
-    out.append(f"Name:          {meta.get('name')}\nNamespace:     {meta.get('namespace')}\n")
-    out.append(f"Created:       {meta.get('creationTimestamp')}\n")
+    out = SafeText()
+    out.append(f"Name:          {safe(meta.get('name'))}\n")
+    out.append(f"Namespace:     {safe(meta.get('namespace'))}\n")
+    out.append(f"Created:       {safe(meta.get('creationTimestamp'))}\n")
     if spec is None or status is None:
-        out.append(f"Invalid:       {error}\n", style="red")
+        out.append(f"Invalid:       {safe(error)}\n", style="red")
         return out
-    out.append(f"Model:         {spec.model.name} on {spec.gpu_type}\n")
-    out.append(f"Workload:      deployments {', '.join(spec.workload.deployments)}; service {spec.workload.service}")
+    out.append(f"Model:         {safe(spec.model.name)} on {safe(spec.gpu_type)}\n")
+    deployments = ", ".join(safe(d) for d in spec.workload.deployments)
+    out.append(f"Workload:      deployments {deployments}; service {safe(spec.workload.service)}")
     out.append(
-        f"; route {spec.workload.http_route}\n" if spec.workload.http_route else "; no HTTPRoute (replica ratio)\n"
+        f"; route {safe(spec.workload.http_route)}\n"
+        if spec.workload.http_route
+        else "; no HTTPRoute (replica ratio)\n"
     )
-    out.append(f"Policy:        {spec.policy.preset or 'default'}; approval {spec.approval_mode}")
+    out.append(f"Policy:        {safe(spec.policy.preset or 'default')}; approval {safe(spec.approval_mode)}")
     out.append("; DRY RUN\n" if spec.dry_run else "\n")
     out.append(f"Phase:         {status.phase.value}\n", style="bold")
     if status.frozen_reason:
-        out.append(f"Frozen:        {status.frozen_reason}\n", style="yellow")
-    out.append(f"Active config: {status.active_config.label()} ({status.active_config.key()})\n")
-    args = " ".join(status.active_config.vllm_args()) or "(vLLM defaults)"
+        out.append(f"Frozen:        {safe(status.frozen_reason)}\n", style="yellow")
+    out.append(f"Active config: {safe(status.active_config.label())} ({status.active_config.key()})\n")
+    args = " ".join(safe(a) for a in status.active_config.vllm_args()) or "(vLLM defaults)"
     out.append(f"  vllm args:   {args}\n")
-    out.append(f"Replicas:      {status.replicas}    Window: {status.window or '-'}\n")
+    out.append(f"Replicas:      {status.replicas}    Window: {safe(status.window or '-')}\n")
     r = status.rollout
     if r is not None:
-        out.append(f"Rollout:       {r.id}: {r.from_config.label()} -> {r.to_config.label()}\n", style="bold")
+        out.append(
+            f"Rollout:       {safe(r.id)}: {safe(r.from_config.label())} -> {safe(r.to_config.label())}\n", style="bold"
+        )
         out.append(
             f"  steps:       {', '.join(f'{w}%' for w in r.steps)}; at step {r.step_index + 1}, weight {r.weight}%"
         )
         out.append("; PAUSED" if r.paused else "")
-        out.append(f"; ABORT requested ({r.abort_reason})" if r.abort_requested else "")
-        out.append(f"\n  proposed by: {r.proposed_by}; reason: {r.reason}\n")
+        out.append(f"; ABORT requested ({safe(r.abort_reason)})" if r.abort_requested else "")
+        out.append(f"\n  proposed by: {safe(r.proposed_by)}; reason: {safe(r.reason)}\n")
         for a in r.approvals:
-            out.append(f"  {a.decision:<9}  step {a.step + 1} by {a.by} at {a.at.isoformat()} {a.comment}\n")
+            out.append(
+                f"  {safe(a.decision):<9}  step {a.step + 1} by {safe(a.by)} at {a.at.isoformat()} {safe(a.comment)}\n"
+            )
         for an in r.analyses:
-            out.append(f"  analysis    step {an.step + 1} ({an.weight}%): {an.outcome}: {an.reason}\n")
+            out.append(f"  analysis    step {an.step + 1} ({an.weight}%): {safe(an.outcome)}: {safe(an.reason)}\n")
     if status.last_reasons:
         out.append("Last reasons:\n", style="bold")
         for reason in status.last_reasons[-8:]:
-            out.append(f"  - {reason}\n")
+            out.append(f"  - {safe(reason)}\n")
     if events:
         out.append("Events:\n", style="bold")
         for e in events[-10:]:
-            out.append(f"  {e.get('type', ''):<8} {e.get('reason', ''):<16} {e.get('message', '')}\n")
+            out.append(f"  {safe(e.get('type', '')):<8} {safe(e.get('reason', '')):<16} {safe(e.get('message', ''))}\n")
     return out
 
 
 def explain_text(body: Mapping[str, Any]) -> Text:
     """Why this config: the traffic shape it was tuned for, the trials behind it, who proposed it."""
     _spec, status, error = parsed(body)
-    out = Text()
+    out = SafeText()
     if status is None:
-        out.append(f"cannot explain an invalid object: {error}\n", style="red")
+        out.append(f"cannot explain an invalid object: {safe(error)}\n", style="red")
         return out
     name = body.get("metadata", {}).get("name")
     active = status.active_config
-    out.append(f"{name} runs {active.label()}", style="bold")
+    out.append(f"{safe(name)} runs {safe(active.label())}", style="bold")
     out.append(f" (phase {status.phase.value})\n")
     changed = knobs(active)
     out.append("Changed from stock vLLM:\n" if changed else "This is stock vLLM (no tuned knobs).\n")
     for line in changed:
-        out.append(f"  {line}\n")
+        out.append(f"  {safe(line)}\n")
     shape = status.tuned_shape
     entry = next((s for s in status.schedule if s.config == active), None)
     if entry is not None:
         shape = entry.shape
         out.append(
-            f"Window {entry.window}: {entry.goodput_tokens_per_s:,.0f} goodput tok/s vs "
-            f"{entry.stock_goodput_tokens_per_s:,.0f} for stock ({entry.gain:.2f}x). {entry.reason}\n"
+            f"Window {safe(entry.window)}: {entry.goodput_tokens_per_s:,.0f} goodput tok/s vs "
+            f"{entry.stock_goodput_tokens_per_s:,.0f} for stock ({entry.gain:.2f}x). {safe(entry.reason)}\n"
         )
     if shape is not None:
-        out.append(f"Traffic shape it was tuned for: {shape.describe()}\n")
+        out.append(f"Traffic shape it was tuned for: {safe(shape.describe())}\n")
     if status.rollout is not None:
         r = status.rollout
-        out.append(f"Proposed by {r.proposed_by}: {r.reason}\n")
+        out.append(f"Proposed by {safe(r.proposed_by)}: {safe(r.reason)}\n")
         if r.expected_gain:
             out.append(f"Expected gain: {r.expected_gain:.2f}x\n")
         for a in r.approvals:
-            out.append(f"{a.decision.capitalize()} by {a.by} at {a.at.isoformat()} (step {a.step + 1})\n")
+            out.append(f"{safe(a.decision.capitalize())} by {safe(a.by)} at {a.at.isoformat()} (step {a.step + 1})\n")
     if status.tuning is not None:
         t = status.tuning
-        out.append(f"Tuning round {t.id} ({t.window}): {t.reason}\n")
+        out.append(f"Tuning round {safe(t.id)} ({safe(t.window)}): {safe(t.reason)}\n")
         for key, who, why in zip(t.trial_keys, t.trial_proposers, t.trial_reasons, strict=False):
-            out.append(f"  trial {key} proposed by {who}: {why}\n")
+            out.append(f"  trial {safe(key)} proposed by {safe(who)}: {safe(why)}\n")
     if status.trials:
         best = max(status.trials, key=lambda t: t.objective())
         out.append(f"Evidence ({len(status.trials)} trials; best first):\n", style="bold")
         for trial in sorted(status.trials, key=lambda t: -t.objective())[:5]:
             mark = "*" if trial is best else " "
-            out.append(f" {mark} {trial.summary()}\n")
+            out.append(f" {mark} {safe(trial.summary())}\n")
     if status.last_reasons:
         out.append("Latest decisions:\n", style="bold")
         for reason in status.last_reasons[-5:]:
-            out.append(f"  - {reason}\n")
+            out.append(f"  - {safe(reason)}\n")
     return out
 
 
 def history_lines(status: TargetStatus) -> list[str]:
-    lines = list(status.history)
+    """One safe line per entry: the finished rollouts, then the current rollout's approvals and analyses."""
+    lines = [safe(h) for h in status.history]
     r = status.rollout
     if r is not None:
         lines.append(
-            f"rollout {r.id}: {r.from_config.label()} -> {r.to_config.label()} started {r.started_at.isoformat()}"
+            f"rollout {safe(r.id)}: {safe(r.from_config.label())} -> {safe(r.to_config.label())} "
+            f"started {r.started_at.isoformat()}"
         )
         events: list[tuple[datetime, str]] = [
-            (a.at, f"  {a.decision} step {a.step + 1} by {a.by}" + (f": {a.comment}" if a.comment else ""))
+            (
+                a.at,
+                f"  {safe(a.decision)} step {a.step + 1} by {safe(a.by)}"
+                + (f": {safe(a.comment)}" if a.comment else ""),
+            )
             for a in r.approvals
         ]
         events += [
-            (an.at, f"  analysis step {an.step + 1} at {an.weight}%: {an.outcome}: {an.reason}") for an in r.analyses
+            (an.at, f"  analysis step {an.step + 1} at {an.weight}%: {safe(an.outcome)}: {safe(an.reason)}")
+            for an in r.analyses
         ]
         lines += [text for _, text in sorted(events, key=lambda e: e[0])]
         lines.append(f"  now at step {r.step_index + 1}/{len(r.steps)}, weight {r.weight}%")
@@ -278,7 +316,7 @@ def cost_table(status: TargetStatus, *, gpu_hour_price: float | None = None) -> 
                 fmt(ours * gpu_hour_price if ours is not None else None, money=True),
                 fmt(stock * gpu_hour_price if stock is not None else None, money=True),
             ]
-        table.add_row(*cells)
+        table.add_row(*(cell(c) for c in cells))
     return table
 
 
@@ -292,7 +330,7 @@ def economics_table(
         table.add_column(c, no_wrap=True)
     for e in schedule_economics(status.schedule, windows=windows, gpu_usd_per_hour=gpu_hour_price, api=api):
         table.add_row(
-            e.window,
+            cell(e.window),
             f"{e.gpu_hours:,.1f}",
             f"{e.utilisation:.0%}",
             f"${e.self_hosted_usd:,.2f}",
@@ -304,7 +342,9 @@ def economics_table(
 
 
 __all__ = [
+    "SafeText",
     "age",
+    "cell",
     "cost_table",
     "describe_text",
     "economics_table",

@@ -1,7 +1,9 @@
 """`shiftctl trials [-w]`: a TunedService's Trial CRs, and following the running ones with a progress bar.
 
-The rows come from each Trial's status (phase, progress, result); ``watch_trials`` polls them through an injected
-``fetch`` and sleeps through an injected ``sleep``/``now``, so it is driven without waiting in tests.
+The rows come from each Trial's status (phase, progress, result), each text field made one safe line by the
+sanitiser (:func:`controller.domain.text.one_line`: a canary's log line in a reason cannot drive the terminal);
+``watch_trials`` polls them through an injected ``fetch`` and sleeps through an injected ``sleep``/``now``, so it is
+driven without waiting in tests.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import TaskID
 from rich.table import Table
+from rich.text import Text
 
 from controller.cli.progress_bar import trial_progress
 from controller.crd import models as crd
+from controller.domain.text import one_line
 from controller.errors import InvalidInput
 
 JSON = dict[str, Any]
@@ -57,7 +62,8 @@ def trial_row(body: Mapping[str, Any]) -> TrialRow:
     try:
         spec, status = crd.parse_trial(body)
     except (InvalidInput, ValidationError, ValueError) as exc:
-        return TrialRow(name, "?", "Unknown", "", 0, 0, None, None, f"unreadable: {str(exc).splitlines()[0]}")
+        why = one_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return TrialRow(one_line(name), "?", "Unknown", "", 0, 0, None, None, f"unreadable: {why}"[:120])
     progress = status.progress
     result = status.result
     if result is not None:
@@ -72,15 +78,15 @@ def trial_row(body: Mapping[str, Any]) -> TrialRow:
     if rate is None and result is not None and result.ok:
         rate = result.output_tokens_per_s
     return TrialRow(
-        name=name,
-        config=status.config_label or spec.config.label(),
-        phase=status.phase,
-        stage=progress.stage if progress is not None else "",
+        name=one_line(name),
+        config=one_line(status.config_label or spec.config.label()),
+        phase=one_line(status.phase),
+        stage=one_line(progress.stage) if progress is not None else "",
         done=progress.requests_done if progress is not None else (result.completed if result is not None else 0),
         planned=progress.requests_planned if progress is not None else 0,
         elapsed_s=progress.elapsed_seconds if progress is not None else None,
         tokens_per_s=rate,
-        result=summary[:120],
+        result=one_line(summary)[:120],
     )
 
 
@@ -95,7 +101,7 @@ def trial_crs_table(rows: Sequence[TrialRow]) -> Table:
     for c in ("NAME", "CONFIG", "PHASE", "STAGE", "DONE", "ELAPSED", "TOK/S", "RESULT"):
         table.add_column(c, no_wrap=c != "RESULT")
     for r in rows:
-        table.add_row(
+        cells = (
             r.name,
             r.config,
             r.phase,
@@ -105,6 +111,7 @@ def trial_crs_table(rows: Sequence[TrialRow]) -> Table:
             f"{r.tokens_per_s:,.0f}" if r.tokens_per_s is not None else "-",
             r.result or "-",
         )
+        table.add_row(*(Text(one_line(c)) for c in cells))  # shown literally: no rich markup is interpreted
     return table
 
 
@@ -128,6 +135,7 @@ def watch_trials(
                 if r.name not in tasks and not r.running:
                     continue  # finished before the watch began: in the table, not on a bar
                 label = f"{r.config} {r.stage or r.phase.lower()}" if r.running else f"{r.config} {r.phase}"
+                label = escape(one_line(label))  # the bar's description column reads rich markup
                 total = r.planned or None
                 if r.name not in tasks:
                     tasks[r.name] = bar.add_task(label, total=total, completed=r.done)
