@@ -10,6 +10,13 @@ Message kinds (:class:`Kind`), chosen from a :class:`~controller.domain.actions.
                 (built by :func:`digest_message`);
 * ``generic``   anything else (frozen observation, no config meets the SLO, ...).
 
+Every text field goes through the one sanitiser (:mod:`controller.domain.text`): each value from outside (a target's
+name and model, a reason, a field, a digest note) is made one line where it is interpolated, so none can start a line
+of its own; every mrkdwn text and the fallback ``text`` is then sanitised again (controls and bidi controls removed)
+and escaped once as a whole (``&``, ``<``, ``>``), so ``<!channel>``, ``<!here>``, ``<@U…>`` and ``<url|label>``
+show as typed and notify or link nobody. Headers are ``plain_text`` (never parsed for mentions), one line, escaped
+the same way (Slack decodes the three entities in every text object).
+
 ``Notify.fields`` are ``(label, value)`` pairs. A value of the form ``"<stock> → <chosen>"`` is an evidence row
 and goes into the evidence table (see :func:`evidence_fields`); other pairs are shown as labelled fields. A
 ``("kind", "<kind>")`` pair, if present, forces the kind and is not shown.
@@ -27,6 +34,7 @@ from controller.crd import models
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
+from controller.domain.text import block, one_line, slack_escape
 from controller.domain.trial import TrialResult
 
 Block = dict[str, Any]
@@ -52,17 +60,20 @@ class Kind(StrEnum):
     GENERIC = "generic"
 
 
-def escape(text: str) -> str:
-    """Escape the three characters Slack's mrkdwn treats as control characters."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+#: Escape the three characters Slack's mrkdwn treats as control characters (the sanitiser's).
+escape = slack_escape
+#: One field from outside, made one line (escaping is done once, on the whole text: see :func:`_mrkdwn`).
+f = one_line
 
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _mrkdwn(text: str) -> Block:
-    return {"type": "mrkdwn", "text": _cut(text, MAX_TEXT)}
+def _mrkdwn(text: str, limit: int = MAX_TEXT) -> Block:
+    """A mrkdwn text object: the whole text sanitised (line breaks kept) and escaped once, then cut to ``limit``.
+    Shiftlight's own markup in it is ``*bold*``, backticks, fences and emoji codes, never ``<…>``."""
+    return {"type": "mrkdwn", "text": _cut(slack_escape(block(text)), limit)}
 
 
 def _section(text: str) -> Block:
@@ -70,7 +81,9 @@ def _section(text: str) -> Block:
 
 
 def _header(text: str) -> Block:
-    return {"type": "header", "text": {"type": "plain_text", "text": _cut(text, MAX_HEADER), "emoji": True}}
+    # plain_text is not parsed for mentions, but Slack decodes the three entities in every text object all the same
+    plain = _cut(slack_escape(one_line(text)), MAX_HEADER)
+    return {"type": "header", "text": {"type": "plain_text", "text": plain, "emoji": True}}
 
 
 def _context(*parts: str) -> Block:
@@ -156,11 +169,11 @@ def evidence_fields(
 def evidence_table(rows: Sequence[EvidenceRow]) -> str:
     """A monospace table (Slack has no table block in incoming webhooks' mrkdwn): metric | stock | chosen."""
     header = EvidenceRow("", "stock", "chosen")
-    all_rows = [header, *rows]
+    all_rows = [header, *(EvidenceRow(f(r.metric), f(r.stock), f(r.chosen)) for r in rows)]
     w0 = max(len(r.metric) for r in all_rows)
     w1 = max(len(r.stock) for r in all_rows)
     lines = [f"{r.metric:<{w0}}  {r.stock:>{w1}}  {r.chosen}" for r in all_rows]
-    return "```\n" + escape("\n".join(lines)) + "\n```"
+    return "```\n" + "\n".join(lines) + "\n```"
 
 
 def _fields_block(pairs: Sequence[tuple[str, str]]) -> list[Block]:
@@ -170,7 +183,7 @@ def _fields_block(pairs: Sequence[tuple[str, str]]) -> list[Block]:
         blocks.append(
             {
                 "type": "section",
-                "fields": [_mrkdwn(_cut(f"*{escape(k)}*\n{escape(v)}", MAX_FIELD)) for k, v in chunk],
+                "fields": [_mrkdwn(f"*{f(k)}*\n{f(v)}", MAX_FIELD) for k, v in chunk],
             }
         )
     return blocks
@@ -206,30 +219,31 @@ def build_message(target: TargetRef, notification: Notify, *, channel: str = "")
     kind = classify(notification)
     _, rows, other = split_fields(notification.fields)
     emoji = _EMOJI[notification.severity]
-    where = f"`{escape(str(target))}` · model `{escape(target.model)}`"
+    where = f"`{f(target)}` · model `{f(target.model)}`"
+    reason = f(notification.reason)
     blocks: list[Block] = [_header(f"{notification.title} · {target.name}")]
 
     if kind is Kind.ROLLBACK:
-        blocks.append(_section(f"{emoji} *Rolled back* {where}\n*Cause:* {escape(notification.reason)}"))
+        blocks.append(_section(f"{emoji} *Rolled back* {where}\n*Cause:* {reason}"))
     elif kind is Kind.APPROVAL:
-        blocks.append(_section(f"{emoji} *Approval needed* for {where}\n{escape(notification.reason)}"))
+        blocks.append(_section(f"{emoji} *Approval needed* for {where}\n{reason}"))
         blocks.append(
             _section(
                 "Approve with:\n```\n"
-                + escape(approve_command(target))
+                + f(approve_command(target))
                 + "\n```\nor reject with `"
-                + escape(reject_command(target))
+                + f(reject_command(target))
                 + "`"
             )
         )
     elif kind is Kind.STEP:
-        blocks.append(_section(f"{emoji} {where}\n{escape(notification.reason)}"))
+        blocks.append(_section(f"{emoji} {where}\n{reason}"))
     elif kind is Kind.DIGEST:
-        blocks.append(_section(f":calendar: *Daily digest* for {where}\n{escape(notification.reason)}"))
+        blocks.append(_section(f":calendar: *Daily digest* for {where}\n{reason}"))
     elif kind is Kind.DECISION:
-        blocks.append(_section(f"{emoji} *Decision* for {where}\n{escape(notification.reason)}"))
+        blocks.append(_section(f"{emoji} *Decision* for {where}\n{reason}"))
     else:
-        blocks.append(_section(f"{emoji} {where}\n{escape(notification.reason)}"))
+        blocks.append(_section(f"{emoji} {where}\n{reason}"))
 
     if rows:
         blocks.append(_section("*Evidence*\n" + evidence_table(rows)))
@@ -238,12 +252,12 @@ def build_message(target: TargetRef, notification: Notify, *, channel: str = "")
     blocks.append(
         _context(
             f"severity *{notification.severity.value}*",
-            f"`{escape(explain_command(target))}` for the full reasoning",
-            f"channel {escape(channel)}" if channel else "",
+            f"`{f(explain_command(target))}` for the full reasoning",
+            f"channel {f(channel)}" if channel else "",
         )
     )
-    text = f"[{notification.severity.value}] {notification.title} · {target}: {notification.reason}"
-    return {"text": _cut(text, MAX_TEXT), "blocks": blocks[:MAX_BLOCKS]}
+    text = f"[{notification.severity.value}] {f(notification.title)} · {f(target)}: {reason}"
+    return {"text": _cut(slack_escape(one_line(text)), MAX_TEXT), "blocks": blocks[:MAX_BLOCKS]}
 
 
 # ----- daily digest ---------------------------------------------------------------------------------
@@ -278,17 +292,17 @@ def digest_message(day: date, entries: Sequence[DigestEntry], *, channel: str = 
         )
     )
     for entry in entries[: MAX_BLOCKS - 4]:
-        line = f"*{escape(entry.target)}* · {escape(entry.phase)} · `{escape(entry.active_config)}`"
+        line = f"*{f(entry.target)}* · {f(entry.phase)} · `{f(entry.active_config)}`"
         if entry.gain:
-            line += f" · {escape(entry.gain)} vs stock"
+            line += f" · {f(entry.gain)} vs stock"
         if entry.candidate:
-            line += f"\n→ rolling out `{escape(entry.candidate)}` at {entry.canary_weight}%"
+            line += f"\n→ rolling out `{f(entry.candidate)}` at {entry.canary_weight}%"
         if entry.note:
-            line += f"\n{escape(entry.note)}"
+            line += f"\n{f(entry.note)}"
         blocks.append(_section(line))
-    blocks.append(_context("`shiftctl get -A` for the live view", f"channel {escape(channel)}" if channel else ""))
+    blocks.append(_context("`shiftctl get -A` for the live view", f"channel {f(channel)}" if channel else ""))
     text = f"Shiftlight daily digest {day.isoformat()}: {len(entries)} targets, {total_rollbacks} rollbacks"
-    return {"text": text, "blocks": blocks[:MAX_BLOCKS]}
+    return {"text": slack_escape(one_line(text)), "blocks": blocks[:MAX_BLOCKS]}
 
 
 def digest_entry(target: TargetRef, status: TargetStatus, *, rollouts: int = 0, rollbacks: int = 0) -> DigestEntry:

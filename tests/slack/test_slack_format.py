@@ -88,7 +88,7 @@ def test_plain_fields_become_section_fields_and_text_is_escaped() -> None:
         "*chosen*\n1,650 tok/s &lt;fast&gt;",
         "*config*\nngram3",
     ]
-    assert message["text"] == "[info] New config chosen · ml/llama: a & b"
+    assert message["text"] == "[info] New config chosen · ml/llama: a &amp; b"  # the fallback is mrkdwn too
 
 
 def test_block_kit_limits_are_respected() -> None:
