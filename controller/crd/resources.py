@@ -46,6 +46,11 @@ _NAME = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
 ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 #: A policy preset's name: a file name under the operator's policy directory, never a path.
 PRESET_NAME = r"^[a-z0-9][a-z0-9-]*$"
+#: A model as vLLM is given it: a Hugging Face id (``org/name``, ``name@revision``) or a path or URI (``/models/x``,
+#: ``s3://bucket/x``). No spaces, quotes, brackets or control characters: it is shown in terminals and in Slack.
+MODEL_NAME = r"^[A-Za-z0-9._/:@+-]+$"
+#: An accelerator type (``H100-80GB``, ``gb300-dgx-station``): letters, digits, ``.``, ``_`` and ``-``.
+GPU_TYPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 #: A label value, or the name part of a label key (at most 63 characters; a value may be empty).
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?")
 
@@ -168,7 +173,9 @@ class WorkloadRef(WireModel):
 class ModelSpec(WireModel):
     """What the engine serves."""
 
-    name: str = Field(min_length=1, max_length=512, description="model path or Hugging Face id given to vLLM")
+    name: str = Field(
+        min_length=1, max_length=512, pattern=MODEL_NAME, description="model path or Hugging Face id given to vLLM"
+    )
     served_model_name: str | None = Field(default=None, max_length=512, description="--served-model-name")
     profile: str = Field(
         default="generic", min_length=1, max_length=128, description="model profile (architecture family)"
@@ -227,7 +234,9 @@ class TunedServiceSpec(WireModel):
 
     workload: WorkloadRef
     model: ModelSpec
-    gpu_type: str = Field(min_length=1, max_length=128, description="accelerator type, e.g. H100-80GB")
+    gpu_type: str = Field(
+        min_length=1, max_length=128, pattern=GPU_TYPE, description="accelerator type, e.g. H100-80GB"
+    )
     slo: SLO = Field(default_factory=SLO, description="latency/error objectives (domain field names)")
     policy: PolicyRef = Field(default_factory=PolicyRef)
     canary_pool: CanaryPool = Field(default_factory=CanaryPool)
