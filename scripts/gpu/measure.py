@@ -56,7 +56,7 @@ ORDER: list[tuple[str, dict[tuple[int, int], list[int]]]] = [
     ("stock", {SHORT: [1, 16, 64, 256], LONG: [16, 64]}),
     ("kv-fp8", {SHORT: [64, 256]}),
     ("ngram4", {SHORT: [1, 16]}),
-    ("sync", {SHORT: [1, 16]}),
+    ("sync", {SHORT: [1]}),
     ("mbt2048", {SHORT: [256], LONG: [16, 64]}),
     ("mbt16384", {LONG: [16, 64]}),
     ("stock-pair", {}),
