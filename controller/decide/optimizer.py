@@ -1,8 +1,9 @@
 """Sample-efficient, deterministic search over the policy's (finite, constrained) config space.
 
 Canary trials cost GPU-minutes, so the optimizer works on the *enumerated* set of valid configs
-(``Policy.space.configs()``: every config it can propose is in policy by construction) and picks each next trial
-by Bayesian optimisation:
+(``Policy.space.sampled_configs()``: every valid config of a space of up to ``MAX_POOL_CONFIGS`` combinations, else
+a pool of that many drawn from it; every config it can propose is in policy by construction) and picks each next
+trial by Bayesian optimisation:
 
 * **Surrogate** (``optimizer_gp``, kernel in ``optimizer_kernel``): a Gaussian process on log goodput whose
   kernel knows what the knobs are: ordered knobs (depth, ``max_num_seqs``, batched tokens, capture size, ...) on
@@ -36,7 +37,10 @@ Public API::
 
 from __future__ import annotations
 
+import itertools
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -51,7 +55,7 @@ from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.policy.models import Policy
-from controller.policy.space import Feasibility, SearchSpace
+from controller.policy.space import MAX_POOL_CONFIGS, Feasibility, SearchSpace
 
 ShapePrior = Callable[[EngineConfig, TrafficShape], float]
 Objective = Callable[[EngineConfig], TrialResult]
@@ -139,12 +143,82 @@ class TpeSearch:
 def candidate_configs(
     space: Policy | SearchSpace | Sequence[EngineConfig], feasibility: Feasibility | None = None
 ) -> list[EngineConfig]:
-    """The valid configs of a policy / space / explicit list (policy constraints and memory fit applied)."""
+    """The valid configs of a policy / space / explicit list (policy constraints and memory fit applied). A space
+    of more than ``MAX_POOL_CONFIGS`` combinations gives a pool of at most that many (``sampled_configs``), never
+    the whole space."""
     if isinstance(space, Policy):
-        return list(space.space.configs(feasibility or space.feasibility))
+        return space.space.sampled_configs(feasibility or space.feasibility)
     if isinstance(space, SearchSpace):
-        return list(space.configs(feasibility))
+        return space.sampled_configs(feasibility)
     return [c for c in space if feasibility is None or feasibility(c) is None]
+
+
+#: Most encoded candidate sets one optimizer keeps (one per traffic shape it was asked about).
+MAX_SETS_PER_OPTIMIZER = 16
+
+#: Most candidates that the pools and encoded sets of every optimizer in the process hold together (the least
+#: recently used goes first). A TunedService at the combination limit holds a pool of ``MAX_POOL_CONFIGS`` and a set
+#: of as many per shape; this bound keeps all of them within a fixed amount of memory however many TunedServices
+#: the operator tunes (a dropped one is rebuilt, the same, when next needed).
+MAX_CACHED_CANDIDATES = 16 * MAX_POOL_CONFIGS
+
+
+class CandidateCache:
+    """Each optimizer's pool of valid configs and its encoded candidate sets (one per traffic shape), bounded per
+    optimizer and in total; least recently used first out. A pure cache: whatever it drops is rebuilt the same on
+    the next call. Thread-safe."""
+
+    def __init__(
+        self, *, max_candidates: int = MAX_CACHED_CANDIDATES, max_per_owner: int = MAX_SETS_PER_OPTIMIZER
+    ) -> None:
+        self.max_candidates = max_candidates
+        self.max_per_owner = max_per_owner
+        self._entries: OrderedDict[tuple[int, str | None], CandidateSet | list[EngineConfig]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _get(self, key: tuple[int, str | None]) -> CandidateSet | list[EngineConfig] | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def _put(self, key: tuple[int, str | None], value: CandidateSet | list[EngineConfig]) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            sets = [k for k in self._entries if k[0] == key[0] and k[1] is not None]
+            for old in sets[: max(0, len(sets) - self.max_per_owner)]:
+                del self._entries[old]
+            while len(self._entries) > 1 and self.candidates() > self.max_candidates:
+                self._entries.popitem(last=False)
+
+    def pool(self, owner: int) -> list[EngineConfig] | None:
+        found = self._get((owner, None))
+        return found if isinstance(found, list) else None
+
+    def put_pool(self, owner: int, configs: list[EngineConfig]) -> None:
+        self._put((owner, None), configs)
+
+    def candidate_set(self, owner: int, shape: str) -> CandidateSet | None:
+        found = self._get((owner, shape))
+        return found if isinstance(found, CandidateSet) else None
+
+    def put_candidate_set(self, owner: int, shape: str, candidates: CandidateSet) -> None:
+        self._put((owner, shape), candidates)
+
+    def candidates(self) -> int:
+        """Configs held in all pools and sets."""
+        return sum(len(c) for c in self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: The process's cache: every optimizer shares it unless given its own, so the operator's bound holds for all of
+#: its TunedServices together.
+SHARED_CANDIDATES = CandidateCache()
+_owners = itertools.count()
 
 
 def _mean_of_repeats(observed: Sequence[tuple[EngineConfig, float]]) -> list[tuple[EngineConfig, float]]:
@@ -226,7 +300,10 @@ class OptimizerAdvisor:
         feasibility: Feasibility | None = None,
         score: Score = default_score,
         name: str = "optimizer",
+        cache: CandidateCache | None = None,
     ) -> None:
+        """``cache``: where the pool and the encoded candidate sets are kept (default: the process's
+        :data:`SHARED_CANDIDATES`)."""
         self.policy = policy
         self.prior = prior
         self.seed = seed
@@ -234,13 +311,17 @@ class OptimizerAdvisor:
         self.feasibility = feasibility or policy.feasibility
         self.score = score
         self.name = name
-        self._configs: list[EngineConfig] | None = None  # a pure cache of the enumerated space
-        self._sets: dict[str, CandidateSet] = {}  # pure cache: encoded space + prior per traffic shape
+        # pure caches: the enumerated space (or its pool), and the encoded space + prior per traffic shape
+        self._cache = cache if cache is not None else SHARED_CANDIDATES
+        self._owner = next(_owners)
 
     def configs(self) -> list[EngineConfig]:
-        if self._configs is None:
-            self._configs = candidate_configs(self.policy, self.feasibility)
-        return self._configs
+        """The valid configs the optimizer searches (a pool of at most ``MAX_POOL_CONFIGS`` of a larger space)."""
+        found = self._cache.pool(self._owner)
+        if found is None:
+            found = candidate_configs(self.policy, self.feasibility)
+            self._cache.put_pool(self._owner, found)
+        return found
 
     def suggest(self, context: AdvisorContext, n: int | None = None) -> list[Suggestion]:
         shape = context.shape
@@ -252,14 +333,12 @@ class OptimizerAdvisor:
                 return shape_prior(cfg, shape)
 
         cache_key = shape.model_dump_json()
-        cands = self._sets.get(cache_key)
+        cands = self._cache.candidate_set(self._owner, cache_key)
         if cands is None:
             # the structured kernel without a prior; on top of a prior the plain one (with the structured kernel on
             # the simulator prior, the demo's day round settled on the night's config)
             cands = CandidateSet(self.configs(), prior_fn, shape, structured=self.prior is None)
-            if len(self._sets) >= 16:
-                self._sets.pop(next(iter(self._sets)))
-            self._sets[cache_key] = cands
+            self._cache.put_candidate_set(self._owner, cache_key, cands)
         exclude = {r.config.key() for r in context.history} | {context.active.key()}
         n_pick = n if n is not None else context.max_proposals
         usable = [r for r in context.history if r.status is not TrialStatus.INVALID]
@@ -323,6 +402,10 @@ def expected_gain(predicted: float | None, best: float | None) -> float | None:
 
 
 __all__ = [
+    "MAX_CACHED_CANDIDATES",
+    "MAX_SETS_PER_OPTIMIZER",
+    "SHARED_CANDIDATES",
+    "CandidateCache",
     "CandidateSet",
     "GpSearch",
     "OptimizationResult",

