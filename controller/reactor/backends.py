@@ -16,6 +16,7 @@ Runtimes live as long as the operator process; all decision state lives in the C
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
@@ -42,6 +43,7 @@ from controller.errors import InvalidInput, NotFound
 from controller.policy import Policy, load_policy, parse_policy, profile_feasibility
 from controller.ports import Cluster, LoadTester, Notifier, TrafficRouter
 from controller.reactor.canary import canary_trials, tuned_service_owner
+from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
 from controller.reactor.settings import OperatorSettings
 from controller.reactor.status_io import owner_references
 from controller.reactor.trial_progress import ReportingLoadTester, TrialCRReporter
@@ -146,9 +148,15 @@ def preset_path(settings: OperatorSettings, preset: str) -> Path:
 
 
 def resolve_policy(
-    api: client.ApiClient, settings: OperatorSettings, spec: TunedServiceSpec, body: Mapping[str, Any]
+    api: client.ApiClient,
+    settings: OperatorSettings,
+    spec: TunedServiceSpec,
+    body: Mapping[str, Any],
+    *,
+    refusals: PolicyRefusals = POLICY_REFUSALS,
 ) -> Policy:
-    """The TunedService's policy: a preset file or a ConfigMap key, with the spec's approval/dry-run/SLO on top."""
+    """The TunedService's policy: a preset file or a ConfigMap key, with the spec's approval/dry-run/SLO on top.
+    A ConfigMap policy refused before, at the same resourceVersion and text, is refused again without re-judging it."""
     namespace = body["metadata"]["namespace"]
     if spec.policy.config_map_ref is not None:
         ref = spec.policy.config_map_ref
@@ -157,7 +165,9 @@ def resolve_policy(
         text = (cm.data or {}).get(ref.key)
         if text is None:
             raise InvalidInput(f"key {ref.key!r} not found", source=f"configmap {namespace}/{ref.name}")
-        policy = parse_policy(text, source=f"configmap {namespace}/{ref.name}:{ref.key}")
+        source = f"configmap {namespace}/{ref.name}:{ref.key}"
+        version = (cm.metadata.resource_version if cm.metadata else None, hashlib.sha256(text.encode()).hexdigest())
+        policy = refusals.judged(("configmap", source, *version), lambda: parse_policy(text, source=source))
         policy = policy.with_feasibility(profile_feasibility(policy))
     else:
         policy = load_policy(preset_path(settings, spec.policy.preset or settings.default_policy))
@@ -346,7 +356,8 @@ class KubernetesBackend:
         source = cluster.pod_source(target)
         running = baseline_config(source, fallback_model=target.model) if source is not None else None
         if running is not None:
-            policy = policy.based_on(running)
+            based, on = policy, running
+            policy = POLICY_REFUSALS.judged(("rebased", based.model_dump_json(), on.key()), lambda: based.based_on(on))
         router = GatewayRouter(
             self.api,
             cluster,
