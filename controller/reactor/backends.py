@@ -171,6 +171,14 @@ def resolve_policy(
         policy = policy.with_feasibility(profile_feasibility(policy))
     else:
         policy = load_policy(preset_path(settings, spec.policy.preset or settings.default_policy))
+    size, budget = policy.space.product_size(), settings.max_space_combinations
+    if size > budget:
+        raise InvalidInput(
+            f"the space has {size:,} combinations, more than the {budget:,} this operator allows one TunedService "
+            "(SHIFTLIGHT_MAX_SPACE_COMBINATIONS); list fewer values or use coarser ranges",
+            source=f"policy {policy.name}",
+            field="space",
+        )
     raw_spec = body.get("spec") or {}
     update: dict[str, object] = {
         "approval": spec.approval_mode,

@@ -17,6 +17,7 @@ from controller.domain.slo import SLO
 from controller.errors import InvalidInput
 from controller.observe.grafana import GrafanaSettings, metrics_source
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
+from controller.policy.space import MAX_SPACE_COMBINATIONS
 
 Backend = Literal["simulator", "kubernetes"]
 LogFormat = Literal["text", "json"]
@@ -111,6 +112,10 @@ class OperatorSettings:
     trial_cache_key_file: Path | None = None
     """A mounted Secret key holding the key that signs trial cache entries (``SHIFTLIGHT_TRIAL_CACHE_KEY_FILE``; at
     least 32 bytes). None: a random key per operator process (cached results do not outlive it)."""
+    max_space_combinations: int = MAX_SPACE_COMBINATIONS
+    """The budget of one TunedService: the most raw combinations its policy's space may have
+    (``SHIFTLIGHT_MAX_SPACE_COMBINATIONS``, 1 to the hard limit of 100,000). A policy over it is refused
+    (``Accepted=False``, field ``space``) before anything is built for it."""
     verify_approvals: bool = True
     """Honour approvals only from users allowed to ``approve`` configrollouts (SubjectAccessReview)."""
     slack_webhook_file: Path | None = None
@@ -197,6 +202,17 @@ class OperatorSettings:
                 )
             return value
 
+        def combinations() -> int:
+            name = "SHIFTLIGHT_MAX_SPACE_COMBINATIONS"
+            value = num(name, MAX_SPACE_COMBINATIONS)
+            if value != int(value) or not 1 <= value <= MAX_SPACE_COMBINATIONS:
+                raise InvalidInput(
+                    f"must be a whole number from 1 to {MAX_SPACE_COMBINATIONS}, got {e.get(name)!r}",
+                    source="environment",
+                    field=name,
+                )
+            return int(value)
+
         def grafana() -> GrafanaSettings | None:
             names = ("URL", "TOKEN_FILE", "DATASOURCE_UID", "ANNOTATIONS", "DASHBOARD_UIDS")
             raw = {n: (e.get(f"SHIFTLIGHT_GRAFANA_{n}") or "").strip() for n in names}
@@ -279,6 +295,7 @@ class OperatorSettings:
             if e.get("SHIFTLIGHT_SLACK_WEBHOOK_FILE")
             else None,
             slack_channel=e.get("SHIFTLIGHT_SLACK_CHANNEL", ""),
+            max_space_combinations=combinations(),
             verify_approvals=e.get("SHIFTLIGHT_VERIFY_APPROVALS", "true").lower() not in ("0", "false", "no"),
             llm_advisors=advisor_endpoints_from_env(e),
             grafana=grafana_settings,

@@ -17,6 +17,7 @@ from kubernetes import client
 from controller.errors import InvalidInput
 from controller.policy.space import MAX_SPACE_COMBINATIONS, SearchSpace
 from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
+from controller.reactor.settings import OperatorSettings
 from tests.support.kube_api import KubeAPIServer
 
 from .conftest import G, V, kubernetes_loop, tuned_service
@@ -113,3 +114,62 @@ def test_the_remembered_refusals_are_bounded() -> None:
             refusals.judged(key, lambda k=key: judge(k))  # type: ignore[misc]
     assert len(refusals) == 2
     assert judge.runs == 4  # "a" was dropped for "c", so judged again
+
+
+#: 2 x 3 x 2 x 64 x 16 = 12,288 combinations, every one of them valid for some config: over a budget of 10,000.
+WIDE = {
+    "space": {
+        "speculative_method": ["none", "mtp"],
+        "num_speculative_tokens": {"min": 1, "max": 3},
+        "async_scheduling": [True, False],
+        "max_num_seqs": {"min": 8, "max": 512, "step": 8},
+        "max_num_batched_tokens": {"min": 1024, "max": 16384, "step": 1024},
+    }
+}
+
+
+@pytest.mark.kube
+@pytest.mark.security
+@pytest.mark.parametrize(("budget", "refused"), [(10_000, True), (12_288, False)])
+def test_a_policy_over_the_operators_budget_per_tuned_service_is_refused_naming_the_field(
+    kube: KubeAPIServer, api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path, budget: int, refused: bool
+) -> None:
+    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    core.create_namespaced_config_map(
+        "prod",
+        client.V1ConfigMap(metadata=client.V1ObjectMeta(name="tuning"), data={"policy.yaml": yaml.safe_dump(WIDE)}),
+    )
+    ts = tuned_service(route=None)
+    ts["spec"]["policy"] = {"configMapRef": {"name": "tuning", "key": "policy.yaml"}}
+    co.create_namespaced_custom_object(G, V, "prod", "tunedservices", ts)
+    kubernetes_loop(operator_kubeconfig, policy_dir, max_space_combinations=budget).cycle("prod", "workhorse")
+    condition = accepted(api)
+    if refused:
+        assert condition["status"] == "False" and condition["reason"] == "InvalidPolicy"
+        assert ":space:" in condition["message"] and "12,288 combinations" in condition["message"]
+        assert "10,000" in condition["message"] and "SHIFTLIGHT_MAX_SPACE_COMBINATIONS" in condition["message"]
+    else:
+        assert condition["status"] == "True"
+
+
+BUDGETS = [
+    # (env value, budget or the refusal)
+    (None, MAX_SPACE_COMBINATIONS),
+    ("5000", 5000),
+    ("100000", MAX_SPACE_COMBINATIONS),
+    ("100001", "must be a whole number from 1 to 100000"),
+    ("0", "must be a whole number from 1 to 100000"),
+    ("2.5", "must be a whole number from 1 to 100000"),
+    ("lots", "must be a number"),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), BUDGETS)
+def test_the_budget_setting_is_bounded_by_the_hard_limit(raw: str | None, expected: int | str) -> None:
+    env = {} if raw is None else {"SHIFTLIGHT_MAX_SPACE_COMBINATIONS": raw}
+    if isinstance(expected, int):
+        assert OperatorSettings.from_env(env).max_space_combinations == expected
+    else:
+        with pytest.raises(InvalidInput, match=expected) as info:
+            OperatorSettings.from_env(env)
+        assert info.value.field == "SHIFTLIGHT_MAX_SPACE_COMBINATIONS"
