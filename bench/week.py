@@ -200,7 +200,7 @@ RAG_BATCH = TrafficProfile.parse(
                 "output_tokens": {"mean": 2048, "cv": 0.3, "maximum": 4096},
                 "repetitiveness": 0.05,
                 "prefix_share": 0.6,
-                "curve": {"knots": [[0, 1.0], [4.5, 1.0], [5.5, 0.0], [22, 0.0], [23, 1.0], [24, 1.0]]},
+                "curve": {"knots": [[0, 1.0], [4.5, 1.0], [6, 0.0], [22, 0.0], [23, 1.0], [24, 1.0]]},
             },
             "chat": {
                 "peak_concurrency": 24,
@@ -212,7 +212,7 @@ RAG_BATCH = TrafficProfile.parse(
                 "curve": {
                     "knots": [
                         [0, 0.0],
-                        [5.5, 0.0],
+                        [5, 0.0],
                         [7, 0.3],
                         [9, 0.0],
                         [16, 0.0],
