@@ -1,5 +1,5 @@
-"""Cost per million tokens of self-hosting against an API price, and whether a search's next trial is worth its
-GPU time. Pure."""
+"""Cost per million tokens of self-hosting against an API price, whether a search's next trial is worth its GPU
+time, and whether a scheduled switch pays for its rollout. Pure."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from controller.decide.capacity import ScalingRules, replicas_for
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TimeWindow
 
@@ -213,3 +214,109 @@ def trial_worth(
     saved = expected_gain / (1 + expected_gain) * window_gpu_hours
     code = "trial-pays" if saved > trial_gpu_hours else "search-unpaid"
     return TrialWorth(code, expected_gain, saved, trial_gpu_hours)
+
+
+@dataclass(frozen=True)
+class SwitchWorth:
+    """Whether a scheduled switch saves more GPU-hours over its window than its rollout costs (``code``:
+    ``switch-pays`` or ``switch-not-paying``). All figures in GPU-hours; the saving is the one at the pessimistic
+    end of the uncertainty, over the window's time left once the rollout is through."""
+
+    code: str
+    saved_gpu_hours: float
+    """What the switch saves at the pessimistic end: the least over the forecast rate and that rate
+    ``1 -/+ forecast_uncertainty`` times, with the new config's capacity lowered by the capacity ratio's
+    uncertainty, over the window less the rollout."""
+    median_saved_gpu_hours: float
+    """The same at the forecast and the measured capacities."""
+    candidate_gpu_hours: float
+    """The candidate replicas each rollout step holds for its bake time."""
+    held_gpu_hours: float
+    """The active fleet held beyond what the window's load needs while the rollout runs (nothing is scaled down
+    until it is through): the old config draining."""
+    trial_gpu_hours: float
+    """Canary trials the switch still has to run before it can start (0 when its evidence is measured)."""
+    rollout_s: float
+    forecast_uncertainty: float
+    capacity_uncertainty: float
+
+    @property
+    def cost_gpu_hours(self) -> float:
+        return self.candidate_gpu_hours + self.held_gpu_hours + self.trial_gpu_hours
+
+    @property
+    def pays(self) -> bool:
+        return self.code == "switch-pays"
+
+    def describe(self) -> str:
+        verdict = "more than" if self.pays else "not more than"
+        return (
+            f"saves {self.saved_gpu_hours:.2f} GPU-hours over the window ({self.median_saved_gpu_hours:.2f} at the "
+            f"forecast; the least with the forecast {self.forecast_uncertainty:.0%} either way and the new "
+            f"config's capacity {self.capacity_uncertainty:.0%} lower), {verdict} its cost of "
+            f"{self.cost_gpu_hours:.2f}: {self.candidate_gpu_hours:.2f} on candidates over a "
+            f"{self.rollout_s / 60:.0f}-min rollout, {self.held_gpu_hours:.2f} on the old fleet held while it "
+            f"drains, {self.trial_gpu_hours:.2f} on canary trials"
+        )
+
+
+def switch_worth(
+    *,
+    rate_rps: float,
+    active_capacity_rps: float,
+    new_capacity_rps: float,
+    active_tp: int,
+    new_tp: int,
+    window_s: float,
+    current_replicas: int,
+    steps: Sequence[int],
+    bake_s: float,
+    rules: ScalingRules,
+    forecast_uncertainty: float,
+    capacity_uncertainty: float,
+    trial_gpu_hours: float = 0.0,
+) -> SwitchWorth:
+    """The verdict on a scheduled switch with managed replicas, in GPU-hours at the SLO over ``window_s``.
+
+    Saved: the active config's replicas for the window's rate less the new config's (each at its probed capacity,
+    with the rules' headroom and bounds), over the window left once the rollout is through (``len(steps) x
+    bake_s``), at the pessimistic end of the uncertainty: the least saving over the forecast ``rate_rps`` and that
+    rate ``1 -/+ forecast_uncertainty`` times (a load that moves changes both fleets, and the rounding to whole
+    replicas decides what is left), with the new config's capacity ``1 - capacity_uncertainty`` times its probe
+    (the two capacities were probed alike, so the error that matters is their ratio's). Cost: the candidate
+    replicas of each step for its bake time, the active fleet held above what the window needs while the rollout
+    runs (``current_replicas`` against the active config's need), and the trials still to run. The switch pays
+    only when the saving exceeds the whole cost."""
+    if min(rate_rps, active_capacity_rps, new_capacity_rps, window_s, bake_s) < 0 or not steps:
+        raise ValueError("rates, capacities and times must be >= 0, and a rollout has steps")
+    if not (0 <= forecast_uncertainty < 1 and 0 <= capacity_uncertainty < 1):
+        raise ValueError("uncertainties must be within [0, 1)")
+
+    def need(rate: float, capacity: float) -> int:
+        unbounded = replicas_for(rate, capacity, rules) if capacity > 0 else rules.max_replicas
+        return min(max(unbounded, rules.min_replicas, 1), max(rules.max_replicas, 1))
+
+    def saving(rate: float, new_capacity: float) -> int:
+        return need(rate, active_capacity_rps) * active_tp - need(rate, new_capacity) * new_tp
+
+    rollout_s = len(steps) * bake_s
+    left_h = max(0.0, window_s - rollout_s) / 3600
+    low_capacity = new_capacity_rps * (1 - capacity_uncertainty)
+    rates = (rate_rps * (1 - forecast_uncertainty), rate_rps, rate_rps * (1 + forecast_uncertainty))
+    low_gpus = min(saving(r, low_capacity) for r in rates)
+    new_replicas = need(rate_rps, new_capacity_rps)
+    candidates = sum(max(1, math.ceil(new_replicas * w / 100 - 1e-9)) for w in steps) * bake_s * new_tp / 3600
+    held = max(0, current_replicas - need(rate_rps, active_capacity_rps)) * active_tp * rollout_s / 3600
+    saved = low_gpus * left_h
+    cost = candidates + held + trial_gpu_hours
+    return SwitchWorth(
+        "switch-pays" if saved > cost else "switch-not-paying",
+        saved,
+        saving(rate_rps, new_capacity_rps) * left_h,
+        candidates,
+        held,
+        trial_gpu_hours,
+        rollout_s,
+        forecast_uncertainty,
+        capacity_uncertainty,
+    )

@@ -80,7 +80,7 @@ def observe(ctx: PlanContext) -> Intent:
             why = verdict.reason if verdict.drifted else "traffic drifted from the tuned shape"
             return tuning.start(ctx, f"window '{ctx.window.name}': {why}", ctx.window, observed=True, code="tune-drift")
     switch = schedule.scheduled_switch(ctx)
-    if switch is not None:
+    if switch is not None and switch.code != "switch-not-paying":
         return switch
     ahead = schedule.tune_ahead(ctx)
     if ahead is not None:
@@ -89,6 +89,8 @@ def observe(ctx: PlanContext) -> Intent:
     if verdict.drifted and why_quiet:
         drift_note += f"; not re-tuning: {why_quiet}"
     notes = (*sized.notes, f"observing: {observation.shape.describe()}; {drift_note}")
+    if switch is not None:  # a switch that does not pay: keep the active config, and say why
+        return Intent(switch.code, ctx.status, sized.actions, (*notes, *switch.notes))
     return Intent("observing", ctx.status, sized.actions, notes)
 
 

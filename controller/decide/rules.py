@@ -48,6 +48,10 @@ class ScheduleRules:
     """No two automatic config switches closer together than this (against flapping)."""
     switch_cost_s: float = 1800.0
     """What a switch costs, in seconds of the window's gain: warm-up GPU time, rollout steps and risk."""
+    forecast_uncertainty: float = 0.1
+    """Relative error of a window's load forecast: a switch with managed replicas must save more GPU-hours than its
+    rollout costs at the forecast rate and at this share either side of it (with the new config's capacity lowered
+    by the measured noise of the two probes' ratio)."""
     retune_min_interval_s: float = 3600.0
     """A window is re-tuned on drift at most this often."""
     tune_ahead_s: float = 3 * 3600.0

@@ -3,12 +3,14 @@ start), and tune a window that has no config yet before it begins. Pure."""
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
-from controller.decide.capacity import holds, length_distance, replicas_for
+from controller.decide.capacity import holds, length_distance
 from controller.decide.context import Intent, PlanContext, remaining_s, window_at
+from controller.decide.economics import SwitchWorth, switch_worth
+from controller.decide.noise import ASSUMED, clamped
 from controller.decide.rolling import begin as begin_rollout
-from controller.decide.rollout import candidate_replicas_for
 from controller.decide.scaling import short_of_replicas
 from controller.decide.tuning import start as start_tuning
 from controller.domain.actions import RunTrial
@@ -20,8 +22,9 @@ from controller.domain.traffic import TimeWindow, TrafficShape
 def scheduled_switch(ctx: PlanContext) -> Intent | None:
     """Move to the config scheduled for this window (code ``scheduled-switch``), or pre-warm the next window's ahead
     of its start (code ``prewarm``); first measure the active config on the window's traffic when nothing says
-    what it does there (code ``switch-check``, :func:`measure_active`); None when no switch is due or worth its
-    cost."""
+    what it does there (code ``switch-check``, :func:`measure_active`); code ``switch-not-paying`` (status
+    unchanged, the note says why) when the switch's GPU saving over the window does not exceed its rollout's cost
+    (:func:`switch_economics`); None when no switch is due or worth its goodput gain."""
     status = ctx.status
     lead = ctx.rules.schedule.prewarm_lead_s
     upcoming = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead))
@@ -56,15 +59,22 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
             if gain < ctx.rules.tuning.min_gain or benefit_s < ctx.rules.schedule.switch_cost_s:
                 return None
             seconds = window.hours * 3600 if ahead else remaining_s(ctx.now, window)
-            gpu_s = switch_gpu_seconds(ctx, window, entry, seconds)
-            if gpu_s is not None and gpu_s[0] <= gpu_s[1]:
-                # with managed replicas a switch pays in GPUs: replicas it saves over the window against the GPU
-                # time its rollout holds on candidates
-                return None
+            worth = switch_economics(ctx, window, entry, seconds)
+            if worth is not None and not worth.pays:
+                # with managed replicas a switch pays in GPUs: the replicas it saves over the window, at the
+                # pessimistic end of the forecast and the capacities, against its whole rollout
+                why = (
+                    f"{when}: not switching to its scheduled config {entry.config.label()} "
+                    f"({gain:.2f}x the active {status.active_config.label()} on its traffic): it "
+                    f"{worth.describe()}"
+                )
+                return Intent("switch-not-paying", status, (), (why,))
             why = (
                 f"{when}: its scheduled config {entry.config.label()} measured {gain:.2f}x the active "
                 f"{status.active_config.label()} on its traffic ({entry.reason})"
             )
+            if worth is not None:
+                why += f"; it {worth.describe()}"
         if ahead:
             why = f"pre-warming {lead / 60:.0f} min ahead: " + why
         started = begin_rollout(ctx, entry.config, why, proposed_by="schedule", gain=gain)
@@ -149,12 +159,13 @@ def probed_capacity(ctx: PlanContext, config: EngineConfig, shape: TrafficShape)
     return max(held, default=None)
 
 
-def switch_gpu_seconds(
+def switch_economics(
     ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig, seconds: float
-) -> tuple[float, float] | None:
-    """With managed replicas: (GPU-seconds that switching to ``entry``'s config saves over ``seconds`` of
-    ``window`` at its forecast load, GPU-seconds its rollout holds on candidate replicas: each step's candidates
-    for the bake time). None when a capacity to tell is unknown (the goodput gain decides alone)."""
+) -> SwitchWorth | None:
+    """With managed replicas: what switching to ``entry``'s config saves over ``seconds`` of ``window`` at its
+    forecast load against what its rollout costs (:func:`~controller.decide.economics.switch_worth`), with the
+    forecast's and the measurements' uncertainty held against the saving. None when a capacity to tell is unknown
+    (the goodput gain decides alone)."""
     rules = ctx.rules.scaling
     if rules is None or ctx.external_autoscaler or not entry.capacity_rps:
         return None
@@ -164,17 +175,22 @@ def switch_gpu_seconds(
     rate = forecast.arrival_rate_rps if forecast is not None else entry.fleet_rate_rps
     if not active_capacity or not rate:
         return None
-
-    def need(capacity: float) -> int:
-        return min(max(replicas_for(rate, capacity, rules), rules.min_replicas, 1), max(rules.max_replicas, 1))
-
-    now_gpus = need(active_capacity) * active.tensor_parallel_size
-    new_replicas = need(entry.capacity_rps)
-    tp = entry.config.tensor_parallel_size
-    saved = (now_gpus - new_replicas * tp) * seconds
+    noise = clamped(ctx.status.noise.relative if ctx.status.noise is not None else ASSUMED)
     rollout = ctx.rules.rollout
-    held = sum(candidate_replicas_for(new_replicas, w) for w in rollout.steps) * rollout.bake_s * tp
-    return saved, held
+    return switch_worth(
+        rate_rps=rate,
+        active_capacity_rps=active_capacity,
+        new_capacity_rps=entry.capacity_rps,
+        active_tp=active.tensor_parallel_size,
+        new_tp=entry.config.tensor_parallel_size,
+        window_s=seconds,
+        current_replicas=ctx.status.replicas,
+        steps=rollout.steps,
+        bake_s=rollout.bake_s,
+        rules=rules,
+        forecast_uncertainty=ctx.rules.schedule.forecast_uncertainty,
+        capacity_uncertainty=1 - math.exp(-math.sqrt(2) * noise),
+    )
 
 
 def tune_ahead(ctx: PlanContext) -> Intent | None:
@@ -194,4 +210,4 @@ def tune_ahead(ctx: PlanContext) -> Intent | None:
     return None
 
 
-__all__ = ["measure_active", "probed_capacity", "scheduled_switch", "switch_gain", "switch_gpu_seconds", "tune_ahead"]
+__all__ = ["measure_active", "probed_capacity", "scheduled_switch", "switch_economics", "switch_gain", "tune_ahead"]
