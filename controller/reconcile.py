@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from controller.act import ActPorts, Executor, TrialSettings, fold, running
+from controller.act import ActInterrupted, ActPorts, Executor, TrialSettings, fold, running
 from controller.act.effects import Effect, TrialRecorded
 from controller.advisor.screening import screened_proposals
 from controller.decide import planner
-from controller.domain.actions import Plan
+from controller.domain.actions import Action, Plan
 from controller.domain.observation import Observation, TargetRef
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow
@@ -71,14 +71,21 @@ class CycleResult:
     rejected: tuple[str, ...] = field(default=())
 
 
+#: Cycles in a row a decision whose acting was interrupted is resumed before it is given up and decided afresh.
+MAX_RESUMES = 10
+
+
 @dataclass(frozen=True)
 class _Acted:
-    """A decision and what acting on it did so far (trials may still be running)."""
+    """A decision and what acting on it did so far (trials may still be running; ``remaining`` actions were not
+    done yet because a port call failed, and are retried next cycle)."""
 
     decided: TargetStatus
     plan: Plan
     effects: tuple[Effect, ...]
     screen_notes: tuple[str, ...]
+    remaining: tuple[Action, ...] = ()
+    resumes: int = 0
 
 
 class Reconciler:
@@ -120,7 +127,15 @@ class Reconciler:
     def reconcile(self, target: TargetRef, status: TargetStatus) -> CycleResult:
         held = self._in_flight.pop(str(target), None)
         if held is not None:
-            polled = _Acted(held.decided, held.plan, self.executor.poll(held.effects), held.screen_notes)
+            polled = replace(held, effects=self.executor.poll(held.effects), remaining=())
+            if held.remaining:  # a port call failed last cycle: the actions done stay done, the rest is retried
+                try:
+                    polled = replace(polled, effects=polled.effects + self.executor.execute(target, held.remaining))
+                except ActInterrupted as exc:
+                    interrupted = replace(
+                        polled, effects=polled.effects + exc.effects, remaining=exc.remaining, resumes=held.resumes + 1
+                    )
+                    return self._interrupted(target, status, interrupted, exc, now=self.ports.clock.now())
             return self._finish(target, status, polled)
         now = self.ports.clock.now()
         observation, error = self._observe(target, status)
@@ -146,16 +161,45 @@ class Reconciler:
             external_autoscaler=self._external_autoscaler(target),
             forecast=forecast,
         )
+        plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes))
         try:
             effects = self.executor.execute(target, decision.actions)
-        except TemporaryError as exc:
-            why = f"could not act ({type(exc).__name__}: {exc}); keeping the previous state, retry in {exc.delay_s:g} s"
-            log.warning("%s: %s", target, why)
-            kept = stamped(status, status.model_copy(update={"last_reasons": (why,)}), now)
-            plan = Plan(actions=decision.actions, requeue_after_s=exc.delay_s, notes=(why,))
-            return CycleResult(kept, plan, exc.delay_s, (), tuple(screen_notes))
-        plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes))
+        except ActInterrupted as exc:
+            acted = _Acted(decision.status, plan, exc.effects, tuple(screen_notes), remaining=exc.remaining)
+            return self._interrupted(target, status, acted, exc, now=now)
+        except TemporaryError as exc:  # raised outside the actions (the executor wraps theirs)
+            return self._kept(target, status, decision.actions, exc, "keeping the previous state", screen_notes, now)
         return self._finish(target, status, _Acted(decision.status, plan, effects, tuple(screen_notes)))
+
+    def _interrupted(
+        self, target: TargetRef, status: TargetStatus, acted: _Acted, exc: ActInterrupted, *, now: datetime
+    ) -> CycleResult:
+        """A port call failed mid-plan. Nothing done yet: the previous status is kept and the next cycle decides
+        again. Some actions done (a trial started, a candidate deployed, a notification posted): the decision and
+        their effects are kept here and the next cycle retries only the rest, so none is done twice; after
+        :data:`MAX_RESUMES` failed retries the decision is given up and made afresh."""
+        done = len(acted.plan.actions) - len(acted.remaining)
+        if done == 0 or acted.resumes >= MAX_RESUMES:
+            return self._kept(target, status, acted.plan.actions, exc.cause, "keeping the previous state", (), now)
+        self._in_flight[str(target)] = acted
+        what = f"{done} action(s) done are kept, the other {len(acted.remaining)} retried"
+        return self._kept(target, status, acted.plan.actions, exc.cause, what, acted.screen_notes, now)
+
+    def _kept(
+        self,
+        target: TargetRef,
+        status: TargetStatus,
+        actions: tuple[Action, ...],
+        exc: TemporaryError,
+        what: str,
+        screen_notes: Sequence[str],
+        now: datetime,
+    ) -> CycleResult:
+        why = f"could not act ({type(exc).__name__}: {exc}); {what}, retry in {exc.delay_s:g} s"
+        log.warning("%s: %s", target, why)
+        kept = stamped(status, status.model_copy(update={"last_reasons": (why,)}), now)
+        plan = Plan(actions=actions, requeue_after_s=exc.delay_s, notes=(why,))
+        return CycleResult(kept, plan, exc.delay_s, (), tuple(screen_notes))
 
     def _observe(self, target: TargetRef, status: TargetStatus) -> tuple[Observation | None, str | None]:
         start, end = observe_window(self.ports.clock.now(), status, self.observe_window_s)

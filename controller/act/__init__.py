@@ -12,7 +12,7 @@ This package imports only the domain, the ports and the errors.
 """
 
 from controller.act.context import ActContext, ActPorts, TrialSettings
-from controller.act.executor import HANDLERS, Executor, running
+from controller.act.executor import HANDLERS, ActInterrupted, Executor, running
 from controller.act.fold import fold
 
-__all__ = ["HANDLERS", "ActContext", "ActPorts", "Executor", "TrialSettings", "fold", "running"]
+__all__ = ["HANDLERS", "ActContext", "ActInterrupted", "ActPorts", "Executor", "TrialSettings", "fold", "running"]

@@ -1,8 +1,9 @@
 """The act executor: one handler per action type, run in the decided order; effects out, status untouched.
 
 Each handler acts only through the ports and returns effects (:mod:`controller.act.effects`); after each action the
-executor leaves its Kubernetes Event (best effort). A failed port call raises (a :class:`TemporaryError` from the
-adapter): the caller keeps the previous status and the decision is re-made next cycle.
+executor leaves its Kubernetes Event (best effort). A failed port call raises :class:`ActInterrupted` (a
+:class:`TemporaryError`) carrying the effects the earlier actions produced and the actions not yet done: the caller
+keeps those effects (a started trial, a deployed candidate) and retries only the rest, never the done part.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from controller.domain.actions import (
     SetWeights,
 )
 from controller.domain.observation import TargetRef
-from controller.errors import PermanentError
+from controller.errors import PermanentError, TemporaryError
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,17 @@ HANDLERS: Mapping[type[Any], Handler] = {
 ACTION_TYPES: tuple[type[Any], ...] = get_args(Action)
 
 
+class ActInterrupted(TemporaryError):
+    """A port call failed part-way through a plan: ``effects`` of the actions done before it, ``remaining`` the
+    failed action and those after it, ``cause`` the adapter's error (its retry delay is this one's)."""
+
+    def __init__(self, cause: TemporaryError, effects: tuple[Effect, ...], remaining: tuple[Action, ...]) -> None:
+        super().__init__(str(cause), delay_s=cause.delay_s)
+        self.cause = cause
+        self.effects = effects
+        self.remaining = remaining
+
+
 class Executor:
     """Runs a plan's actions through their handlers. Refuses to start when an action type has no handler."""
 
@@ -61,15 +73,24 @@ class Executor:
         self.handlers = dict(handlers)
 
     def execute(self, target: TargetRef, actions: Sequence[Action]) -> tuple[Effect, ...]:
-        """Apply the actions in order, each exactly as decided (no argument is second-guessed here)."""
+        """Apply the actions in order, each exactly as decided (no argument is second-guessed here).
+
+        Raises :class:`ActInterrupted` when one fails with a :class:`TemporaryError`: what the actions before it
+        produced is not lost with it."""
         ctx = ActContext(target, self.ports, self.trial_settings)
         effects: list[Effect] = []
-        for action in actions:
+        for index, action in enumerate(actions):
             log.info("%s: %s: %s", target, type(action).__name__, action.reason)
             handler = self.handlers.get(type(action))
             if handler is None:  # a type outside the Action union (checked at start-up for all of it)
                 raise PermanentError(f"no act handler for action type {type(action).__name__}")
-            effects.extend(handler(action, ctx))
+            try:
+                produced = handler(action, ctx)
+            except ActInterrupted:
+                raise
+            except TemporaryError as exc:
+                raise ActInterrupted(exc, tuple(effects), tuple(actions[index:])) from exc
+            effects.extend(produced)
             effects.append(notify.record_event(action, ctx))
         return tuple(effects)
 

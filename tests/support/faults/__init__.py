@@ -18,6 +18,7 @@ from tests.support.faults.bad_inputs import (
     run_bad_input_cases,
     scenario_bad_inputs,
 )
+from tests.support.faults.effects import scenario_effects_kept
 from tests.support.faults.rollout import (
     LOST_WRITE_ACTIONS,
     PHASE_SCRIPTS,
@@ -82,6 +83,7 @@ SCENARIOS: dict[str, Callable[[], Outcome]] = {
     "canary-gone": scenario_canary_gone,
     "traffic-spike": scenario_spike,
     **{f"conflicts-{arm}": partial(scenario_conflicts, arm) for arm in CONFLICT_ARMS},
+    "effects-kept": scenario_effects_kept,
     "drift": scenario_drift,
     "bad-inputs": scenario_bad_inputs,
 }
