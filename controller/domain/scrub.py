@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TypeVar
 
 REDACTED = "<redacted>"
 #: The shortest fragment of a secret that is removed (shorter runs are too likely to be ordinary text).
@@ -28,6 +29,8 @@ _ESCAPE = re.compile(
     r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})|\\x([0-9A-Fa-f]{2})|\\([\\/\"'])|%([0-9A-Fa-f]{2})"
     r"|&#[xX]([0-9A-Fa-f]{1,6});|&#([0-9]{1,7});"
 )
+
+E = TypeVar("E", bound=BaseException)
 
 #: One character of a (possibly unescaped) text and the span of the original text it came from.
 _Char = tuple[str, int, int]
@@ -107,4 +110,13 @@ def scrub(text: str, secret: str, replacement: str = REDACTED) -> str:
     return redactor(secret, replacement)(text)
 
 
-__all__ = ["MAX_UNESCAPE", "MIN_FRAGMENT", "REDACTED", "fragment_length", "redactor", "scrub"]
+def scrubbed_error(exc: E, secret: str, replacement: str = REDACTED) -> E:
+    """``exc`` with its message scrubbed of ``secret``, no longer chained to what it was raised from (a traceback
+    would print the cause's text, which the scrubber has not seen)."""
+    if secret:
+        exc.args = tuple(scrub(a, secret, replacement) if isinstance(a, str) else a for a in exc.args)
+    exc.__cause__, exc.__suppress_context__ = None, True
+    return exc
+
+
+__all__ = ["MAX_UNESCAPE", "MIN_FRAGMENT", "REDACTED", "fragment_length", "redactor", "scrub", "scrubbed_error"]

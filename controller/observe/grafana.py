@@ -26,22 +26,18 @@ answer says which part was malformed.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import datetime
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
 import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from controller.domain import scrub as scrubber
-from controller.domain.observation import Observation, TargetRef
 from controller.domain.slo import SLO
-from controller.errors import InvalidInput, MetricsUnavailable, ShiftlightError
-from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings, Sample
-from controller.observe.report import TrafficReport
+from controller.errors import InvalidInput, MetricsUnavailable
+from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 
 GrafanaReason = Literal[
     "grafana-token-rejected",
@@ -61,7 +57,6 @@ STATUS_REASONS: Mapping[int, GrafanaReason] = {
 REDACTED = "<redacted-grafana-token>"
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _UID = r"^[A-Za-z0-9_.-]{1,40}$"
-E = TypeVar("E", bound=ShiftlightError)
 
 
 class GrafanaUnavailable(MetricsUnavailable):
@@ -111,15 +106,11 @@ def scrub(text: str, secret: str) -> str:
     return scrubber.scrub(text, secret, REDACTED)
 
 
-def scrubbed_error(exc: E, secret: str) -> E:
-    """``exc`` with its message scrubbed of ``secret``, no longer chained to what it was raised from."""
-    exc.args = (scrub(str(exc), secret), *exc.args[1:])
-    exc.__cause__, exc.__suppress_context__ = None, True
-    return exc
-
-
 class GrafanaMetrics(PrometheusMetrics):
-    """The MetricsSource of :class:`PrometheusMetrics` through Grafana's datasource proxy."""
+    """The MetricsSource of :class:`PrometheusMetrics` through Grafana's datasource proxy. Its errors pass through
+    the base class's scrubber with Grafana's token (the one it sends)."""
+
+    redacted = REDACTED
 
     def __init__(
         self, grafana: GrafanaSettings, settings: PrometheusSettings | None = None, *, slo: SLO | None = None
@@ -138,45 +129,6 @@ class GrafanaMetrics(PrometheusMetrics):
         self._token = self.grafana.read_token().get_secret_value()
         headers["Authorization"] = f"Bearer {self._token}"
         return headers
-
-    @contextmanager
-    def _scrubbed(self) -> Iterator[None]:
-        """Every Shiftlight error raised inside passes through the scrubber with the token last read."""
-        try:
-            yield
-        except ShiftlightError as exc:
-            raise scrubbed_error(exc, self._token) from None
-
-    def query(self, expr: str, at: datetime, what: str) -> list[Sample]:
-        with self._scrubbed():
-            return super().query(expr, at, what)
-
-    def query_range(self, expr: str, start: datetime, end: datetime, step_s: float, what: str) -> list[Any]:
-        with self._scrubbed():
-            return super().query_range(expr, start, end, step_s, what)
-
-    def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
-        with self._scrubbed():
-            return super().observe(target, start=start, end=end)
-
-    def report(self, target: TargetRef, *, start: datetime, end: datetime) -> TrafficReport:
-        with self._scrubbed():
-            return super().report(target, start=start, end=end)
-
-    def report_many(
-        self, targets: Sequence[TargetRef], *, start: datetime, end: datetime
-    ) -> dict[TargetRef, TrafficReport | MetricsUnavailable]:
-        with self._scrubbed():
-            reports = super().report_many(targets, start=start, end=end)
-        return {
-            t: scrubbed_error(r, self._token) if isinstance(r, MetricsUnavailable) else r for t, r in reports.items()
-        }
-
-    def slo_counts(
-        self, target: TargetRef, slo: SLO, *, end: datetime, windows_s: Sequence[float] = (300, 3600)
-    ) -> dict[str, dict[float, tuple[float, float]]]:
-        with self._scrubbed():
-            return super().slo_counts(target, slo, end=end, windows_s=windows_s)
 
     def _translate(self, what: str, exc: BaseException) -> MetricsUnavailable:
         where = f"grafana datasource {self.grafana.datasource_uid} at {self.grafana.url} {what}"

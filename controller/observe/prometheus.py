@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -27,8 +28,9 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
 from controller.domain.observation import Observation, TargetRef
+from controller.domain.scrub import scrubbed_error
 from controller.domain.slo import SLO
-from controller.errors import InvalidInput, MetricsUnavailable
+from controller.errors import InvalidInput, MetricsUnavailable, ShiftlightError
 from controller.observe import queries as q
 from controller.observe.prometheus_answer import AnswerReader, Sample, good_share, tagged
 from controller.observe.prometheus_settings import ENV_PREFIX, PrometheusSettings
@@ -40,12 +42,20 @@ _QUERY_FAILURES = (requests.exceptions.RequestException, PrometheusApiClientExce
 
 
 class PrometheusMetrics:
-    """MetricsSource over a Prometheus HTTP API. ``slo`` (optional) lets it count good requests per variant."""
+    """MetricsSource over a Prometheus HTTP API. ``slo`` (optional) lets it count good requests per variant.
+
+    Every error a query, an observation or an SLO count raises (or :meth:`report_many` returns) passes through the
+    one scrubber (:func:`controller.domain.scrub.scrubbed_error`) with the bearer token last sent, unchained from
+    the exception it came from: an answer that echoes the token cannot carry it into a status or a log."""
+
+    #: What the token is replaced with in an error.
+    redacted = "<redacted-prometheus-token>"
 
     def __init__(self, settings: PrometheusSettings | None = None, *, slo: SLO | None = None) -> None:
         self.settings = settings or PrometheusSettings()
         self.slo = slo
         self.queries_total = 0
+        self._token = ""  # the bearer token last sent, for the scrubber
         session = requests.Session()
         session.verify = str(self.settings.ca_file) if self.settings.ca_file else self.settings.verify_tls
         retry = Retry(
@@ -80,9 +90,18 @@ class PrometheusMetrics:
                 raise MetricsUnavailable(f"bearer token file {self.settings.bearer_token_file}: {exc}") from exc
         elif self.settings.bearer_token is not None:
             token = self.settings.bearer_token.get_secret_value()
+        self._token = token or ""
         if token:
             headers["Authorization"] = f"Bearer {token}"
         return headers
+
+    @contextmanager
+    def _scrubbed(self) -> Iterator[None]:
+        """Every Shiftlight error raised inside passes through the scrubber with the token last sent."""
+        try:
+            yield
+        except ShiftlightError as exc:
+            raise scrubbed_error(exc, self._token, self.redacted) from None
 
     def _translate(self, what: str, exc: BaseException) -> MetricsUnavailable:
         # urllib3 wraps a read timeout under retries into MaxRetryError, which requests reports as ConnectionError
@@ -98,6 +117,10 @@ class PrometheusMetrics:
 
     def query(self, expr: str, at: datetime, what: str) -> list[Sample]:
         """One instant query; every failure is a MetricsUnavailable naming ``what``."""
+        with self._scrubbed():
+            return self._query(expr, at, what)
+
+    def _query(self, expr: str, at: datetime, what: str) -> list[Sample]:
         self.queries_total += 1
         self._client.headers = self._headers()
         params = {"time": f"{at.timestamp():.3f}", "timeout": q.duration(self.settings.timeout_s)}
@@ -109,6 +132,10 @@ class PrometheusMetrics:
 
     def query_range(self, expr: str, start: datetime, end: datetime, step_s: float, what: str) -> list[Any]:
         """One range query; returns Prometheus' matrix (``[{metric, values: [[ts, "v"], ...]}]``)."""
+        with self._scrubbed():
+            return self._query_range(expr, start, end, step_s, what)
+
+    def _query_range(self, expr: str, start: datetime, end: datetime, step_s: float, what: str) -> list[Any]:
         self.queries_total += 1
         self._client.headers = self._headers()
         try:
@@ -147,7 +174,8 @@ class PrometheusMetrics:
     # ---- observe ----------------------------------------------------------------------------------------------
 
     def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
-        return self.report(target, start=start, end=end).observation()
+        with self._scrubbed():
+            return self.report(target, start=start, end=end).observation()
 
     @staticmethod
     def _range(start: datetime, end: datetime) -> str:
@@ -161,9 +189,10 @@ class PrometheusMetrics:
         named = q.observe_queries(self.settings.selector(target), self._range(start, end), self.settings.variant_label)
         before = self.queries_total
         samples = self.query(q.batch(named), end, what=f"observe {target}")
-        return AnswerReader(
-            self.settings, self.slo, target, start, end, named, tagged(samples), self.queries_total - before
-        ).report()
+        with self._scrubbed():
+            return AnswerReader(
+                self.settings, self.slo, target, start, end, named, tagged(samples), self.queries_total - before
+            ).report()
 
     def report_many(
         self, targets: Sequence[TargetRef], *, start: datetime, end: datetime
@@ -188,7 +217,7 @@ class PrometheusMetrics:
                     self.settings, self.slo, target, start, end, named, tagged(split.get(key, [])), 1
                 ).report()
             except MetricsUnavailable as exc:
-                out[target] = exc
+                out[target] = scrubbed_error(exc, self._token, self.redacted)
         return out
 
     def slo_counts(
@@ -198,6 +227,12 @@ class PrometheusMetrics:
         query: the inputs of :func:`controller.decide.slo_signal.assess`. ``good`` is estimated as in
         :class:`VariantStats` (shares of the TTFT/TPOT histograms within the SLO bounds, bucket-conservative)."""
         windows = {q.duration(w): float(w) for w in windows_s}
+        with self._scrubbed():
+            return self._slo_counts(target, slo, end=end, windows=windows)
+
+    def _slo_counts(
+        self, target: TargetRef, slo: SLO, *, end: datetime, windows: dict[str, float]
+    ) -> dict[str, dict[float, tuple[float, float]]]:
         named = q.slo_count_queries(self.settings.selector(target), windows, self.settings.variant_label)
         samples = self.query(q.batch(named), end, what=f"slo counts {target}")
         reader = AnswerReader(self.settings, self.slo, target, end, end, named, tagged(samples), 1)

@@ -1,6 +1,7 @@
-"""One scrubber for the Grafana token: whatever Grafana (or the Prometheus behind it) answers, no error raised while
-the token is loaded repeats it, whole, in part or escaped, and no message quotes the answer's body. A 200 answer
-whose sample is malformed used to carry the raw sample (here, the token) into the TunedService's status.
+"""One scrubber for the Grafana token (and Prometheus' own bearer token): whatever Grafana (or the Prometheus behind
+it) answers, no error raised while the token is loaded repeats it, whole, in part or escaped, and no Grafana error
+quotes the answer's body. A 200 answer whose sample is malformed used to carry the raw sample (here, the token) into
+the TunedService's status.
 
 The stand-in here is a loopback server answering each query with a canned body; no Prometheus runs."""
 
@@ -26,7 +27,7 @@ from controller.domain.scrub import fragment_length, scrub
 from controller.domain.status import TargetStatus
 from controller.errors import MetricsUnavailable
 from controller.observe.grafana import GrafanaMetrics, GrafanaSettings
-from controller.observe.prometheus import PrometheusSettings
+from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.policy import Policy
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
@@ -152,11 +153,14 @@ def answer() -> Iterator[list[tuple[int, bytes]]]:
         thread.join(timeout=5)
 
 
-def through(answer: list[tuple[int, bytes]], tmp_path: Path, status: int, body: bytes) -> GrafanaMetrics:
+def through(answer: list[tuple[int, bytes]], tmp_path: Path, status: int, body: bytes, door: str) -> PrometheusMetrics:
     answer[0] = (status, body)
-    token_file = tmp_path / "grafana-token"
+    token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    settings = GrafanaSettings(url=answer[1][1].decode(), token_file=token_file, datasource_uid="prom")
+    url = answer[1][1].decode()
+    if door == "prometheus":  # Prometheus directly, with its own bearer token file
+        return PrometheusMetrics(PrometheusSettings(url=url, bearer_token_file=token_file, retries=0))
+    settings = GrafanaSettings(url=url, token_file=token_file, datasource_uid="prom")
     return GrafanaMetrics(settings, PrometheusSettings(retries=0))
 
 
@@ -170,7 +174,7 @@ class NoTrials:
         raise AssertionError("no trial while frozen")
 
 
-def one_cycle(metrics: GrafanaMetrics) -> tuple[TargetStatus, RecordingNotifier]:
+def one_cycle(metrics: PrometheusMetrics) -> tuple[TargetStatus, RecordingNotifier]:
     clock = FakeClock(END)
     router = InMemoryRouter()
     notifier = RecordingNotifier()
@@ -187,11 +191,17 @@ def one_cycle(metrics: GrafanaMetrics) -> tuple[TargetStatus, RecordingNotifier]
     return Reconciler(ports, Policy()).reconcile(TARGET, status).status, notifier
 
 
+@pytest.mark.parametrize("door", ["grafana", "prometheus"])
 @pytest.mark.parametrize(("status", "body"), [pytest.param(s, b, id=c) for c, s, b in ANSWERS])
 def test_no_error_repeats_the_token_or_the_answer(
-    answer: list[tuple[int, bytes]], tmp_path: Path, caplog: pytest.LogCaptureFixture, status: int, body: bytes
+    answer: list[tuple[int, bytes]],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    status: int,
+    body: bytes,
+    door: str,
 ) -> None:
-    metrics = through(answer, tmp_path, status, body)
+    metrics = through(answer, tmp_path, status, body, door)
     start = END - timedelta(minutes=5)
     for call in (
         lambda: metrics.observe(TARGET, start=start, end=END),
@@ -204,7 +214,8 @@ def test_no_error_repeats_the_token_or_the_answer(
         except MetricsUnavailable as exc:
             assert leaked_forms(str(exc)) == [], str(exc)
             assert exc.__cause__ is None and exc.__suppress_context__  # no traceback quotes the answer either
-            assert "<html>" not in str(exc) and "invalid API key" not in str(exc)
+            if door == "grafana":  # Grafana's errors quote no body; Prometheus' keep its (scrubbed) error text
+                assert "<html>" not in str(exc) and "invalid API key" not in str(exc)
     for got in metrics.report_many([TARGET], start=start, end=END).values():
         assert isinstance(got, MetricsUnavailable) and leaked_forms(str(got)) == []
     # one cycle of the loop: frozen, and neither the status tenants read nor the notification holds the token
