@@ -190,7 +190,7 @@ class CandidateCache:
             sets = [k for k in self._entries if k[0] == key[0] and k[1] is not None]
             for old in sets[: max(0, len(sets) - self.max_per_owner)]:
                 del self._entries[old]
-            while len(self._entries) > 1 and self.candidates() > self.max_candidates:
+            while len(self._entries) > 1 and self._total() > self.max_candidates:
                 self._entries.popitem(last=False)
 
     def pool(self, owner: int) -> list[EngineConfig] | None:
@@ -207,12 +207,17 @@ class CandidateCache:
     def put_candidate_set(self, owner: int, shape: str, candidates: CandidateSet) -> None:
         self._put((owner, shape), candidates)
 
-    def candidates(self) -> int:
-        """Configs held in all pools and sets."""
+    def _total(self) -> int:
         return sum(len(c) for c in self._entries.values())
 
+    def candidates(self) -> int:
+        """Configs held in all pools and sets."""
+        with self._lock:
+            return self._total()
+
     def __len__(self) -> int:
-        return len(self._entries)
+        with self._lock:
+            return len(self._entries)
 
 
 #: The process's cache: every optimizer shares it unless given its own, so the operator's bound holds for all of
