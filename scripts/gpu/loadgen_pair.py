@@ -5,9 +5,9 @@
 For each concurrency (64 and 256 by default): one seeded closed-loop plan of 4 x C requests of 512 prompt /
 512 output tokens (``plan_requests``); prompts are the plan's token ids as words of the word-level tokenizer
 (``t<id>``), which encode back to exactly those ids, so both tools send the same texts. ``vllm bench serve``
-gets them as a ShareGPT file (``--disable-shuffle``, ``--ignore-eos``); ours runs in its worker process
-(``replay_in_worker``), as trials run it. Order per concurrency: bench, ours, ours, bench (so a linear drift
-cancels in the geometric means), each run with its own seed. One JSON line per run.
+gets them as a ShareGPT file (``--disable-shuffle``, ``--ignore-eos``; in-process, as ``measure.py --inproc``);
+ours runs in its worker process (``replay_in_worker``), as trials run it. Order per concurrency: bench, ours,
+ours, bench (so a linear drift cancels in the geometric means), each run with its own seed. One JSON line per run.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import argparse
 import dataclasses
 import json
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,9 @@ from controller.trials.loadgen_plan import LoadPlan, plan_requests  # noqa: E402
 from controller.trials.loadgen_process import replay_in_worker  # noqa: E402
 from controller.trials.loadgen_worker import WorkerSettings  # noqa: E402
 from controller.trials.vllm_bench import write_sharegpt_dataset  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import bench_inproc  # noqa: E402
 
 SERVED = "m"
 
@@ -44,7 +46,9 @@ def make_plan(conc: int, seed: int, vocab: int) -> tuple[LoadPlan, list[str]]:
 
 def run_bench(port: int, model_dir: str, plan: LoadPlan, texts: list[str], conc: int, tmp: Path) -> dict[str, object]:
     ds = tmp / f"sharegpt-{plan.seed}.json"
-    write_sharegpt_dataset(plan, ds, prompt_texts=texts)
+    # answers of max_tokens words of the vocabulary, so the bench's ShareGPT filter and output length see
+    # exactly the planned lengths (the default placeholder is one unknown word to this tokenizer)
+    write_sharegpt_dataset(plan, ds, prompt_texts=texts, output_token=" t5")
     name = f"pair-bench-{plan.seed}-{time.monotonic_ns()}.json"
     cmd = [
         sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
@@ -55,12 +59,12 @@ def run_bench(port: int, model_dir: str, plan: LoadPlan, texts: list[str], conc:
         "--result-filename", name,
     ]  # fmt: skip
     t0 = time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    rc = bench_inproc(cmd)  # the CLI's parser and main, in this process (measure.py)
     wall = time.monotonic() - t0
     try:
         r = json.loads((tmp / name).read_text())
     except (OSError, ValueError):
-        return {"tool": "vllm-bench", "rc": done.returncode, "tail": (done.stdout + done.stderr)[-2000:]}
+        return {"tool": "vllm-bench", "cmd": shlex.join(cmd), "rc": rc}
     return {
         "tool": "vllm-bench", "cmd": shlex.join(cmd), "wall_s": wall, "completed": r.get("completed"),
         "output_throughput": r.get("output_throughput"), "median_ttft_ms": r.get("median_ttft_ms"),
