@@ -140,6 +140,10 @@ class KubeEvents:
         """How many objects and Events this writer remembers (for tests and the scale bench)."""
         return len(self._uids) + len(self._seen)
 
+    def held(self) -> set[tuple[str, str]]:
+        """The objects (namespace, name) this writer remembers anything about."""
+        return set(self._uids) | {(k[0], k[1]) for k in self._seen}
+
 
 class KubeCluster:
     """Cluster port on Deployments: ``<target>-stable`` and ``<target>-candidate`` with rendered vLLM args."""

@@ -71,6 +71,14 @@ class TargetRuntime:
 class Backend(Protocol):
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime: ...
 
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop a deleted TunedService's runtimes and shut down its workers."""
+        ...
+
+    def held(self) -> set[tuple[str, str]]:
+        """The TunedServices (namespace, name) this backend holds a runtime or a worker for."""
+        ...
+
 
 # ----- shared pieces ---------------------------------------------------------------------------------------
 
@@ -213,8 +221,19 @@ class SimulatorBackend:
                 return current
             built = self._build(target, spec, body, previous=current)
             built.generation = generation
+            for other in [k for k in self._runtimes if k[:2] == key[:2] and k != key]:
+                del self._runtimes[other]  # the same name deleted and created again: the old object's runtime
             self._runtimes[key] = built
             return built
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            for key in [k for k in self._runtimes if k[:2] == (namespace, name)]:
+                del self._runtimes[key]
+
+    def held(self) -> set[tuple[str, str]]:
+        with self._lock:
+            return {(k[0], k[1]) for k in self._runtimes}
 
     def _build(
         self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any], previous: TargetRuntime | None
@@ -335,6 +354,7 @@ class KubernetesBackend:
         # one trial worker per TunedService, kept across its generations: trials run beside the cycle, one at a
         # time, so a spec change while a trial runs queues the next behind it instead of a second canary engine
         self._trial_workers: dict[tuple[str, str, str], ThreadPoolExecutor] = {}
+        self._evicting = threading.Lock()
 
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
         from controller.advisor.factory import advisors_for
@@ -443,6 +463,7 @@ class KubernetesBackend:
         )
         scaling = ScalingRules(min_replicas=spec.replicas.min_replicas, max_replicas=spec.replicas.max_replicas)
         rules = rules_from_policy(policy, spec.schedule, scaling=scaling, digest=digest_rules(spec, self.settings))
+        self._evict(target.namespace, target.name, keep_uid=key[2])  # earlier generations, an earlier object
         worker = self._trial_workers.get(key[:3])
         if worker is None:
             worker = self._trial_workers[key[:3]] = ThreadPoolExecutor(1, thread_name_prefix=f"trial-{target.name}")
@@ -456,6 +477,25 @@ class KubernetesBackend:
         )
         self._runtimes[key] = runtime
         return runtime
+
+    def _evict(self, namespace: str, name: str, *, keep_uid: str | None) -> None:
+        """Drop the runtimes of ``namespace/name`` (a new generation replaces them; its in-flight decision goes with
+        them, as before) and shut down the trial workers of any object but ``keep_uid`` (the worker of the same
+        object is kept across its generations, so trials stay one at a time)."""
+        with self._evicting:
+            for key in [k for k in list(self._runtimes) if k[:2] == (namespace, name)]:
+                self._runtimes.pop(key, None)
+            stale = [k for k in list(self._trial_workers) if k[:2] == (namespace, name) and k[2] != keep_uid]
+            workers = [w for w in (self._trial_workers.pop(k, None) for k in stale) if w is not None]
+        for worker in workers:
+            worker.shutdown(wait=False, cancel_futures=True)
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._evict(namespace, name, keep_uid=None)
+
+    def held(self) -> set[tuple[str, str]]:
+        with self._evicting:
+            return {(k[0], k[1]) for k in list(self._runtimes) + list(self._trial_workers)}
 
 
 def digest_rules(spec: TunedServiceSpec, settings: OperatorSettings) -> DigestRules | None:

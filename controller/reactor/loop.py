@@ -34,6 +34,7 @@ from controller.reactor.approvals import ApprovalGate
 from controller.reactor.backends import Backend
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.settings import OperatorSettings
+from controller.reactor.stats import DurationHistogram
 from controller.reactor.status_io import CRMirror, Refusal, StatusStore, rollout_ended, rollout_outcome
 from controller.reconcile import CycleResult
 
@@ -76,10 +77,36 @@ class ControlLoop:
         self.gate = ApprovalGate(api) if settings.verify_approvals else None
         self._now = now
         self._locks: dict[tuple[str, str], threading.Lock] = {}
-        self.durations: list[float] = []
+        self._guard = threading.Lock()
+        metrics.held.set_function(self.held)
+        self.durations = DurationHistogram()
+        """Each cycle's wall time in fixed-size buckets (exported as ``shiftlight_reconcile_duration_seconds`` too)."""
 
     def _lock(self, namespace: str, name: str) -> threading.Lock:
-        return self._locks.setdefault((namespace, name), threading.Lock())
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop everything held about ``namespace/name`` (the TunedService was deleted): its runtime, trial worker,
+        mirrors, remembered Events and metric series."""
+        with self._guard:
+            self._locks.pop((namespace, name), None)
+        self.backend.forget(namespace, name)
+        self.mirror.forget(namespace, name)
+        self.events.forget(namespace, name)
+        self.metrics.forget(f"{namespace}/{name}")
+        log.info("%s/%s: deleted; its state is dropped", namespace, name)
+
+    def held(self) -> int:
+        """How many TunedServices this loop holds anything about (locks, runtimes, mirrors, Events, metric series)."""
+        names: set[tuple[str, str]] = set(self._locks)
+        names |= set(self.backend.held())
+        names |= set(self.mirror.held())
+        names |= set(self.events.held())
+        for target in self.metrics.targets():
+            namespace, _, name = target.partition("/")
+            names.add((namespace, name))
+        return len(names)
 
     def _idle(self, reason: str) -> CycleReport:
         return CycleReport(acted=False, sleep_s=self.settings.loop.idle_s, reason=reason)
@@ -111,7 +138,11 @@ class ControlLoop:
         return max(loop.min_sleep_s, min(virtual_s, loop.max_requeue_s) / max(loop.time_scale, 1e-9))
 
     def _cycle(self, namespace: str, name: str) -> CycleReport:
-        body = self.store.read(namespace, name)
+        try:
+            body = self.store.read(namespace, name)
+        except NotFound:
+            self.forget(namespace, name)
+            raise
         try:
             spec, status = parse_tuned_service(body)
         except InvalidInput as exc:
@@ -143,7 +174,7 @@ class ControlLoop:
             log.warning("%s: lost leadership during a cycle; recording its outcome", target)
         self.store.write(body, status, result.status, now=self._now())
         duration = time.perf_counter() - started
-        self.durations.append(duration)
+        self.durations.observe(duration)
         self.metrics.duration.observe(duration)
         self.metrics.cycles.inc()
         self._account(target, status, result)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,20 @@ class OperatorMetrics:
         self.errors = Counter("shiftlight_errors_total", "Errors, by kind", ["kind"], registry=r)
         self.leader = Gauge("shiftlight_leader", "1 while this replica holds the leader Lease", registry=r)
         self.cycles = Counter("shiftlight_cycles_total", "Control cycles run", registry=r)
+        self.held = Gauge(
+            "shiftlight_tunedservices_held",
+            "TunedServices the operator holds any state for (runtimes, workers, mirrors, Events, series)",
+            registry=r,
+        )
+
+    def forget(self, target: str) -> None:
+        """Drop the series of a deleted TunedService (``namespace/name``)."""
+        with contextlib.suppress(KeyError):  # no series yet
+            self.weight.remove(target)
+
+    def targets(self) -> list[str]:
+        """The TunedServices (``namespace/name``) that have a series here."""
+        return [sample.labels["target"] for metric in self.weight.collect() for sample in metric.samples]
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -313,13 +314,30 @@ def rollout_ended(before: TargetStatus, after: TargetStatus) -> RolloutState | N
     return None
 
 
+#: Trial CRs and ConfigRollout CRs remembered per TunedService (the most recent ones; an older one forgotten is
+#: at most looked up once more, and a finished Trial or rollout is never written again).
+MIRRORED_TRIALS = 256
+MIRRORED_ROLLOUTS = 8
+
+
 class CRMirror:
-    """Creates a Trial CR per trial and a ConfigRollout CR per rollout, and keeps their status current."""
+    """Creates a Trial CR per trial and a ConfigRollout CR per rollout, and keeps their status current.
+
+    What it remembers is per TunedService and bounded (:data:`MIRRORED_TRIALS`, :data:`MIRRORED_ROLLOUTS`), and
+    :meth:`forget` drops a deleted TunedService's."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.custom = client.CustomObjectsApi(api)
-        self._trials: set[tuple[str, str]] = set()
-        self._rollouts: dict[tuple[str, str], JSON] = {}
+        self._trials: dict[tuple[str, str], OrderedDict[str, None]] = {}
+        self._rollouts: dict[tuple[str, str], OrderedDict[str, JSON]] = {}
+
+    def forget(self, namespace: str, service: str) -> None:
+        self._trials.pop((namespace, service), None)
+        self._rollouts.pop((namespace, service), None)
+
+    def held(self) -> set[tuple[str, str]]:
+        """The TunedServices (namespace, name) whose Trials or rollouts are remembered."""
+        return set(self._trials) | set(self._rollouts)
 
     def _create(self, namespace: str, plural: str, body: JSON) -> bool:
         try:
@@ -339,7 +357,9 @@ class CRMirror:
         namespace, service = owner["metadata"]["namespace"], owner["metadata"]["name"]
         for result in results:
             name = trial_name(service, result)
-            if (namespace, name) in self._trials:
+            seen = self._trials.setdefault((namespace, service), OrderedDict())
+            if name in seen:
+                seen.move_to_end(name)
                 continue
             spec = crd.TrialSpec(
                 target=service,
@@ -369,7 +389,9 @@ class CRMirror:
                     result=result,
                 )
                 self._status(namespace, crd.PLURAL_TRIAL, name, status.to_wire())
-            self._trials.add((namespace, name))
+            seen[name] = None
+            while len(seen) > MIRRORED_TRIALS:
+                seen.popitem(last=False)
 
     def _finished(self, namespace: str, name: str) -> bool:
         """Whether the stored Trial already carries its result (Succeeded or Failed)."""
@@ -422,8 +444,8 @@ class CRMirror:
             }
         )
         wire = status.to_wire()
-        key = (namespace, name)
-        if key not in self._rollouts:
+        known = self._rollouts.setdefault((namespace, service), OrderedDict())
+        if name not in known:
             body = {
                 "apiVersion": crd.API_VERSION,
                 "kind": crd.KIND_CONFIG_ROLLOUT,
@@ -436,12 +458,15 @@ class CRMirror:
                 "spec": spec.to_wire(),
             }
             self._create(namespace, crd.PLURAL_CONFIG_ROLLOUT, body)
-        if self._rollouts.get(key) != wire:
+        if known.get(name) != wire:
             try:
                 self._status(namespace, crd.PLURAL_CONFIG_ROLLOUT, name, wire)
             except NotFound:
                 return
-            self._rollouts[key] = wire
+            known[name] = wire
+            known.move_to_end(name)
+            while len(known) > MIRRORED_ROLLOUTS:
+                known.popitem(last=False)
 
 
 __all__ = [

@@ -1,0 +1,64 @@
+"""Bounded by construction: the operator holds nothing of a deleted TunedService (its runtime, trial worker,
+mirrors, remembered Events, lock, metric series), and a new generation replaces its runtime instead of adding one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from controller.reactor.backends import KubernetesBackend
+from tests.support.kube_api import KubeAPIServer
+
+from .conftest import G, V, free_port, kubernetes_loop, tuned_service
+
+pytestmark = pytest.mark.kube
+
+SERVICES = 100
+NAMESPACES = 20
+
+
+def names() -> list[tuple[str, str]]:
+    return [(f"team-{i % NAMESPACES:02d}", f"svc-{i:03d}") for i in range(SERVICES)]
+
+
+def test_a_hundred_deleted_tunedservices_leave_nothing_behind(
+    kube: KubeAPIServer, api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
+) -> None:
+    co = client.CustomObjectsApi(api)
+    for namespace, name in names():
+        body = tuned_service(name, route=None)
+        body["metadata"]["namespace"] = namespace
+        co.create_namespaced_custom_object(G, V, namespace, "tunedservices", body)
+    # no Prometheus answers here: each cycle freezes on missing metrics, after building everything it needs
+    loop = kubernetes_loop(operator_kubeconfig, policy_dir, prometheus_url=f"http://127.0.0.1:{free_port()}")
+    backend = loop.backend
+    assert isinstance(backend, KubernetesBackend)
+    for namespace, name in names():
+        assert loop.cycle(namespace, name).acted
+    assert loop.held() == SERVICES
+    workers = dict(backend._trial_workers)
+    assert len(backend._runtimes) == len(workers) == SERVICES
+
+    for namespace, name in names()[:2]:  # a spec change: a new generation, a new runtime in place of the old
+        co.patch_namespaced_custom_object(
+            G, V, namespace, "tunedservices", name, {"spec": {"replicas": {"minReplicas": 1, "maxReplicas": 4}}}
+        )
+        loop.cycle(namespace, name)
+    assert len(backend._runtimes) == SERVICES
+    assert {k[3] for k in backend._runtimes if k[:2] == names()[0]} == {2}  # the new generation's only
+    assert dict(backend._trial_workers) == workers  # the same worker across generations: trials one at a time
+
+    for namespace, name in names():
+        co.delete_namespaced_custom_object(G, V, namespace, "tunedservices", name)
+    for namespace, name in names():
+        assert loop.cycle(namespace, name).reason == "deleted"
+    assert loop.held() == 0
+    assert backend._runtimes == {} and backend._trial_workers == {}
+    assert loop._locks == {}
+    assert loop.metrics.targets() == []
+    assert "shiftlight_tunedservices_held 0.0" in loop.metrics.exposition().decode()
+    for worker in workers.values():  # shut down: a thread pool takes no more work
+        with pytest.raises(RuntimeError):
+            worker.submit(int)
