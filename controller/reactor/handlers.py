@@ -15,6 +15,10 @@ from controller.reactor.loop import ControlLoop
 
 log = logging.getLogger(__name__)
 
+#: Threads for kopf's sync handlers. Each TunedService's daemon holds one for as long as it lives, so kopf's default
+#: (``min(32, CPUs + 4)``: 6 on a 2-core node) would leave every TunedService after the sixth waiting forever.
+DAEMON_THREADS = 1024
+
 
 def connection_info(api: client.ApiClient) -> kopf.ConnectionInfo:
     """kopf credentials equivalent to an official-client configuration (kubeconfig or in-cluster)."""
@@ -44,6 +48,7 @@ def build_registry(loop: ControlLoop, api: client.ApiClient) -> kopf.OperatorReg
         settings.posting.level = logging.WARNING  # our Events carry the reasons; kopf's own only for problems
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
+        settings.execution.max_workers = DAEMON_THREADS
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
