@@ -32,9 +32,11 @@ from controller.trials.metrics_delta import GaugeSampler, MetricsDelta, delta, s
 from controller.trials.quality import QualityGate
 from controller.trials.validity import ValidityRules, misses
 from controller.trials.validity import reason as invalid_reason
+from controller.trials.warmup import WarmupRound, WarmupRule, WarmupVerdict, warm_until_steady
 
 #: ``progress(phase, done, total)``; phases: launch, warmup, replay, quality, teardown, done.
 TrialProgress = Callable[[str, int, int], None]
+
 
 @dataclass(frozen=True)
 class RunnerSettings:
@@ -45,6 +47,7 @@ class RunnerSettings:
     token_id_range: tuple[int, int] = (300, 4000)
     max_model_len: int | None = None
     warmup_requests: int = 4
+    warmup_rule: WarmupRule | None = None  # set: warm up in rounds until steady (warmup.py), not by count
     request_timeout_s: float = 600.0
     temperature: float = 0.0
     sample_interval_s: float = 1.0
@@ -239,12 +242,41 @@ class TrialRunner:
             return replay_inline(plan, settings, progress=progress, cancelled=self._cancel.is_set)
         return replay_in_worker(plan, settings, progress=progress, cancelled=self._cancel.is_set, cpus=s.client_cpus)
 
+    def _warm_until_steady(
+        self, request: TrialRequest, launch: Launch, rule: WarmupRule, budget_s: float
+    ) -> WarmupVerdict:
+        """Warm-up rounds at the trial's concurrency (closed loop, fresh prompts each round) until ``rule`` says
+        the engine is steady or the warm-up's time is spent."""
+        s = self.settings
+        streams = max(1, math.ceil(request.shape.concurrency)) if request.shape.concurrency > 0 else 4
+
+        def run_round(i: int) -> WarmupRound:
+            plan = plan_requests(
+                request.shape,
+                num_requests=rule.round_requests(streams),
+                seed=request.seed + 1_000_003 + i,
+                mode="closed",
+                token_id_range=s.token_id_range,
+                max_model_len=s.max_model_len,
+                max_concurrency=streams,
+            )
+            summary = self._replay(launch, plan, "warmup", budget_s).summary()
+            return WarmupRound(summary.output_tokens_per_s, summary.tpot_s.p50 if summary.tpot_s else None)
+
+        return warm_until_steady(run_round, rule, budget_s=budget_s)
+
     def _measure(self, request: TrialRequest, launch: Launch, base: dict[str, object]) -> TrialResult:
         s = self.settings
         budget = request.budget
         plan = self.plan(request)
         try:
-            if s.warmup_requests > 0 and budget.warmup_s > 0:
+            if s.warmup_rule is not None and budget.warmup_s > 0:
+                verdict = self._warm_until_steady(request, launch, s.warmup_rule, budget.warmup_s)
+                if not verdict.steady:
+                    return TrialResult(
+                        **base, status=TrialStatus.INVALID, reason=verdict.describe(), startup_s=launch.startup_s
+                    )
+            elif s.warmup_requests > 0 and budget.warmup_s > 0:
                 warm = plan_requests(
                     request.shape,
                     num_requests=s.warmup_requests,

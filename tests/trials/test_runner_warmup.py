@@ -1,0 +1,75 @@
+"""The runner's warm-up until steady (``RunnerSettings.warmup_rule``) against a fake engine on loopback: a cold
+engine that speeds up after its first requests is warmed up for several rounds and then measured; an engine
+that keeps slowing down never steadies, so the trial is ``invalid`` with the rounds' figures in its reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from controller.domain.config import EngineConfig
+from controller.domain.slo import SLO
+from controller.domain.traffic import TrafficShape
+from controller.domain.trial import TrialStatus
+from controller.ports import TrialBudget, TrialRequest
+from controller.trials.runner import RunnerSettings, TrialRunner
+from controller.trials.warmup import WarmupRule
+from tests.support.fake_engine import FakeEngine, FakeEngineState
+from tests.trials.test_runner_cache import TARGET, FakeLauncher
+
+BUDGET = TrialBudget(duration_s=60, warmup_s=60, max_requests=64, startup_timeout_s=5)
+
+
+class ColdState(FakeEngineState):
+    """Slow for the first ``cold_requests`` requests, then fast; or, with ``drift``, slower with every request."""
+
+    cold_requests = 12
+    drift = 0.0
+
+    @property
+    def token_delay_s(self) -> float:
+        if self.drift:
+            return self.drift * self.requests
+        return 0.004 if self.requests <= self.cold_requests else 0.001
+
+    @token_delay_s.setter
+    def token_delay_s(self, value: float) -> None:  # the dataclass's __init__ sets it; the property decides
+        pass
+
+
+@pytest.fixture
+def cold_engine() -> Iterator[FakeEngine]:
+    with FakeEngine(ColdState()) as e:
+        yield e
+
+
+def _runner(engine: FakeEngine, rule: WarmupRule) -> tuple[TrialRunner, FakeLauncher]:
+    launcher = FakeLauncher(engine)
+    settings = RunnerSettings(max_model_len=512, sample_interval_s=0.05, warmup_rule=rule, client="inline")
+    runner = TrialRunner(launcher, model="tiny", gpu_type="cpu", engine_version="0.32.0", settings=settings)
+    return runner, launcher
+
+
+def test_a_cold_engine_is_warmed_up_until_steady_then_measured(
+    cold_engine: FakeEngine, small_shape: TrafficShape
+) -> None:
+    rule = WarmupRule(tolerance=0.3, stable_intervals=1, max_rounds=8)
+    runner, _ = _runner(cold_engine, rule)
+    result = runner.run(TrialRequest(TARGET, EngineConfig(max_num_seqs=8), small_shape, SLO(), BUDGET))
+    assert result.status is TrialStatus.MEASURED, result.reason
+    warmup_requests = cold_engine.state.requests - result.completed
+    assert warmup_requests >= 3 * rule.round_requests(small_shape.concurrency)  # at least three rounds of 8
+
+
+def test_an_engine_that_never_steadies_makes_the_trial_invalid(small_shape: TrafficShape) -> None:
+    state = ColdState()
+    state.drift = 0.0002  # each request's tokens come 0.2 ms slower than the last one's
+    with FakeEngine(state) as engine:
+        rule = WarmupRule(tolerance=0.05, stable_intervals=1, max_rounds=3)
+        runner, launcher = _runner(engine, rule)
+        result = runner.run(TrialRequest(TARGET, EngineConfig(max_num_seqs=8), small_shape, SLO(), BUDGET))
+    assert result.status is TrialStatus.INVALID
+    assert "not steady after 3 warm-up rounds" in result.reason, result.reason
+    assert "out tok/s per round" in result.reason
+    assert len(launcher.started) == 2  # an invalid trial is retried once on a fresh engine, as for other causes
