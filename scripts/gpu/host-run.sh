@@ -37,6 +37,6 @@ if ls .gpu-wheels/extra/*.whl >/dev/null 2>&1; then
 fi
 LEFT=$(( TOTAL - ($(date +%s) - T0) - 10 ))
 if [ -f /root/site/.installed ] && [ "$LEFT" -gt 60 ]; then
-    python3 scripts/gpu/measure.py --model-dir /root/models/llama-3.1-8b --out "$OUT" --budget-s "$LEFT" ${MEASURE_ARGS:-}
+    python3 scripts/gpu/measure.py --model-dir /root/models/llama-3.1-8b --out "$OUT" --budget-s "$LEFT" ${MEASURE_ARGS:---inproc}
 fi
 echo "host-run: $(( $(date +%s) - T0 )) s"
