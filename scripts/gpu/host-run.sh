@@ -8,7 +8,8 @@
 #    builds the model directory (scripts/gpu/model_dir.py) and notes the host's versions in $OUT/env.txt;
 # 3. once installed: runs scripts/gpu/measure.py on the configs not yet measured, within SECONDS of this call
 #    (minus what steps 1-2 took), its results copied into $OUT.
-# Wheels in .gpu-wheels/extra/ (a later fix-up) are installed into /root/site as well.
+# Wheels in .gpu-wheels/extra/ (a later fix-up) are installed into /root/site as well. For the hybrid model:
+#   MODEL_DIR=/root/models/qwen3.6-27b MEASURE_ARGS="--inproc --hybrid --est-scale 3" bash scripts/gpu/host-run.sh SECONDS
 set -uo pipefail
 T0=$(date +%s)
 TOTAL=${1:-0}
@@ -24,6 +25,7 @@ fi
 if [ ! -f /root/site/.installed ] && [ "$(ls /root/parts/wheelhouse.tar.part-* 2>/dev/null | wc -l)" -eq "$(grep -c part- scripts/gpu/wheelhouse.sha256)" ]; then
     bash scripts/gpu/host-install.sh install && touch /root/site/.installed
     python3 scripts/gpu/model_dir.py llama-3.1-8b /root/models/llama-3.1-8b
+    python3 scripts/gpu/model_dir.py qwen3.6-27b-int4 /root/models/qwen3.6-27b
     {
         date -u; nvidia-smi; python3 --version
         python3 -m pip list 2>/dev/null | grep -i -E "^(torch|numba|numpy|transformers|tokenizers|triton|protobuf|pydantic|aiohttp) "
@@ -37,6 +39,6 @@ if ls .gpu-wheels/extra/*.whl >/dev/null 2>&1; then
 fi
 LEFT=$(( TOTAL - ($(date +%s) - T0) - 10 ))
 if [ -f /root/site/.installed ] && [ "$LEFT" -gt 60 ]; then
-    python3 scripts/gpu/measure.py --model-dir /root/models/llama-3.1-8b --out "$OUT" --budget-s "$LEFT" ${MEASURE_ARGS:---inproc}
+    python3 scripts/gpu/measure.py --model-dir "${MODEL_DIR:-/root/models/llama-3.1-8b}" --out "$OUT" --budget-s "$LEFT" ${MEASURE_ARGS:---inproc}
 fi
 echo "host-run: $(( $(date +%s) - T0 )) s"

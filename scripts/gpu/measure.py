@@ -66,6 +66,26 @@ ORDER: list[tuple[str, dict[tuple[int, int], list[int]]]] = [
 ]
 SMOKE: list[tuple[str, dict[tuple[int, int], list[int]]]] = [("stock", {SHORT: [16]})]
 
+#: ``--hybrid``: the hybrid Gated DeltaNet / attention model with an MTP head (``model_dir.py qwen3.6-27b-int4``).
+#: With dummy weights the drafts are almost never accepted, so the MTP runs measure the verification cost only;
+#: acceptance is modelled separately. Not yet run on the GPU.
+MM_OFF = ["--limit-mm-per-prompt", json.dumps({"image": 0, "video": 0})]
+HYBRID_CONFIGS: dict[str, list[str]] = {
+    "hy-stock": MM_OFF,
+    "hy-mtp1": [*MM_OFF, "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 1})],
+    "hy-mtp2": [*MM_OFF, "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 2})],
+    "hy-mtp3": [*MM_OFF, "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 3})],
+    "hy-ssm-fp16": [*MM_OFF, "--mamba-ssm-cache-dtype", "float16"],
+}
+HYBRID_ORDER: list[tuple[str, dict[tuple[int, int], list[int]]]] = [
+    ("hy-stock", {SHORT: [1, 16, 64]}),
+    ("hy-mtp1", {SHORT: [1, 16, 64]}),
+    ("hy-mtp3", {SHORT: [1, 16, 64]}),
+    ("hy-ssm-fp16", {SHORT: [16, 64]}),
+    ("hy-mtp2", {SHORT: [1, 16]}),
+]
+CONFIGS.update(HYBRID_CONFIGS)
+
 
 def est_run_s(shape: tuple[int, int], conc: int, n: int = 0) -> float:
     """A rough guess of one run's seconds on an H200 with an 8B model (for the budget check only)."""
@@ -155,7 +175,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--start-est-s", type=float, default=75)
     ap.add_argument("--inproc", action="store_true", help="run each vllm bench serve command in this process")
-    ap.add_argument("--only", nargs="*", help="these configs, in this order, with --shapes' plans")
+    ap.add_argument("--only", nargs="*", help="these configs of the order, in this order")
+    ap.add_argument("--hybrid", action="store_true", help="the hybrid MTP model's configs (HYBRID_ORDER)")
+    ap.add_argument("--est-scale", type=float, default=1.0, help="runs take this many times the 8B's estimate")
     args = ap.parse_args()
     t_end = time.monotonic() + args.budget_s
     args.out.mkdir(parents=True, exist_ok=True)
@@ -169,13 +191,14 @@ def main() -> int:
     seed = int(time.time()) % 100000
     summary: list[str] = []
     failures = 0
-    chosen = SMOKE if args.smoke else ORDER
+    order = HYBRID_ORDER if args.hybrid else ORDER
+    chosen = SMOKE if args.smoke else order
     if args.only:
-        chosen = [next(c for c in ORDER if c[0] == n) for n in args.only]
+        chosen = [next(c for c in order if c[0] == n) for n in args.only]
     for name, shapes in chosen:
         if (state / f"{name}.done").exists() and not args.smoke:
             continue
-        need = args.start_est_s + sum(
+        need = args.start_est_s + args.est_scale * sum(
             est_run_s(s, max(cs), max(16, max(cs))) + args.runs * sum(est_run_s(s, c) for c in cs)
             for s, cs in shapes.items()
         )

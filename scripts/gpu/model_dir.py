@@ -47,25 +47,76 @@ ARCH: dict[str, dict[str, object]] = {
     },
 }
 
+#: Hybrid Gated DeltaNet / attention with an MTP head: Qwen3.6-27B's text model (the profile's widths) in bf16.
+#: The profile is the 4-bit body; dummy weights cannot be quantised without a checkpoint, so this measures the
+#: same layer widths at bf16 weight cost. vLLM 0.26 serves it as Qwen3_5ForConditionalGeneration; the vision
+#: tower is left at its default and kept out of the profile run with --limit-mm-per-prompt (measure.py).
+HYBRID: dict[str, dict[str, object]] = {
+    "qwen3.6-27b-int4": {
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "model_type": "qwen3_5",
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "qwen3_5_text",
+            "intermediate_size": 17408,
+            "hidden_act": "silu",
+            "max_position_embeddings": 262144,
+            "rms_norm_eps": 1e-6,
+            "full_attention_interval": 4,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": 48,
+            "mtp_num_hidden_layers": 1,
+            "mamba_ssm_dtype": "float32",
+            "attn_output_gate": True,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000000,
+                "partial_rotary_factor": 0.25,
+                "mrope_section": [11, 11, 10],
+                "mrope_interleaved": True,
+            },
+            "tie_word_embeddings": False,
+            "torch_dtype": "bfloat16",
+        },
+    },
+}
+
 SPECIAL = ["<s>", "</s>", "<unk>"]
 
 
 def config_for(name: str) -> dict[str, object]:
     profile = yaml.safe_load((PROFILES / f"model-{name}.yaml").read_text(encoding="utf-8"))
-    if name not in ARCH:
-        raise SystemExit(f"no architecture table for {name!r}; known: {', '.join(ARCH)}")
-    cfg: dict[str, object] = dict(ARCH[name])
-    cfg.update(
-        num_hidden_layers=profile["num_layers"],
-        hidden_size=profile["hidden_size"],
-        vocab_size=profile["vocab_size"],
-        num_attention_heads=profile["num_attention_heads"],
-        num_key_value_heads=profile["num_kv_heads"],
-        head_dim=profile["head_dim"],
-        bos_token_id=0,
-        eos_token_id=1,
-    )
+    if name not in ARCH and name not in HYBRID:
+        raise SystemExit(f"no architecture table for {name!r}; known: {', '.join([*ARCH, *HYBRID])}")
+    widths: dict[str, object] = {
+        "num_hidden_layers": profile["num_layers"],
+        "hidden_size": profile["hidden_size"],
+        "vocab_size": profile["vocab_size"],
+        "num_attention_heads": profile["num_attention_heads"],
+        "num_key_value_heads": profile["num_kv_heads"],
+        "head_dim": profile["head_dim"],
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+    }
+    if name in HYBRID:
+        cfg = json.loads(json.dumps(HYBRID[name]))
+        text = cfg["text_config"]
+        text.update(widths)
+        if profile["attention_layers"] != profile["num_layers"] // int(text["full_attention_interval"]):
+            raise SystemExit(f"{name}: full_attention_interval does not give the profile's attention layers")
+        cfg["vocab_size"] = profile["vocab_size"]
+        return dict(cfg)
+    cfg = dict(ARCH[name])
+    cfg.update(widths)
     return cfg
+
+
+def vocab_size(cfg: dict[str, object]) -> int:
+    return int(str(cfg["vocab_size"]))
 
 
 def tokenizer_json(vocab_size: int) -> dict[str, object]:
@@ -101,7 +152,7 @@ def build(name: str, out: Path) -> Path:
     cfg = config_for(name)
     (out / "config.json").write_text(json.dumps(cfg, indent=2))
     (out / "generation_config.json").write_text(json.dumps({"bos_token_id": 0, "eos_token_id": 1}))
-    (out / "tokenizer.json").write_text(json.dumps(tokenizer_json(int(str(cfg["vocab_size"])))))
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer_json(vocab_size(cfg))))
     (out / "tokenizer_config.json").write_text(
         json.dumps(
             {
@@ -120,7 +171,7 @@ def build(name: str, out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("profile", choices=sorted(ARCH))
+    parser.add_argument("profile", choices=sorted([*ARCH, *HYBRID]))
     parser.add_argument("out", type=Path)
     args = parser.parse_args(argv)
     build(args.profile, args.out)
