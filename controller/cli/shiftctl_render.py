@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from controller.crd.models import TunedServiceSpec, parse_tuned_service, summarize
+from controller.decide.account import describe as describe_account
 from controller.decide.economics import ApiPrice, schedule_economics
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import TargetStatus
@@ -247,6 +248,8 @@ def explain_text(body: Mapping[str, Any]) -> Text:
         for trial in sorted(status.trials, key=lambda t: -t.objective())[:5]:
             mark = "*" if trial is best else " "
             out.append(f" {mark} {safe(trial.summary())}\n")
+    if status.schedule_account is not None:
+        out.append(f"Schedule account: {safe(describe_account(status.schedule_account))}\n")
     if status.last_reasons:
         out.append("Latest decisions:\n", style="bold")
         for reason in status.last_reasons[-5:]:

@@ -1,10 +1,11 @@
-"""The daily digest: once a day, at the configured hour, a summary of the schedule and its economics (Slack and
-Events). Pure."""
+"""The daily digest: once a day, at the configured hour, a summary of the schedule, its economics and its running
+account against the best static config (Slack and Events). Pure."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from controller.decide.account import describe as describe_account
 from controller.decide.context import Intent
 from controller.decide.economics import schedule_economics
 from controller.decide.rules import Rules
@@ -35,6 +36,8 @@ def digest(status: TargetStatus, rules: Rules, now: datetime) -> Intent | None:
         f"active {status.active_config.label()}, phase {status.phase.value}; {len(status.schedule)} windows scheduled; "
         f"{len(status.history)} rollouts/rollbacks on record"
     )
+    if status.schedule_account is not None:
+        lines.append(("schedule account", describe_account(status.schedule_account)))
     note = Notify(Severity.INFO, "Daily digest", summary, tuple(configs + lines))
     return Intent("digest", status.model_copy(update={"last_digest_on": now.date()}), (note,))
 

@@ -18,7 +18,8 @@ from controller.domain.trial import TrialResult, TrialStatus
 def select(ctx: PlanContext, round_: TuningRound) -> Intent:
     """The round's verdict. Codes: ``retry-lighter``, ``trials-paused`` (nothing met the SLO), ``keep-active``
     (no gain beyond the threshold and the noise), ``no-replicas-saved``, ``scheduled-for-window`` (another
-    window's config), ``not-worth-switching``, ``too-few-replicas``, ``dry-run``, ``rollout-started`` /
+    window's config), ``not-worth-switching``, ``too-few-replicas``, ``schedule-not-paying`` (the schedule is set
+    aside for a static config after a losing week), ``dry-run``, ``rollout-started`` /
     ``approval-required``."""
     trials = round_trials(ctx.status)
     active = ctx.status.active_config
@@ -85,6 +86,13 @@ def select(ctx: PlanContext, round_: TuningRound) -> Intent:
         note = f"scheduled {best.config.label()} for window '{round_.window}' but not rolling it out: {short}"
         notify = Notify(Severity.WARNING, "Too few replicas", note, evidence)
         return Intent("too-few-replicas", observing(status), (notify,), (note,))
+    account = ctx.status.schedule_account
+    if account is not None and account.falls_back(ctx.now) and best.config != account.fallback_config:
+        note = (
+            f"scheduled {best.config.label()} for window '{round_.window}' but not rolling it out: "
+            f"{account.fallback_reason}"
+        )
+        return Intent("schedule-not-paying", observing(status), notes=(note,))
     if ctx.rules.tuning.dry_run:
         note = f"dry-run: would roll out {best.config.label()}: {why}"
         return Intent(

@@ -2,7 +2,9 @@
 next status once. Pure: no I/O, no clock reads (``now`` is passed in), no adapters.
 
 Flow: ``plan()`` builds a frozen :class:`PlanContext` from the status read at the start of the cycle, the
-observation and the screened proposals. The phase picks the concern (rollout bookkeeping, freeze/thaw, a tuning
+observation and the screened proposals, and counts the cycle into the schedule's running account
+(:mod:`controller.decide.account`; a week the schedule lost sets it aside, code ``schedule-not-paying``). The
+phase picks the concern (rollout bookkeeping, freeze/thaw, a tuning
 round, observing); while a round or a rollout runs, replicas still follow the load (scaling); the daily digest is
 added when due. Each concern returns an :class:`Intent` (next status, actions, notes, a reason code); the fold
 stamps the cycle's window, time and reasons on the last intent's status and returns a :class:`Decision`.
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from controller.decide import observing, outcome, probe, rolling, scaling, tuning
+from controller.decide import account, observing, outcome, probe, rolling, scaling, tuning
 from controller.decide import rollout as rollouts
 from controller.decide.context import Intent, PlanContext, move, window_at
 from controller.decide.digest import digest
@@ -74,8 +76,13 @@ def plan(
         external_autoscaler=external_autoscaler,
         forecast=dict(forecast or {}),
     )
+    counted = account.tally(ctx)
+    if counted is not None:
+        ctx = ctx.with_status(counted.status)
     trialling_now = status.phase is Phase.TRIALLING and observation is not None
     intents = trialling_steps(ctx) if trialling_now else [dispatch(ctx)]
+    if counted is not None and counted.code == "schedule-not-paying":
+        intents.insert(0, counted)
     if status.phase not in (Phase.OBSERVING, Phase.FROZEN) and observation is not None and rules.scaling is not None:
         intents.append(follow_load(ctx.with_status(intents[-1].status)))
     due = digest(intents[-1].status, rules, now)

@@ -26,6 +26,8 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
     unchanged, the note says why) when the switch's GPU saving over the window does not exceed its rollout's cost
     (:func:`switch_economics`); None when no switch is due or worth its goodput gain."""
     status = ctx.status
+    if status.schedule_account is not None and status.schedule_account.falls_back(ctx.now):
+        return static_fallback(ctx)
     lead = ctx.rules.schedule.prewarm_lead_s
     upcoming = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead))
     ahead = upcoming.name != ctx.window.name
@@ -80,6 +82,24 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         started = begin_rollout(ctx, entry.config, why, proposed_by="schedule", gain=gain)
         return Intent("prewarm" if ahead else "scheduled-switch", started.status, started.actions, started.notes)
     return None
+
+
+def static_fallback(ctx: PlanContext) -> Intent | None:
+    """After a week the schedule lost against the best static config measured (:mod:`controller.decide.account`):
+    move to that config once and switch no more until the fallback ends (code ``schedule-not-paying``). None when
+    it is already active, blocked for this window, or the last switch is too recent."""
+    status = ctx.status
+    account = status.schedule_account
+    assert account is not None and account.fallback_config is not None
+    config = account.fallback_config
+    if config.key() == status.active_config.key() or config.key() in status.blocked_for(ctx.window.name):
+        return None
+    last = status.last_switch_at
+    if last is not None and (ctx.now - last).total_seconds() < ctx.rules.schedule.min_dwell_s:
+        return None
+    why = account.fallback_reason or f"the schedule is not paying: serving {config.label()} in every window"
+    started = begin_rollout(ctx, config, why, proposed_by="schedule", gain=None)
+    return Intent("schedule-not-paying", started.status, started.actions, started.notes)
 
 
 def measure_active(ctx: PlanContext, entry: ScheduledConfig, when: str) -> Intent | None:
@@ -195,8 +215,9 @@ def switch_economics(
 
 def tune_ahead(ctx: PlanContext) -> Intent | None:
     """Tune the next window that has no config yet, on its forecast shape, before it starts (code
-    ``tune-ahead``)."""
-    if not ctx.forecast:
+    ``tune-ahead``); not while the schedule is set aside for a static config."""
+    account = ctx.status.schedule_account
+    if not ctx.forecast or (account is not None and account.falls_back(ctx.now)):
         return None
     step = 900.0
     for i in range(1, int(ctx.rules.schedule.tune_ahead_s // step) + 1):
@@ -210,4 +231,12 @@ def tune_ahead(ctx: PlanContext) -> Intent | None:
     return None
 
 
-__all__ = ["measure_active", "probed_capacity", "scheduled_switch", "switch_economics", "switch_gain", "tune_ahead"]
+__all__ = [
+    "measure_active",
+    "probed_capacity",
+    "scheduled_switch",
+    "static_fallback",
+    "switch_economics",
+    "switch_gain",
+    "tune_ahead",
+]

@@ -175,6 +175,36 @@ class BlockedConfig(BaseModel):
     window: str = Field(min_length=1)
 
 
+class ScheduleAccount(BaseModel):
+    """The schedule's running account over a week: the GPU-hours production ran (candidates included) against
+    what the best static config Shiftlight measured would have run for the same load, and the static fallback a
+    losing week leads to."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    since: datetime = Field(description="the start of the week being counted")
+    updated_at: datetime = Field(description="the last cycle counted")
+    realised_gpu_s: float = Field(default=0.0, ge=0, description="GPU-seconds production ran, candidates included")
+    static_gpu_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="GPU-seconds the best static config measured would have run for the same load (the realised "
+        "figure where none is measured)",
+    )
+    static_config: EngineConfig | None = Field(
+        default=None, description="the best static config measured: the fewest GPU-hours a day on every window"
+    )
+    fallback_config: EngineConfig | None = Field(
+        default=None, description="the static config served instead of the schedule after a losing week"
+    )
+    fallback_until: datetime | None = None
+    fallback_reason: str | None = None
+
+    def falls_back(self, now: datetime) -> bool:
+        """Whether the schedule is set aside for a static config at ``now``."""
+        return self.fallback_config is not None and self.fallback_until is not None and now < self.fallback_until
+
+
 class TargetStatus(BaseModel):
     """Everything the operator must remember about one target between cycles."""
 
@@ -224,6 +254,11 @@ class TargetStatus(BaseModel):
         default=(),
         description="earlier searches' outcomes per window, each on the shape it was searched at: a window whose "
         "traffic returns to one of them reuses it instead of searching again",
+    )
+    schedule_account: ScheduleAccount | None = Field(
+        default=None,
+        description="the schedule's realised GPU-hours this week against the best static config measured, and the "
+        "static fallback after a losing week",
     )
     updated_at: datetime | None = None
 
