@@ -13,6 +13,7 @@ again from the status it last wrote and runs the trial again (a trial is idempot
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -123,6 +124,8 @@ class Reconciler:
             ),
         )
         self._in_flight: dict[str, _Acted] = {}
+        self.last_decide_s: float | None = None
+        """Wall time of the last call to the pure decide step (None until one ran); read by the operator's metrics."""
 
     def reconcile(self, target: TargetRef, status: TargetStatus) -> CycleResult:
         held = self._in_flight.pop(str(target), None)
@@ -149,6 +152,7 @@ class Reconciler:
             fallback=self.ports.fallback_advisor,
         )
         candidate_ready = self.ports.cluster.ready_replicas(target, "candidate") if status.rollout is not None else None
+        began = time.perf_counter()
         decision = planner.plan(
             status=status,
             observation=observation,
@@ -161,6 +165,7 @@ class Reconciler:
             external_autoscaler=self._external_autoscaler(target),
             forecast=forecast,
         )
+        self.last_decide_s = time.perf_counter() - began
         plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes))
         try:
             effects = self.executor.execute(target, decision.actions)

@@ -93,9 +93,12 @@ def assess(
 
     wants_flip = d >= params.enter if not state.drifted else d <= params.exit
     if not wants_flip:
-        new_state = state.model_copy(update={"pending_since": None, "last_distance": d})
+        # nothing to flip: status keeps the distance to a tenth, so traffic moving a little between cycles leaves
+        # the stored status as it is (no write); the verdict itself carries the exact distance
+        steady = round(d, 1)
+        new_state = state.model_copy(update={"pending_since": None, "last_distance": steady})
         where = "drifted" if state.drifted else "in tune"
-        return DriftVerdict(state.drifted, False, d, parts, f"{where}: {detail}"), new_state
+        return DriftVerdict(state.drifted, False, d, parts, f"{where}: distance {steady:.1f}"), new_state
 
     since = state.pending_since or now
     held = (now - since).total_seconds()

@@ -172,7 +172,12 @@ class ControlLoop:
         if not self.leadership.is_leader():
             # Leadership lapsed mid-cycle: the actions are done, so still record them (the write is guarded).
             log.warning("%s: lost leadership during a cycle; recording its outcome", target)
+        writes = self.store.writes
         self.store.write(body, status, result.status, now=self._now())
+        (self.metrics.status_writes if self.store.writes > writes else self.metrics.status_unchanged).inc()
+        decide_s, runtime.reconciler.last_decide_s = runtime.reconciler.last_decide_s, None
+        if decide_s is not None:
+            self.metrics.decide.observe(decide_s)
         duration = time.perf_counter() - started
         self.durations.observe(duration)
         self.metrics.duration.observe(duration)

@@ -29,6 +29,22 @@ class OperatorMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
             registry=r,
         )
+        self.decide = Histogram(
+            "shiftlight_decide_duration_seconds",
+            "Wall time of the pure decide step of one cycle (one TunedService)",
+            buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 1),
+            registry=r,
+        )
+        self.status_writes = Counter(
+            "shiftlight_status_writes_total",
+            "TunedService status writes (a cycle that changed nothing writes none)",
+            registry=r,
+        )
+        self.status_unchanged = Counter(
+            "shiftlight_status_unchanged_total",
+            "Cycles whose status, conditions included, was already as stored",
+            registry=r,
+        )
         self.errors = Counter("shiftlight_errors_total", "Errors, by kind", ["kind"], registry=r)
         self.leader = Gauge("shiftlight_leader", "1 while this replica holds the leader Lease", registry=r)
         self.cycles = Counter("shiftlight_cycles_total", "Control cycles run", registry=r)

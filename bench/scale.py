@@ -1,0 +1,386 @@
+"""The operator at fleet scale: 10, 100 and 500 TunedServices in 20 namespaces, one real operator process.
+
+    .venv/bin/python bench/scale.py [--targets 10,100,500] [--cycles-per-target 4] [--namespaces 20]
+
+For each count, a fresh fake Kubernetes API (``tests/support/kube_api.py``: kmock's emulator, real HTTP, every request
+recorded) holds the TunedServices, each beside a user-shaped Deployment (the vLLM production-stack chart's), Service
+and HTTPRoute. The operator runs as it does in a cluster: ``python -m controller.reactor.run`` in its own process,
+kopf, one daemon per TunedService, Lease leader election, as the operator's own ServiceAccount user. Its production
+is the ``simulator`` backend: one simulated vLLM fleet per TunedService on its own fake clock, moved by each
+cycle's requeue (``SHIFTLIGHT_TIME_SCALE`` compresses the sleeps), so trials, rollouts, weights on the HTTPRoute and
+Events happen as they would, without GPUs. Half the TunedServices approve automatically (rollouts in flight), half
+wait for a human (idle once tuned). Along the way 5 % are changed (a new generation: the time until the status
+carries it is the reaction time), 5 % deleted and 5 % created.
+
+Reported per count: decide p50/p99 and cycle p99 per target (from the operator's own histograms), RSS of the
+operator process at start (first cycles), middle and end, Kubernetes API calls per cycle per target by verb (the
+fake API's record of the operator's user), status writes per cycle in the steady stretch (the last quarter, no spec
+changes, after tuning), reaction to a spec change, and TunedServices still held after the deletions (the
+``shiftlight_tunedservices_held`` gauge against the live count). Ends with one line for the largest count:
+
+    scale: 500 targets, decide p99 X ms, cycle p99 Y ms/target, RSS A -> B MB over N cycles, steady writes W/cycle,
+    api calls C/target/cycle
+
+Not measured here: Prometheus queries (the simulator backend's metrics come from the simulated fleets; see
+``bench/observe_cost.py`` for the Prometheus adapter at 500 targets) and trials as canary Pods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from kubernetes import client, config  # noqa: E402
+
+from tests.support.kube_api import KubeAPI, KubeAPIServer  # noqa: E402
+
+G, V = "shiftlight.dev", "v1alpha1"
+OPERATOR = "system:serviceaccount:shiftlight:op"
+STACK = REPO / "tests/adapters/manifests/production-stack.yaml"
+
+
+def get(url: str) -> str:
+    try:
+        return str(urllib.request.urlopen(url, timeout=5).read().decode())
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return ""
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ----- what the user has in the cluster -------------------------------------------------------------------------
+
+
+def policy_dir(root: Path) -> Path:
+    policy = yaml.safe_load((REPO / "policies/v1/hybrid-mtp-workstation.yaml").read_text())
+    policy["rollout"] = {"steps": [25, 50, 100], "bake_seconds": 120, "min_samples": 5}
+    policy["trial_budget"] = {"max_trials": 3, "canary_gpu_minutes": 90, "trial_duration_s": 20, "warmup_s": 2}
+    policy["llm"] = {"enabled": False}
+    out = root / "policies"
+    out.mkdir()
+    (out / "scale.yaml").write_text(yaml.safe_dump(policy))
+    return out
+
+
+def deployment(namespace: str, name: str) -> dict[str, Any]:
+    body = next(d for d in yaml.safe_load_all(STACK.read_text()) if d and d["kind"] == "Deployment")
+    body["metadata"] = {"name": name, "namespace": namespace, "labels": {"app": name}}
+    body["spec"]["selector"] = {"matchLabels": {"app": name}}
+    body["spec"]["template"]["metadata"]["labels"] = {"app": name, "environment": "prod", "release": name}
+    return dict(body)
+
+
+def service(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 8000, "targetPort": 8000}]},
+    }
+
+
+def http_route(namespace: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "parentRefs": [{"name": "inference-gateway", "namespace": "gateway"}],
+            "rules": [{"backendRefs": [{"name": name, "port": 8000, "weight": 100}]}],
+        },
+    }
+
+
+def tuned_service(namespace: str, name: str, *, auto: bool) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{G}/{V}",
+        "kind": "TunedService",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "workload": {"deployments": [name], "service": name, "httpRoute": name},
+            "model": {"name": "nemotron-3-super-nvfp4"},
+            "gpuType": "gb300-dgx-station",
+            "policy": {"preset": "scale"},
+            "approvalMode": "auto" if auto else "manual",
+        },
+    }
+
+
+@dataclass
+class Fleet:
+    api: client.ApiClient
+    namespaces: int
+    live: dict[tuple[str, str], bool] = field(default_factory=dict)
+    made: int = 0
+
+    def create(self, status: dict[str, Any] | None = None) -> tuple[str, str]:
+        """A TunedService with its workload; with ``status``, as a previous operator left it (tuned, steady)."""
+        i = self.made
+        self.made += 1
+        namespace, name = f"team-{i % self.namespaces:02d}", f"svc-{i:04d}"
+        apps, core, co = client.AppsV1Api(self.api), client.CoreV1Api(self.api), client.CustomObjectsApi(self.api)
+        apps.create_namespaced_deployment(namespace, client.V1Deployment.model_validate(deployment(namespace, name)))
+        core.create_namespaced_service(namespace, client.V1Service.model_validate(service(namespace, name)))
+        co.create_namespaced_custom_object(
+            "gateway.networking.k8s.io", "v1", namespace, "httproutes", http_route(namespace, name)
+        )
+        co.create_namespaced_custom_object(
+            G, V, namespace, "tunedservices", tuned_service(namespace, name, auto=i % 2 == 0)
+        )
+        if status is not None:
+            co.patch_namespaced_custom_object_status(G, V, namespace, "tunedservices", name, {"status": status})
+        self.live[(namespace, name)] = True
+        return namespace, name
+
+    def delete(self, key: tuple[str, str]) -> None:
+        client.CustomObjectsApi(self.api).delete_namespaced_custom_object(G, V, key[0], "tunedservices", key[1])
+        del self.live[key]
+
+    def status(self, key: tuple[str, str]) -> dict[str, Any]:
+        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(G, V, key[0], "tunedservices", key[1])
+        return dict(body)
+
+
+# ----- reading the operator --------------------------------------------------------------------------------------
+
+
+def scrape(port: int) -> str:
+    return get(f"http://127.0.0.1:{port}/metrics")
+
+
+def sample(text: str, name: str) -> float:
+    match = re.search(rf"^{re.escape(name)} ([0-9.e+-]+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def buckets(text: str, name: str) -> list[tuple[float, float]]:
+    out = []
+    for le, value in re.findall(rf'^{re.escape(name)}_bucket{{le="([^"]+)"}} ([0-9.e+-]+)$', text, re.M):
+        out.append((math.inf if le == "+Inf" else float(le), float(value)))
+    return sorted(out)
+
+
+def quantile(text: str, name: str, q: float) -> float:
+    """A quantile from a cumulative Prometheus histogram: the upper bound of the bucket it falls in."""
+    rows = buckets(text, name)
+    total = rows[-1][1] if rows else 0.0
+    if total == 0:
+        return math.nan
+    for le, count in rows:
+        if count >= q * total:
+            return le
+    return math.inf
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return math.nan
+
+
+@dataclass
+class Run:
+    targets: int
+    cycles: int
+    decide_p50_ms: float
+    decide_p99_ms: float
+    cycle_p50_ms: float
+    cycle_p99_ms: float
+    rss: tuple[float, float, float]
+    calls: dict[str, float]
+    steady_writes: float
+    steady_cycles: int
+    reaction_s: list[float]
+    held_after: int
+    live_after: int
+    wall_s: float
+
+
+def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float) -> Run:
+    work = Path(tempfile.mkdtemp(prefix="shiftlight-scale-"))
+    kube = KubeAPIServer(KubeAPI(tokens={"t-operator": OPERATOR, "t-admin": "admin"})).start()
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        admin = config.new_client_from_config(str(kube.write_kubeconfig(work / "admin", user="admin", token="t-admin")))
+        op_config = kube.write_kubeconfig(work / "operator", user="operator", token="t-operator")
+        fleet = Fleet(admin, namespaces)
+        seed = fleet.create()  # tuned by the operator first: its status is what a steady TunedService looks like
+        port = free_port()
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(op_config),
+            "POD_NAME": "shiftlight-0",
+            "POD_NAMESPACE": "shiftlight",
+            "SHIFTLIGHT_HEALTH_PORT": str(port),
+            "SHIFTLIGHT_METRICS_PORT": str(port),
+            "SHIFTLIGHT_POLICY_DIR": str(policy_dir(work)),
+            "SHIFTLIGHT_TIME_SCALE": str(time_scale),
+            "SHIFTLIGHT_LOG_LEVEL": "error",
+        }
+        log = (work / "operator.log").open("w")
+        began = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller.reactor.run"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        total = targets * cycles_per_target
+
+        def steady(status: dict[str, Any]) -> bool:
+            return status.get("phase") == "Observing" and bool(status.get("history"))
+
+        deadline = time.monotonic() + 900
+        while not steady(fleet.status(seed).get("status") or {}) and time.monotonic() < deadline:
+            assert proc.poll() is None, (work / "operator.log").read_text()[-3000:]
+            time.sleep(0.5)
+        tuned = fleet.status(seed).get("status") or {}
+        assert steady(tuned), f"the seed TunedService did not settle: {tuned.get('phase')}"
+        fresh = max(1, targets // 50)  # 2 % start untuned: trials and rollouts in flight from the start
+        for i in range(targets - 1):
+            fleet.create(None if i < fresh else tuned)
+        seeded_cycles = sample(scrape(port), "shiftlight_cycles_total")
+        total += seeded_cycles
+
+        def cycles() -> float:
+            return sample(scrape(port), "shiftlight_cycles_total")
+
+        def wait_cycles(n: float, timeout: float) -> None:
+            deadline = time.monotonic() + timeout
+            while cycles() < n and time.monotonic() < deadline:
+                assert proc is not None and proc.poll() is None, (work / "operator.log").read_text()[-3000:]
+                time.sleep(0.5)
+
+        wait_cycles(seeded_cycles + targets, 900)
+        rss_start = rss_mb(proc.pid)
+        wait_cycles(total / 2, 3600)
+        rss_mid = rss_mb(proc.pid)
+        # churn: 5 % changed (a new generation), 5 % deleted, 5 % created
+        churn = max(1, targets // 20)
+        keys = list(fleet.live)
+        changed = keys[:churn]
+        co = client.CustomObjectsApi(admin)
+        patched: dict[tuple[str, str], tuple[int, float]] = {}
+        for key in changed:
+            body = co.patch_namespaced_custom_object(
+                G, V, key[0], "tunedservices", key[1], {"spec": {"replicas": {"minReplicas": 1, "maxReplicas": 6}}}
+            )
+            patched[key] = (int(body["metadata"]["generation"]), time.monotonic())
+        for key in keys[-churn:]:
+            fleet.delete(key)
+        for _ in range(churn):
+            fleet.create()
+        reaction: dict[tuple[str, str], float] = {}
+        deadline = time.monotonic() + 600
+        while len(reaction) < len(patched) and time.monotonic() < deadline:
+            for key, (generation, at) in patched.items():
+                if key not in reaction:
+                    status = fleet.status(key).get("status") or {}
+                    if status.get("observedGeneration") == generation:
+                        reaction[key] = time.monotonic() - at
+            time.sleep(0.05)
+        wait_cycles(total * 3 / 4, 3600)
+        # the steady stretch: no spec changes from here on
+        text = scrape(port)
+        steady_from = (sample(text, "shiftlight_cycles_total"), sample(text, "shiftlight_status_writes_total"))
+        wait_cycles(total, 3600)
+        text = scrape(port)
+        rss_end = rss_mb(proc.pid)
+        steady_cycles = int(sample(text, "shiftlight_cycles_total") - steady_from[0])
+        steady_writes = (sample(text, "shiftlight_status_writes_total") - steady_from[1]) / max(steady_cycles, 1)
+        done = sample(text, "shiftlight_cycles_total") - seeded_cycles
+        held = int(sample(text, "shiftlight_tunedservices_held"))
+        if os.environ.get("SCALE_DEBUG"):
+            for key in list(fleet.live)[:3]:
+                versions = [v.get("status") or {} for v in kube.api.versions(f"tunedservices.{V}.{G}", *key)]
+                for a, b in itertools.pairwise(versions):
+                    print(key, sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)), b.get("phase"))
+        calls = Counter(c.verb for c in kube.api.calls if c.user == OPERATOR)
+        per_cycle = {verb: n / max(done, 1) for verb, n in sorted(calls.items())}
+        return Run(
+            targets=targets,
+            cycles=int(done),
+            decide_p50_ms=1000 * quantile(text, "shiftlight_decide_duration_seconds", 0.5),
+            decide_p99_ms=1000 * quantile(text, "shiftlight_decide_duration_seconds", 0.99),
+            cycle_p50_ms=1000 * quantile(text, "shiftlight_reconcile_duration_seconds", 0.5),
+            cycle_p99_ms=1000 * quantile(text, "shiftlight_reconcile_duration_seconds", 0.99),
+            rss=(rss_start, rss_mid, rss_end),
+            calls=per_cycle,
+            steady_writes=steady_writes,
+            steady_cycles=steady_cycles,
+            reaction_s=sorted(reaction.values()),
+            held_after=held,
+            live_after=len(fleet.live),
+            wall_s=time.monotonic() - began,
+        )
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        kube.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--targets", default="10,100,500", help="comma-separated TunedService counts")
+    parser.add_argument("--cycles-per-target", type=int, default=4, help="operator cycles to run, per TunedService")
+    parser.add_argument("--namespaces", type=int, default=20)
+    parser.add_argument("--time-scale", type=float, default=3000.0, help="simulated seconds per real second")
+    args = parser.parse_args(argv)
+    runs = []
+    print(
+        f"{'targets':>7} {'cycles':>7} {'decide p50/p99 ms':>18} {'cycle p50/p99 ms':>16} {'RSS start/mid/end MB':>21} "
+        f"{'api calls/cycle':>15} {'steady writes/cycle':>19} {'reaction s (max)':>16} {'held/live':>9} {'wall s':>7}"
+    )
+    for n in sorted(int(x) for x in args.targets.split(",")):
+        r = run(n, args.cycles_per_target, args.namespaces, args.time_scale)
+        runs.append(r)
+        reaction = f"{statistics.median(r.reaction_s):.1f} ({max(r.reaction_s):.1f})" if r.reaction_s else "n/a"
+        print(
+            f"{r.targets:>7} {r.cycles:>7} {r.decide_p50_ms:>8.1f}/{r.decide_p99_ms:<9.1f} "
+            f"{r.cycle_p50_ms:>7.0f}/{r.cycle_p99_ms:<8.0f} "
+            f"{r.rss[0]:>6.0f}/{r.rss[1]:>6.0f}/{r.rss[2]:<7.0f} {sum(r.calls.values()):>15.2f} "
+            f"{r.steady_writes:>19.3f} {reaction:>16} {r.held_after:>4}/{r.live_after:<4} {r.wall_s:>7.0f}"
+        )
+        print("        api calls/cycle by verb: " + ", ".join(f"{v} {x:.2f}" for v, x in r.calls.items()))
+    last = runs[-1]
+    print(
+        f"scale: {last.targets} targets, decide p99 {last.decide_p99_ms:.1f} ms, cycle p99 {last.cycle_p99_ms:.0f} "
+        f"ms/target, RSS {last.rss[0]:.0f} -> {last.rss[2]:.0f} MB over {last.cycles} cycles, steady writes "
+        f"{last.steady_writes:.2f}/cycle, api calls {sum(last.calls.values()):.2f}/target/cycle"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
