@@ -20,6 +20,7 @@ from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
 from controller.reactor.backends import route_through_pools
+from controller.trials.cache import CachedTrials
 from controller.trials.launchers import OwnerRef
 from tests.support.crd_schema import schema_errors
 
@@ -295,7 +296,9 @@ def test_the_kubernetes_backend_keeps_candidates_and_trials_out_of_the_stable_po
     cluster = runtime.ports.cluster
     assert isinstance(cluster, KubeCluster) and pool_selector in cluster.selectors
     assert cluster.candidate_service is None  # the candidate pool reaches the candidate; no Service for it
-    reporting = runtime.ports.load_tester
+    cached = runtime.ports.load_tester
+    assert isinstance(cached, CachedTrials)  # results served only from signed entries that hold for the request
+    reporting = cached.inner
     assert isinstance(reporting, ReportingLoadTester)  # trials report their progress in their Trial CRs
     runner = reporting.runner
     assert isinstance(runner, TrialRunner) and isinstance(runner.launcher, KubernetesLauncher)

@@ -17,6 +17,7 @@ from controller.crd.models import parse_tuned_service
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.reactor.trial_progress import ReportingLoadTester
+from controller.trials.cache import CachedTrials
 from controller.trials.runner import TrialRunner
 
 from .conftest import G, V, kubernetes_loop, tuned_service
@@ -51,7 +52,9 @@ def _candidate_pod_labels(
     cluster.deploy(target, "candidate", EngineConfig(max_num_seqs=64), 1)
     candidate = client.AppsV1Api(api).read_namespaced_deployment("workhorse-candidate", "prod")
     labels: dict[str, str] = candidate.spec.template.metadata.labels
-    reporting = runtime.ports.load_tester
+    cached = runtime.ports.load_tester
+    assert isinstance(cached, CachedTrials)  # results served only from signed entries that hold for the request
+    reporting = cached.inner
     assert isinstance(reporting, ReportingLoadTester) and isinstance(reporting.runner, TrialRunner)
     launcher = reporting.runner.launcher
     assert isinstance(launcher, KubernetesLauncher) and launcher.pod_source is not None
