@@ -226,7 +226,7 @@ class Run:
 
 def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float) -> Run:
     work = Path(tempfile.mkdtemp(prefix="shiftlight-scale-"))
-    kube = KubeAPIServer(KubeAPI(tokens={"t-operator": OPERATOR, "t-admin": "admin"})).start()
+    kube = KubeAPIServer(KubeAPI(tokens={"t-operator": OPERATOR, "t-admin": "admin"}, keep_requests=1000)).start()
     proc: subprocess.Popen[bytes] | None = None
     try:
         admin = config.new_client_from_config(str(kube.write_kubeconfig(work / "admin", user="admin", token="t-admin")))
@@ -281,7 +281,13 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
                 assert "leader=True" in get(f"http://127.0.0.1:{port}/healthz"), "the operator lost its Lease"
                 time.sleep(1.0)
 
-        wait_cycles(seeded_cycles + targets, 900)
+        deadline = time.monotonic() + 1800
+        while sample(scrape(port), "shiftlight_tunedservices_held") < len(fleet.live):  # every one seen once
+            assert time.monotonic() < deadline, "the operator did not reach every TunedService in 30 minutes"
+            assert "leader=True" in get(f"http://127.0.0.1:{port}/healthz"), "the operator lost its Lease"
+            time.sleep(1.0)
+        seeded_cycles = sample(scrape(port), "shiftlight_cycles_total")
+        total = seeded_cycles + targets * cycles_per_target
         rss_start = rss_mb(proc.pid)
         wait_cycles(total / 2, 3600)
         rss_mid = rss_mb(proc.pid)

@@ -194,6 +194,9 @@ class KubeAPI(kmock.KubernetesEmulator):
     inference_pools: bool = True  # serve InferencePools (the published CRD, INFERENCE_POOL_CRD)
     tokens: dict[str, str] = attrs.field(factory=dict)  # bearer token -> username (empty: no auth)
     denials: set[tuple[str, str, str]] = attrs.field(factory=set)  # (user, verb, resource[/sub]) -> 403
+    keep_requests: int | None = None
+    """Keep only the latest this many raw requests in kmock's log (``list(api)``), for long runs: kmock matches each
+    request against its whole log, so a run of hours slows down quadratically. :attr:`calls` keeps every call."""
 
     calls: list[APICall] = attrs.field(factory=list, init=False)
     """Every resource request served (discovery excluded), in arrival order."""
@@ -314,6 +317,9 @@ class KubeAPI(kmock.KubernetesEmulator):
         return self.tokens.get(token)
 
     def _record(self, request: rendering.Request) -> None:
+        log = self._requests
+        if self.keep_requests is not None and len(log) > 2 * self.keep_requests:
+            del log[: len(log) - self.keep_requests]  # on the server's loop, before this request is matched
         if request.resource is None or not request.resource.plural:
             return  # discovery (/api, /apis, /apis/<group>/<version>) needs no resource rights
         plural = request.resource.plural
