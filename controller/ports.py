@@ -6,7 +6,7 @@ Port: in-memory / simulated adapter -> real adapter (module paths under ``contro
 
 * ``MetricsSource``: adapters.simulated.SimulatedMetrics -> observe.prometheus.PrometheusMetrics,
   observe.grafana.GrafanaMetrics;
-* ``Forecaster``: adapters.simulated.SimulatedForecaster -> observe.forecaster.ProfileForecaster;
+* ``Forecaster``: adapters.simulated.SimulatedForecaster -> observe.profile_forecaster.ProfileForecaster;
 * ``LoadTester``: adapters.simulated_loadtester.SimulatedLoadTester -> trials.runner.TrialRunner (a local vLLM
   process or a Kubernetes canary pod); ``TrialStarter`` (trials started, then polled by later cycles):
   adapters.background_loadtester.BackgroundLoadTester around any LoadTester;

@@ -28,8 +28,8 @@ from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
 from controller.errors import MetricsUnavailable, ShiftlightError, TemporaryError
-from controller.observe.forecasts import window_forecasts
 from controller.observe.window import observe_window
+from controller.observe.window_forecasts import window_forecasts
 from controller.policy import Policy
 from controller.ports import (
     Advisor,

@@ -359,7 +359,7 @@ class KubernetesBackend:
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
         from controller.advisor.factory import advisors_for
         from controller.clock import SystemClock
-        from controller.observe.forecaster import ProfileForecaster
+        from controller.observe.profile_forecaster import ProfileForecaster
         from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 
         meta = body["metadata"]

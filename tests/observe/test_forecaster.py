@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from controller.domain.observation import TargetRef
 from controller.domain.profile import HourSlot, TrafficProfile, window_busy_hour_shapes
 from controller.domain.traffic import TimeWindow
-from controller.observe.forecaster import ProfileForecaster
+from controller.observe.profile_forecaster import ProfileForecaster
 
 MONDAY = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
 TARGET = TargetRef("prod", "workhorse", "m")

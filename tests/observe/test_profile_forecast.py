@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.observe.forecast import forecast
+from controller.observe.arrival_forecast import forecast
 from controller.observe.profile import TrafficProfile, hour_of_week, profile_from_series
 
 MONDAY = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ import pytest
 
 from controller.domain.observation import TargetRef
 from controller.errors import MetricsUnavailable
-from controller.observe.forecast import forecast
+from controller.observe.arrival_forecast import forecast
 from controller.observe.profile import TrafficProfile, build_profile
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.synthetic import SyntheticTarget, write_openmetrics_files
