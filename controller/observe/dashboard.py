@@ -1,9 +1,10 @@
-"""Generate the Grafana dashboard from :mod:`controller.observe.queries`, so panels and decisions share their PromQL.
+"""Generate the Grafana dashboard from :mod:`controller.observe.dashboard_queries`, so panels and decisions share
+their PromQL.
 
     python -m controller.observe.dashboard            # writes charts/grafana/shiftlight-dashboard.json
     python -m controller.observe.dashboard --check    # exit 1 when the committed file is out of date
 
-Every panel target is a query from :func:`controller.observe.queries.dashboard_queries`, rendered with Grafana
+Every panel target is a query from :func:`controller.observe.dashboard_queries.dashboard_queries`, rendered with Grafana
 variables (``$namespace``, ``$model``, ``$__rate_interval``) in place of a concrete target and window.
 """
 
@@ -15,10 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.observe import queries as q
+from controller.observe import promql
+from controller.observe.dashboard_queries import dashboard_queries
 
 OUTPUT = Path(__file__).resolve().parents[2] / "charts" / "grafana" / "shiftlight-dashboard.json"
-SELECTOR = q.Selector(model_name="$model", namespace="$namespace")
+SELECTOR = promql.Selector(model_name="$model", namespace="$namespace")
 RANGE = "$__rate_interval"
 UID = "shiftlight-observe"
 
@@ -144,8 +146,8 @@ def _templating() -> dict[str, Any]:
     return {
         "list": [
             {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"},
-            query_var("namespace", "namespace", q.RUNNING),
-            query_var("model", "model_name", f'{q.RUNNING}{{namespace="$namespace"}}'),
+            query_var("namespace", "namespace", promql.RUNNING),
+            query_var("model", "model_name", f'{promql.RUNNING}{{namespace="$namespace"}}'),
             custom("ttft_bound", ["0.1", "0.25", "0.5", "0.75", "1.0", "2.5", "5.0", "10.0"], "2.5"),
             custom("tpot_bound", ["0.025", "0.05", "0.075", "0.1", "0.15", "0.2", "0.3", "0.5"], "0.1"),
         ]
@@ -153,7 +155,7 @@ def _templating() -> dict[str, Any]:
 
 
 def build() -> dict[str, Any]:
-    by_name = {query.name: query for query in q.dashboard_queries(SELECTOR, RANGE)}
+    by_name = {query.name: query for query in dashboard_queries(SELECTOR, RANGE)}
     panels: list[dict[str, Any]] = []
     panel_id = 1
     y = 0

@@ -22,6 +22,7 @@ from typing import Any
 from controller.domain.observation import TargetRef
 from controller.domain.profile import HourSlot, TrafficProfile, hour_of_week
 from controller.errors import InvalidInput, MetricsUnavailable
+from controller.observe import promql
 from controller.observe import queries as q
 from controller.observe.prometheus import PrometheusMetrics
 
@@ -139,7 +140,7 @@ def build_profile(
     start = end - timedelta(days=days)
     selector = source.settings.selector(target)
     series: dict[str, list[tuple[float, float]]] = {}
-    for query in q.profile_queries(selector, q.duration(step_s)):
+    for query in q.profile_queries(selector, promql.duration(step_s)):
         what = f"profile {target} {query.name}"
         series[query.name] = _matrix_values(source.query_range(query.expr, start, end, step_s, what), what)
     if not series["arrival_rate"]:

@@ -1,7 +1,7 @@
 """``PrometheusMetrics``: the real :class:`~controller.ports.MetricsSource`, reading vLLM's metrics from Prometheus.
 
 One observe cycle is ONE instant query: every expression of :func:`controller.observe.queries.observe_queries`
-batched with ``or`` and tagged by name (see :func:`controller.observe.queries.batch`), evaluated at ``end`` over the
+batched with ``or`` and tagged by name (see :func:`controller.observe.promql.batch`), evaluated at ``end`` over the
 range ``end - start``. Every failure (connection refused, timeout, HTTP error, NaN, an empty or partial answer, a
 label set that is not the expected one, stale data) becomes :class:`~controller.errors.MetricsUnavailable` whose
 message names the field; the loop then takes no action. Per-variant SLO signals are the exception: absent, NaN or
@@ -31,6 +31,7 @@ from controller.domain.observation import Observation, TargetRef
 from controller.domain.scrub import scrubbed_error
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput, MetricsUnavailable, ShiftlightError
+from controller.observe import promql
 from controller.observe import queries as q
 from controller.observe.prometheus_answer import AnswerReader, Sample, good_share, tagged
 from controller.observe.prometheus_settings import ENV_PREFIX, PrometheusSettings
@@ -123,7 +124,7 @@ class PrometheusMetrics:
     def _query(self, expr: str, at: datetime, what: str) -> list[Sample]:
         self.queries_total += 1
         self._client.headers = self._headers()
-        params = {"time": f"{at.timestamp():.3f}", "timeout": q.duration(self.settings.timeout_s)}
+        params = {"time": f"{at.timestamp():.3f}", "timeout": promql.duration(self.settings.timeout_s)}
         try:
             result = self._client.custom_query(expr, params=params)
         except _QUERY_FAILURES as exc:
@@ -143,8 +144,8 @@ class PrometheusMetrics:
                 expr,
                 start_time=start,
                 end_time=end,
-                step=q.duration(step_s),
-                params={"timeout": q.duration(self.settings.timeout_s)},
+                step=promql.duration(step_s),
+                params={"timeout": promql.duration(self.settings.timeout_s)},
             )
         except _QUERY_FAILURES as exc:
             raise self._translate(what, exc) from exc
@@ -182,13 +183,13 @@ class PrometheusMetrics:
         seconds = (end - start).total_seconds()
         if seconds < 1:
             raise InvalidInput(f"window must be at least 1 s, got {seconds}", source="observe", field="start")
-        return q.duration(round(seconds))
+        return promql.duration(round(seconds))
 
     def report(self, target: TargetRef, *, start: datetime, end: datetime) -> TrafficReport:
         """One target, one query."""
         named = q.observe_queries(self.settings.selector(target), self._range(start, end), self.settings.variant_label)
         before = self.queries_total
-        samples = self.query(q.batch(named), end, what=f"observe {target}")
+        samples = self.query(promql.batch(named), end, what=f"observe {target}")
         with self._scrubbed():
             return AnswerReader(
                 self.settings, self.slo, target, start, end, named, tagged(samples), self.queries_total - before
@@ -201,7 +202,7 @@ class PrometheusMetrics:
         per target. If the query itself fails, every target gets that error."""
         named = q.observe_queries(self.settings.fleet_selector(), self._range(start, end), self.settings.variant_label)
         try:
-            samples = self.query(q.batch(named), end, what=f"observe {len(targets)} targets")
+            samples = self.query(promql.batch(named), end, what=f"observe {len(targets)} targets")
         except MetricsUnavailable as exc:
             return dict.fromkeys(targets, exc)
         split: dict[tuple[str, str], list[Sample]] = defaultdict(list)
@@ -226,7 +227,7 @@ class PrometheusMetrics:
         """``variant -> window_s -> (good, total)`` requests over each look-back window ending at ``end``, in ONE
         query: the inputs of :func:`controller.decide.slo_signal.assess`. ``good`` is estimated as in
         :class:`VariantStats` (shares of the TTFT/TPOT histograms within the SLO bounds, bucket-conservative)."""
-        windows = {q.duration(w): float(w) for w in windows_s}
+        windows = {promql.duration(w): float(w) for w in windows_s}
         with self._scrubbed():
             return self._slo_counts(target, slo, end=end, windows=windows)
 
@@ -234,7 +235,7 @@ class PrometheusMetrics:
         self, target: TargetRef, slo: SLO, *, end: datetime, windows: dict[str, float]
     ) -> dict[str, dict[float, tuple[float, float]]]:
         named = q.slo_count_queries(self.settings.selector(target), windows, self.settings.variant_label)
-        samples = self.query(q.batch(named), end, what=f"slo counts {target}")
+        samples = self.query(promql.batch(named), end, what=f"slo counts {target}")
         reader = AnswerReader(self.settings, self.slo, target, end, end, named, tagged(samples), 1)
         out: dict[str, dict[float, tuple[float, float]]] = defaultdict(dict)
         for window, seconds in windows.items():

@@ -32,7 +32,7 @@ from controller.domain.observation import (
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.errors import MetricsUnavailable
-from controller.observe import queries as q
+from controller.observe import promql
 from controller.observe.histograms import Buckets, lognormal_cv
 from controller.observe.prometheus_settings import PrometheusSettings
 from controller.observe.report import LengthStats, Quantiles, ServingSignals, TrafficReport, VariantReport
@@ -89,7 +89,7 @@ def tagged(samples: list[Sample]) -> dict[str, list[Sample]]:
     by_name: dict[str, list[Sample]] = defaultdict(list)
     for labels, value in samples:
         rest = dict(labels)
-        name = rest.pop(q.QUERY_TAG, "")
+        name = rest.pop(promql.QUERY_TAG, "")
         by_name[name].append((rest, value))
     return by_name
 
@@ -104,7 +104,7 @@ class AnswerReader:
         target: TargetRef,
         start: datetime,
         end: datetime,
-        named: tuple[q.Query, ...],
+        named: tuple[promql.Query, ...],
         by_name: Mapping[str, list[Sample]],
         queries: int,
     ) -> None:

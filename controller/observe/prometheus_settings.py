@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
-from controller.observe import queries as q
+from controller.observe import promql
 
 ENV_PREFIX = "SHIFTLIGHT_PROMETHEUS_"
 
@@ -31,7 +31,7 @@ class PrometheusSettings(BaseModel):
     ca_file: Path | None = None
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     retries: int = Field(default=0, ge=0, le=5, description="transport retries on 502/503/504 and connect errors")
-    variant_label: str = Field(default=q.DEFAULT_VARIANT_LABEL, pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+    variant_label: str = Field(default=promql.DEFAULT_VARIANT_LABEL, pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
     default_variant: str | None = Field(
         default=None, description="variant for series without the variant label; None makes them an error"
     )
@@ -73,10 +73,10 @@ class PrometheusSettings(BaseModel):
             field = ".".join(str(p) for p in first["loc"])
             raise InvalidInput(first["msg"], source="environment", field=ENV_PREFIX + field.upper()) from exc
 
-    def fleet_selector(self) -> q.Selector:
+    def fleet_selector(self) -> promql.Selector:
         """Every model's series (restricted only by ``extra_labels``), aggregated per model and namespace."""
         group = (self.model_label, self.namespace_label) if self.match_namespace else (self.model_label,)
-        return q.Selector(
+        return promql.Selector(
             model_name=None,
             labels=tuple(sorted(self.extra_labels.items())),
             model_label=self.model_label,
@@ -84,8 +84,8 @@ class PrometheusSettings(BaseModel):
             group_by=group,
         )
 
-    def selector(self, target: TargetRef) -> q.Selector:
-        return q.Selector(
+    def selector(self, target: TargetRef) -> promql.Selector:
+        return promql.Selector(
             model_name=target.model,
             namespace=target.namespace if self.match_namespace else None,
             labels=tuple(sorted(self.extra_labels.items())),

@@ -6,7 +6,7 @@ durations (``"300s"``) or Grafana variables (``"$__rate_interval"``).
 
 Metric names are vLLM's own (``vllm/v1/metrics/loggers.py``, ``vllm/v1/spec_decode/metrics.py``); counters carry the
 ``_total`` suffix that ``prometheus_client`` appends when they are scraped. The query sets built from these blocks
-live in :mod:`controller.observe.queries`.
+live in :mod:`controller.observe.queries` and :mod:`controller.observe.dashboard_queries`.
 """
 
 from __future__ import annotations
@@ -141,6 +141,16 @@ def series(metric: str, selector: Selector, extra: Iterable[str] = ()) -> str:
 def by_clause(labels: Iterable[str]) -> str:
     names = [check_label_name(n) for n in labels]
     return f" by ({', '.join(names)})" if names else ""
+
+
+def error_matcher() -> str:
+    """The label matcher of requests that finished with an error or were aborted."""
+    return 'finished_reason=~"' + "|".join(ERROR_FINISH_REASONS) + '"'
+
+
+def quantile_name(q: float) -> str:
+    """A quantile as it appears in query names: 0.95 -> ``p95``."""
+    return f"p{round(q * 100)}"
 
 
 Kind = Literal["scalar", "by_variant", "buckets", "by_position", "series"]

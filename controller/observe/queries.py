@@ -1,13 +1,16 @@
-"""Every PromQL expression Shiftlight runs, in one place.
+"""The PromQL expressions the operator decides on: one observe cycle's instant queries (the target-wide traffic
+shape and serving signals, the per-variant SLO signals, the SLO signal's per-window counts) and the hour-of-week
+profile's range queries.
 
-The Prometheus adapter (:mod:`controller.observe.prometheus`), the hour-of-week profile
-(:mod:`controller.observe.profile`) and the Grafana dashboard (:mod:`controller.observe.dashboard`) all take their
-expressions from here, so what the operator decides on and what a human looks at can never disagree.
+The Prometheus adapter (:mod:`controller.observe.prometheus`) and the hour-of-week profile
+(:mod:`controller.observe.profile`) take their expressions from here, and the Grafana dashboard plots them too
+(:mod:`controller.observe.dashboard_queries` adds the views only a human needs), so what the operator decides on and
+what a human looks at can never disagree.
 
-Expressions are built from a :class:`Selector` (which target: model name, namespace, extra deployment labels) and a
-range (``"300s"``, or a Grafana variable such as ``"$__rate_interval"``). The building blocks (vLLM's metric names,
-label escaping, selectors, aggregations, :func:`batch`) live in :mod:`controller.observe.promql` and are importable
-from here too.
+Expressions are built from a :class:`~controller.observe.promql.Selector` (which target: model name, namespace, extra
+deployment labels) and a range (``"300s"``, or a Grafana variable such as ``"$__rate_interval"``). The building
+blocks (vLLM's metric names, label escaping, selectors, aggregations, :func:`~controller.observe.promql.batch`) live
+in :mod:`controller.observe.promql`.
 """
 
 from __future__ import annotations
@@ -26,12 +29,8 @@ from controller.observe.promql import (
     PREFIX_QUERIES,
     PROMPT_TOKENS,
     QUANTILES,
-    QUERY_TAG,
     REQUEST_SUCCESS,
     RUNNING,
-    SHIFTLIGHT_DECISIONS,
-    SHIFTLIGHT_ROLLOUT_WEIGHT,
-    SHIFTLIGHT_TRIALS,
     SPEC_ACCEPTED,
     SPEC_ACCEPTED_PER_POS,
     SPEC_DRAFT_TOKENS,
@@ -39,32 +38,22 @@ from controller.observe.promql import (
     TPOT,
     TTFT,
     WAITING,
-    Kind,
     Query,
     Selector,
-    batch,
     bucket_increase,
     by_clause,
     check_label_name,
     check_range,
-    duration,
-    escape_label_value,
+    error_matcher,
     gauge_mean,
     histogram_mean,
     histogram_quantile,
     increase,
+    quantile_name,
     rate,
     ratio,
     series,
 )
-
-
-def _error_matcher() -> str:
-    return 'finished_reason=~"' + "|".join(ERROR_FINISH_REASONS) + '"'
-
-
-def _qname(q: float) -> str:
-    return f"p{round(q * 100)}"
 
 
 def shape_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
@@ -130,12 +119,14 @@ def shape_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
     ]
     for q in QUANTILES:
         out.append(
-            Query(f"ttft_{_qname(q)}", histogram_quantile(q, TTFT, s, r), "scalar", f"TTFT {q} quantile", unit="s")
+            Query(
+                f"ttft_{quantile_name(q)}", histogram_quantile(q, TTFT, s, r), "scalar", f"TTFT {q} quantile", unit="s"
+            )
         )
     for q in QUANTILES:
         out.append(
             Query(
-                f"tpot_{_qname(q)}",
+                f"tpot_{quantile_name(q)}",
                 histogram_quantile(q, TPOT, s, r),
                 "scalar",
                 f"TPOT (per-request time per output token) {q} quantile",
@@ -215,7 +206,7 @@ def variant_queries(selector: Selector, rng: str, variant_label: str = DEFAULT_V
         ),
         Query(
             "v_errors",
-            increase(REQUEST_SUCCESS, s, r, v, (_error_matcher(),)),
+            increase(REQUEST_SUCCESS, s, r, v, (error_matcher(),)),
             "by_variant",
             f"requests finished with reason {'/'.join(ERROR_FINISH_REASONS)} per variant",
             labels=v,
@@ -252,7 +243,7 @@ def variant_queries(selector: Selector, rng: str, variant_label: str = DEFAULT_V
     for q in QUANTILES:
         out.append(
             Query(
-                f"v_ttft_{_qname(q)}",
+                f"v_ttft_{quantile_name(q)}",
                 histogram_quantile(q, TTFT, s, r, v),
                 "by_variant",
                 f"TTFT {q} per variant",
@@ -261,7 +252,7 @@ def variant_queries(selector: Selector, rng: str, variant_label: str = DEFAULT_V
         )
         out.append(
             Query(
-                f"v_tpot_{_qname(q)}",
+                f"v_tpot_{quantile_name(q)}",
                 histogram_quantile(q, TPOT, s, r, v),
                 "by_variant",
                 f"TPOT {q} per variant",
@@ -310,159 +301,3 @@ def profile_queries(selector: Selector, step: str) -> tuple[Query, ...]:
         Query("prompt_mean", histogram_mean(PROMPT_TOKENS, s, r), "scalar", "mean prompt tokens", True, "tokens"),
         Query("output_mean", histogram_mean(GENERATION_TOKENS, s, r), "scalar", "mean output tokens", True, "tokens"),
     )
-
-
-# ---- dashboard-only expressions --------------------------------------------------------------------------------
-
-
-def slo_good_ratio(histogram: str, selector: Selector, rng: str, bound_s: str, variant_label: str) -> str:
-    """Share of requests whose ``histogram`` value is at most the bucket bound ``bound_s`` (a Grafana variable or
-    a bucket boundary literal such as ``"2.5"``)."""
-    v = (check_label_name(variant_label),)
-    num = increase(f"{histogram}_bucket", selector, rng, v, (f'le="{escape_label_value(bound_s)}"',))
-    den = increase(f"{histogram}_count", selector, rng, v)
-    return ratio(num, den)
-
-
-def shiftlight_queries(selector: Selector, rng: str) -> tuple[Query, ...]:
-    """The operator's own metrics, filtered to the target by the ``model`` / ``namespace`` labels it exports."""
-    ops = Selector(
-        model_name=selector.model_name,
-        namespace=selector.namespace,
-        model_label="model",
-        namespace_label="namespace",
-    )
-    return (
-        Query(
-            "shiftlight_decisions",
-            increase(SHIFTLIGHT_DECISIONS, ops, rng, ("decision",)),
-            "series",
-            "decisions taken by the operator, by kind",
-        ),
-        Query(
-            "shiftlight_rollout_weight",
-            f"max by (variant) ({series(SHIFTLIGHT_ROLLOUT_WEIGHT, ops)})",
-            "series",
-            "percent of traffic routed to the candidate",
-            unit="percent",
-        ),
-        Query(
-            "shiftlight_trials",
-            increase(SHIFTLIGHT_TRIALS, ops, rng, ("outcome",)),
-            "series",
-            "canary trials run, by outcome",
-        ),
-    )
-
-
-def dashboard_queries(
-    selector: Selector,
-    rng: str,
-    variant_label: str = DEFAULT_VARIANT_LABEL,
-    ttft_bound: str = "$ttft_bound",
-    tpot_bound: str = "$tpot_bound",
-) -> tuple[Query, ...]:
-    """Everything the Grafana dashboard may plot: the observe queries plus views only a human needs."""
-    s, r = selector, rng
-    v = (check_label_name(variant_label),)
-    extra = [
-        Query(
-            f"{name}_{_qname(qq)}",
-            histogram_quantile(qq, metric, s, r),
-            "series",
-            f"{name.replace('_', ' ')} {qq} quantile (coarse 1-2-5 buckets: interpolated inside a bucket)",
-            unit="tokens",
-        )
-        for name, metric in (("prompt_tokens", PROMPT_TOKENS), ("output_tokens", GENERATION_TOKENS))
-        for qq in (0.5, 0.9)
-    ]
-    extra += [
-        Query(
-            "v_arrival_rate",
-            rate(REQUEST_SUCCESS, s, r, v),
-            "series",
-            "finished requests per second per variant",
-            unit="req/s",
-        ),
-        Query(
-            "v_error_ratio",
-            ratio(
-                rate(REQUEST_SUCCESS, s, r, v, (_error_matcher(),)),
-                rate(REQUEST_SUCCESS, s, r, v),
-            ),
-            "series",
-            "share of requests finished with an error/abort per variant",
-        ),
-        Query(
-            "v_ttft_good_ratio",
-            slo_good_ratio(TTFT, s, r, ttft_bound, variant_label),
-            "series",
-            "share of requests with TTFT within the bound (a TTFT bucket boundary)",
-        ),
-        Query(
-            "v_tpot_good_ratio",
-            slo_good_ratio(TPOT, s, r, tpot_bound, variant_label),
-            "series",
-            "share of requests with TPOT within the bound (a TPOT bucket boundary)",
-        ),
-        Query(
-            "preemptions_per_s",
-            rate(PREEMPTIONS, s, r),
-            "series",
-            "preemptions per second",
-        ),
-    ]
-    return observe_queries(s, r, variant_label) + tuple(extra) + shiftlight_queries(s, r)
-
-
-__all__ = [
-    "DEFAULT_VARIANT_LABEL",
-    "E2E_LATENCY",
-    "ERROR_FINISH_REASONS",
-    "GENERATION_TOKENS",
-    "GENERATION_TOKENS_TOTAL",
-    "KV_USAGE",
-    "PREEMPTIONS",
-    "PREFIX_HITS",
-    "PREFIX_QUERIES",
-    "PROMPT_TOKENS",
-    "QUANTILES",
-    "QUERY_TAG",
-    "REQUEST_SUCCESS",
-    "RUNNING",
-    "SHIFTLIGHT_DECISIONS",
-    "SHIFTLIGHT_ROLLOUT_WEIGHT",
-    "SHIFTLIGHT_TRIALS",
-    "SPEC_ACCEPTED",
-    "SPEC_ACCEPTED_PER_POS",
-    "SPEC_DRAFTS",
-    "SPEC_DRAFT_TOKENS",
-    "TPOT",
-    "TTFT",
-    "WAITING",
-    "Kind",
-    "Query",
-    "Selector",
-    "batch",
-    "bucket_increase",
-    "by_clause",
-    "check_label_name",
-    "check_range",
-    "dashboard_queries",
-    "duration",
-    "escape_label_value",
-    "gauge_mean",
-    "histogram_mean",
-    "histogram_quantile",
-    "increase",
-    "observe_queries",
-    "profile_queries",
-    "rate",
-    "ratio",
-    "series",
-    "shape_queries",
-    "shiftlight_queries",
-    "slo_count_queries",
-    "slo_good_ratio",
-    "variant_queries",
-]

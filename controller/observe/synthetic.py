@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.observe import queries as q
+from controller.observe import promql
 
 INF = math.inf
 #: vLLM's 1-2-5 request-token buckets capped at max_model_len 4096, and its latency buckets.
@@ -45,7 +45,7 @@ def _fmt_le(b: float) -> str:
 
 
 def _labels(pairs: Sequence[tuple[str, str]]) -> str:
-    return "{" + ",".join(f'{k}="{q.escape_label_value(v)}"' for k, v in pairs) + "}"
+    return "{" + ",".join(f'{k}="{promql.escape_label_value(v)}"' for k, v in pairs) + "}"
 
 
 @dataclass(frozen=True)
@@ -79,37 +79,37 @@ def _series(t: SyntheticTarget) -> Iterator[tuple[str, Callable[[float, float], 
     def name(metric: str, extra: Sequence[tuple[str, str]] = ()) -> str:
         return metric + _labels([*base, *extra])
 
-    yield name(q.REQUEST_SUCCESS, [("finished_reason", "length")]), lambda n, r: n
-    yield name(q.REQUEST_SUCCESS, [("finished_reason", "error")]), lambda n, r: 0.0
-    yield name(f"{q.E2E_LATENCY}_sum"), lambda n, r: n * t.latency_s
-    yield name(f"{q.E2E_LATENCY}_count"), lambda n, r: n
-    yield name(q.RUNNING), lambda n, r: r * (t.latency_s - 0.05)
-    yield name(q.WAITING), lambda n, r: r * 0.05
-    yield name(q.KV_USAGE), lambda n, r: min(r * t.latency_s * 0.01, 1.0)
+    yield name(promql.REQUEST_SUCCESS, [("finished_reason", "length")]), lambda n, r: n
+    yield name(promql.REQUEST_SUCCESS, [("finished_reason", "error")]), lambda n, r: 0.0
+    yield name(f"{promql.E2E_LATENCY}_sum"), lambda n, r: n * t.latency_s
+    yield name(f"{promql.E2E_LATENCY}_count"), lambda n, r: n
+    yield name(promql.RUNNING), lambda n, r: r * (t.latency_s - 0.05)
+    yield name(promql.WAITING), lambda n, r: r * 0.05
+    yield name(promql.KV_USAGE), lambda n, r: min(r * t.latency_s * 0.01, 1.0)
     for metric, mean, cv, bounds in (
-        (q.PROMPT_TOKENS, t.prompt_mean, t.prompt_cv, TOKEN_BUCKETS),
-        (q.GENERATION_TOKENS, t.output_mean, t.output_cv, TOKEN_BUCKETS),
-        (q.TTFT, t.ttft_s, 1.0, TTFT_BUCKETS),
-        (q.TPOT, t.tpot_s, 0.3, TPOT_BUCKETS),
+        (promql.PROMPT_TOKENS, t.prompt_mean, t.prompt_cv, TOKEN_BUCKETS),
+        (promql.GENERATION_TOKENS, t.output_mean, t.output_cv, TOKEN_BUCKETS),
+        (promql.TTFT, t.ttft_s, 1.0, TTFT_BUCKETS),
+        (promql.TPOT, t.tpot_s, 0.3, TPOT_BUCKETS),
     ):
         for b, share in zip(bounds, lognormal_shares(mean, cv, bounds), strict=True):
             yield name(f"{metric}_bucket", [("le", _fmt_le(b))]), _per_request(share)
         yield name(f"{metric}_sum"), _per_request(mean)
         yield name(f"{metric}_count"), lambda n, r: n
-    yield name(q.GENERATION_TOKENS_TOTAL), lambda n, r: n * t.output_mean
+    yield name(promql.GENERATION_TOKENS_TOTAL), lambda n, r: n * t.output_mean
     steps_per_request = t.output_mean / (1 + t.acceptance * t.spec_k)
-    yield name(q.SPEC_DRAFTS), lambda n, r: n * steps_per_request
-    yield name(q.SPEC_DRAFT_TOKENS), lambda n, r: n * steps_per_request * t.spec_k
-    yield name(q.SPEC_ACCEPTED), lambda n, r: n * steps_per_request * t.spec_k * t.acceptance
+    yield name(promql.SPEC_DRAFTS), lambda n, r: n * steps_per_request
+    yield name(promql.SPEC_DRAFT_TOKENS), lambda n, r: n * steps_per_request * t.spec_k
+    yield name(promql.SPEC_ACCEPTED), lambda n, r: n * steps_per_request * t.spec_k * t.acceptance
     for pos in range(t.spec_k):
         share = t.acceptance ** (pos + 1) * t.spec_k / sum(t.acceptance ** (i + 1) for i in range(t.spec_k))
         yield (
-            name(q.SPEC_ACCEPTED_PER_POS, [("position", str(pos))]),
+            name(promql.SPEC_ACCEPTED_PER_POS, [("position", str(pos))]),
             _per_request(steps_per_request * t.acceptance * share),
         )
-    yield name(q.PREFIX_QUERIES), lambda n, r: n * t.prompt_mean
-    yield name(q.PREFIX_HITS), lambda n, r: n * t.prompt_mean * 0.3
-    yield name(q.PREEMPTIONS), lambda n, r: n * 0.001
+    yield name(promql.PREFIX_QUERIES), lambda n, r: n * t.prompt_mean
+    yield name(promql.PREFIX_HITS), lambda n, r: n * t.prompt_mean * 0.3
+    yield name(promql.PREEMPTIONS), lambda n, r: n * 0.001
 
 
 def _timeline(target: SyntheticTarget, times: Sequence[float], step_s: float) -> tuple[list[float], list[float]]:

@@ -17,7 +17,7 @@ import pytest
 from controller.decide import rollout
 from controller.domain.observation import DataProblem, TargetRef, VariantStats
 from controller.domain.slo import SLO
-from controller.observe import queries as q
+from controller.observe import promql
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.synthetic import TTFT_BUCKETS, SyntheticTarget, write_openmetrics_files
 from tests.support.prometheus_server import PrometheusServer, backfill_openmetrics, start_prometheus
@@ -37,7 +37,7 @@ TARGETS = [
     SyntheticTarget("blind", variant="stable", rate=lambda ts: 4.0),
     SyntheticTarget("blind", variant="candidate", rate=lambda ts: 4.0),
 ]
-BLIND_CANDIDATE_TTFT = (q.TTFT, 'model_name="blind"', 'variant="candidate"')
+BLIND_CANDIDATE_TTFT = (promql.TTFT, 'model_name="blind"', 'variant="candidate"')
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,9 @@ def read(prometheus: PrometheusServer, model: str) -> tuple[VariantStats | None,
     target = TargetRef("prod", model, model)
     obs = source.observe(target, start=END - timedelta(minutes=30), end=END)
     raw = source.query(
-        q.histogram_quantile(0.95, q.TTFT, source.settings.selector(target), "30m", ("variant",)), END, what="p95"
+        promql.histogram_quantile(0.95, promql.TTFT, source.settings.selector(target), "30m", ("variant",)),
+        END,
+        what="p95",
     )
     candidate = obs.variants.get("candidate")
     analysis = rollout.analyse(
@@ -126,17 +128,17 @@ def test_a_p99_slo_reads_each_variants_p99_and_its_top_bucket(prometheus: Promet
         metric: {
             labels["variant"]: value
             for labels, value in source.query(
-                q.histogram_quantile(0.99, metric, selector, "30m", ("variant",)), END, what="p99"
+                promql.histogram_quantile(0.99, metric, selector, "30m", ("variant",)), END, what="p99"
             )
         }
-        for metric in (q.TTFT, q.TPOT)
+        for metric in (promql.TTFT, promql.TPOT)
     }
     stable, candidate = obs.variants["stable"], obs.variants["candidate"]
     assert stable.ttft_slo_percentile == 99 and stable.tpot_slo_percentile == 99
-    assert stable.ttft_slo_s == pytest.approx(raw[q.TTFT]["stable"])
-    assert stable.tpot_slo_s == pytest.approx(raw[q.TPOT]["stable"])
-    assert candidate.tpot_slo_s == pytest.approx(raw[q.TPOT]["candidate"])
-    assert raw[q.TTFT]["candidate"] == TOP_FINITE_BUCKET
+    assert stable.ttft_slo_s == pytest.approx(raw[promql.TTFT]["stable"])
+    assert stable.tpot_slo_s == pytest.approx(raw[promql.TPOT]["stable"])
+    assert candidate.tpot_slo_s == pytest.approx(raw[promql.TPOT]["candidate"])
+    assert raw[promql.TTFT]["candidate"] == TOP_FINITE_BUCKET
     assert candidate.ttft_slo_s is None
     assert candidate.problem("ttft_slo") == DataProblem(signal="ttft_slo", kind="beyond-top-bucket")
     analysis = rollout.analyse(

@@ -18,11 +18,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from controller.decide.slo_signal import BurnRule, SloSignalState, WindowCounts, assess
+
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
 from controller.errors import MetricsUnavailable
+from controller.observe import promql
 from controller.observe import queries as q
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.report import TrafficReport
@@ -218,7 +219,7 @@ def test_query_count_per_cycle(world: World) -> None:
     for _ in range(3):
         source.report(CHAT, start=world.start, end=world.end)
     assert source.queries_total == 3
-    assert q.QUERY_TAG in q.batch(q.observe_queries(q.Selector(model_name="m"), "60s"))
+    assert promql.QUERY_TAG in promql.batch(q.observe_queries(promql.Selector(model_name="m"), "60s"))
 
 
 def test_one_query_for_the_whole_fleet_matches_per_target_reports(world: World) -> None:

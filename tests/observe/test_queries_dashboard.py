@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from controller.observe import dashboard
+from controller.observe import dashboard, promql
 from controller.observe import queries as q
+from controller.observe.dashboard_queries import dashboard_queries
 
 
 @pytest.mark.parametrize(
@@ -23,37 +24,37 @@ from controller.observe import queries as q
     ],
 )
 def test_label_values_are_escaped(raw: str, escaped: str) -> None:
-    assert q.escape_label_value(raw) == escaped
-    assert q.Selector(model_name=raw).matchers() == '{model_name="' + escaped + '"}'
+    assert promql.escape_label_value(raw) == escaped
+    assert promql.Selector(model_name=raw).matchers() == '{model_name="' + escaped + '"}'
 
 
 @pytest.mark.parametrize("bad", ["", "1abc", "a-b", 'a"', "a b", "x}"])
 def test_label_names_are_checked(bad: str) -> None:
     with pytest.raises(ValueError, match="label name"):
-        q.Selector(model_name="m", labels=((bad, "v"),))
+        promql.Selector(model_name="m", labels=((bad, "v"),))
 
 
 @pytest.mark.parametrize("bad", ["5", "5m]", "5m) or vector(1", "$__x]"])
 def test_ranges_are_checked(bad: str) -> None:
     with pytest.raises(ValueError, match="range"):
-        q.rate(q.REQUEST_SUCCESS, q.Selector(model_name="m"), bad)
+        promql.rate(promql.REQUEST_SUCCESS, promql.Selector(model_name="m"), bad)
 
 
 def test_selector_carries_namespace_and_deployment_labels_sorted() -> None:
-    sel = q.Selector.of("llama", "prod", {"team": "a", "app": "chat"})
+    sel = promql.Selector.of("llama", "prod", {"team": "a", "app": "chat"})
     assert sel.matchers() == '{model_name="llama",namespace="prod",app="chat",team="a"}'
 
 
 def test_batch_tags_every_query_once() -> None:
-    queries = q.observe_queries(q.Selector(model_name="m"), "300s")
-    text = q.batch(queries)
+    queries = q.observe_queries(promql.Selector(model_name="m"), "300s")
+    text = promql.batch(queries)
     assert text.count("label_replace(") == len(queries)
-    assert all(f'"{q.QUERY_TAG}", "{x.name}"' in text for x in queries)
+    assert all(f'"{promql.QUERY_TAG}", "{x.name}"' in text for x in queries)
     assert len({x.name for x in queries}) == len(queries)
 
 
 def test_tpot_comes_from_per_request_histogram_not_itl() -> None:
-    exprs = " ".join(x.expr for x in q.dashboard_queries(q.Selector(model_name="m"), "5m"))
+    exprs = " ".join(x.expr for x in dashboard_queries(promql.Selector(model_name="m"), "5m"))
     assert "request_time_per_output_token_seconds" in exprs
     assert "inter_token_latency" not in exprs
 
@@ -64,7 +65,7 @@ def test_committed_dashboard_equals_fresh_generation() -> None:
 
 
 def test_every_panel_expr_comes_from_queries_module() -> None:
-    allowed = {x.expr for x in q.dashboard_queries(dashboard.SELECTOR, dashboard.RANGE)}
+    allowed = {x.expr for x in dashboard_queries(dashboard.SELECTOR, dashboard.RANGE)}
     board = json.loads(dashboard.OUTPUT.read_text())
     targets = [t for p in board["panels"] if p["type"] != "row" for t in p["targets"]]
     assert len(targets) >= 30
@@ -78,7 +79,7 @@ def test_every_panel_expr_comes_from_queries_module() -> None:
 
 def test_docs_list_every_query() -> None:
     docs = (dashboard.OUTPUT.parents[2] / "docs" / "observe.md").read_text()
-    sel = q.Selector(model_name="$model", namespace="$namespace")
-    everything = q.dashboard_queries(sel, "$range") + q.profile_queries(sel, "$step")
+    sel = promql.Selector(model_name="$model", namespace="$namespace")
+    everything = dashboard_queries(sel, "$range") + q.profile_queries(sel, "$step")
     missing = [x.name for x in everything if f"`{x.name}`" not in docs or x.expr not in docs]
     assert not missing

@@ -14,6 +14,7 @@ import pytest
 from controller.decide import rollout
 from controller.domain.observation import DataProblem, DataProblemKind, TargetRef, VariantStats
 from controller.domain.slo import SLO
+from controller.observe import promql
 from controller.observe import queries as q
 from controller.observe.histograms import Buckets
 from controller.observe.prometheus_answer import AnswerReader, Sample, tagged
@@ -37,11 +38,11 @@ def answer(variants: dict[str, dict[str, float]]) -> list[Sample]:
     out: list[Sample] = []
     for variant, values in variants.items():
         for name, value in values.items():
-            out.append(({q.QUERY_TAG: name, "variant": variant}, value))
+            out.append(({promql.QUERY_TAG: name, "variant": variant}, value))
         for le, count in zip(BOUNDS, TPOT_BUCKETS[variant], strict=True):
-            out.append(({q.QUERY_TAG: "v_tpot_buckets", "variant": variant, "le": str(le)}, float(count)))
+            out.append(({promql.QUERY_TAG: "v_tpot_buckets", "variant": variant, "le": str(le)}, float(count)))
         for le, count in zip(TTFT_BOUNDS, TTFT_BUCKETS, strict=True):
-            out.append(({q.QUERY_TAG: "v_ttft_buckets", "variant": variant, "le": str(le)}, float(count)))
+            out.append(({promql.QUERY_TAG: "v_ttft_buckets", "variant": variant, "le": str(le)}, float(count)))
     return out
 
 
@@ -126,7 +127,7 @@ def test_a_nan_or_absent_p99_is_a_data_problem(value: float | None, kind: DataPr
         samples = [
             (labels, v)
             for labels, v in samples
-            if not (labels[q.QUERY_TAG] == "v_tpot_p99" and labels["variant"] == "candidate")
+            if not (labels[promql.QUERY_TAG] == "v_tpot_p99" and labels["variant"] == "candidate")
         ]
     candidate = read(samples, P99)["candidate"]
     assert candidate.tpot_slo_s is None
