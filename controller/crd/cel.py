@@ -7,12 +7,18 @@ from pydantic import (
     BaseModel,
 )
 
-from controller.crd.resources import (
+from controller.crd.config_rollout import (
     ConfigRolloutSpec,
+)
+from controller.crd.shared import (
+    Toleration,
+)
+from controller.crd.trial import (
+    TrialSpec,
+)
+from controller.crd.tuned_service import (
     PolicyRef,
     ReplicaBounds,
-    Toleration,
-    TrialSpec,
     TunedServiceSpec,
     WorkloadRef,
 )

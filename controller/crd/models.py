@@ -1,9 +1,10 @@
 """Pydantic models of Shiftlight's custom resources (group ``shiftlight.dev``, version ``v1alpha1``).
 
 These models are the single source of the CRD schemas (``controller.crd.schema`` generates the
-OpenAPI v3 from them) and the boundary where CR bodies are validated. The models live in
-:mod:`controller.crd.resources`, their CEL rules in :mod:`controller.crd.cel`, parsing and rendering in
-:mod:`controller.crd.wire`; this module re-exports them all.
+OpenAPI v3 from them) and the boundary where CR bodies are validated. The models live in one module per resource,
+:mod:`controller.crd.tuned_service`, :mod:`controller.crd.trial` and :mod:`controller.crd.config_rollout` (what they
+share in :mod:`controller.crd.shared`), their CEL rules in :mod:`controller.crd.cel`, parsing and rendering in
+:mod:`controller.crd.wire`; this module gathers them all.
 
 Wire form (what ``kubectl`` shows):
 
@@ -21,11 +22,16 @@ Wire form (what ``kubectl`` shows):
 """
 
 from controller.crd.cel import CEL_RULES
-from controller.crd.resources import (
+from controller.crd.config_rollout import (
+    ConfigRolloutSpec,
+    ConfigRolloutStatus,
+    RolloutHistoryEntry,
+    RolloutPhase,
+)
+from controller.crd.shared import (
     API_VERSION,
     DNS_SUBDOMAIN,
     GROUP,
-    K8S_STATUS_KEYS,
     KIND_CONFIG_ROLLOUT,
     KIND_TRIAL,
     KIND_TUNED_SERVICE,
@@ -34,31 +40,32 @@ from controller.crd.resources import (
     PLURAL_TUNED_SERVICE,
     PRESET_NAME,
     VERSION,
-    ApprovalMode,
-    CanaryPool,
     Condition,
     ConfigMapKeyRef,
-    ConfigRolloutSpec,
-    ConfigRolloutStatus,
-    ModelSpec,
-    NotificationSettings,
     ObjectName,
-    PolicyRef,
-    ReplicaBounds,
-    RolloutHistoryEntry,
-    RolloutPhase,
     SecretKeyRef,
-    SlackSettings,
-    StatusSummary,
     Toleration,
+    WireModel,
+)
+from controller.crd.trial import (
     TrialBudgetSpec,
     TrialPhase,
     TrialProgress,
     TrialSpec,
     TrialStatus,
+)
+from controller.crd.tuned_service import (
+    K8S_STATUS_KEYS,
+    ApprovalMode,
+    CanaryPool,
+    ModelSpec,
+    NotificationSettings,
+    PolicyRef,
+    ReplicaBounds,
+    SlackSettings,
+    StatusSummary,
     TunedServiceSpec,
     TunedServiceStatus,
-    WireModel,
     WorkloadRef,
 )
 from controller.crd.wire import (

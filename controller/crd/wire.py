@@ -14,19 +14,25 @@ from pydantic import (
     ValidationError,
 )
 
-from controller.crd.resources import (
+from controller.crd.config_rollout import (
+    ConfigRolloutSpec,
+    ConfigRolloutStatus,
+)
+from controller.crd.shared import (
     DNS_SUBDOMAIN,
-    K8S_STATUS_KEYS,
     KIND_CONFIG_ROLLOUT,
     KIND_TRIAL,
     KIND_TUNED_SERVICE,
     PRESET_NAME,
     Condition,
-    ConfigRolloutSpec,
-    ConfigRolloutStatus,
-    StatusSummary,
+)
+from controller.crd.trial import (
     TrialSpec,
     TrialStatus,
+)
+from controller.crd.tuned_service import (
+    K8S_STATUS_KEYS,
+    StatusSummary,
     TunedServiceSpec,
 )
 from controller.domain.status import RolloutState, TargetStatus
