@@ -52,7 +52,7 @@ from controller.calibrate.fit import (  # noqa: E402
     fit_calibration,
     split_half,
 )
-from controller.calibrate.gpu_probe import layer_ops_bytes_per_token, layer_ops_kernels  # noqa: E402
+from controller.calibrate.gpu_probe_layer import layer_ops_bytes_per_token, layer_ops_kernels  # noqa: E402
 from controller.calibrate.profile import Calibration, load_calibration  # noqa: E402
 from controller.domain.config import EngineConfig  # noqa: E402
 from controller.domain.slo import SLO  # noqa: E402

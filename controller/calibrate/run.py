@@ -17,8 +17,10 @@ from controller.errors import InvalidInput
 from controller.simulator.profiles import load_gpu, load_model
 
 PROBE = Path(__file__).with_name("gpu_probe.py")
-#: The probe's end-to-end stack, which it imports from its own folder.
-PROBE_E2E = Path(__file__).with_name("gpu_probe_e2e.py")
+#: The scripts the probe loads from its own folder: its kernel sweeps, one layer's parts and the end-to-end stack.
+PROBE_SIBLINGS = tuple(
+    Path(__file__).with_name(name) for name in ("gpu_probe_sweeps.py", "gpu_probe_layer.py", "gpu_probe_e2e.py")
+)
 
 
 def parse_latents(items: Sequence[str]) -> dict[str, int]:
@@ -72,7 +74,7 @@ def prepare_probe(folder: Path, dense_model: str, other_models: Sequence[str], m
     )
     path = folder / "shapes.json"
     path.write_text(json.dumps(shapes, indent=1))
-    for script in (PROBE, PROBE_E2E):
+    for script in (PROBE, *PROBE_SIBLINGS):
         (folder / script.name).write_text(script.read_text())
     return path
 

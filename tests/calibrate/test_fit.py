@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from controller.calibrate.fit import (
+from controller.calibrate.family_fits import (
     best_attention,
     curve,
     fit_attention,
@@ -17,8 +17,8 @@ from controller.calibrate.fit import (
     gemm_bytes,
     gemm_flops,
     line_fit,
-    split_half,
 )
+from controller.calibrate.fit import split_half
 from controller.calibrate.profile import Curve
 from controller.simulator.profiles import load_gpu
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from controller.calibrate.fit import (
+from controller.calibrate.family_fits import (
     STREAMING_TOKENS,
     chain_matrices,
     chain_parts,
-    errors_by_family,
     fit_gemm_chain,
     fit_layer_ops,
     predict_gemm_chain,
     predict_layer_ops,
-    split_half,
 )
-from controller.calibrate.gpu_probe import layer_ops_bytes_per_token, layer_ops_kernels
+from controller.calibrate.fit import errors_by_family, split_half
+from controller.calibrate.gpu_probe_layer import layer_ops_bytes_per_token, layer_ops_kernels
 from controller.calibrate.profile import Curve, WeightGemm
 from controller.simulator.profiles import load_gpu
 

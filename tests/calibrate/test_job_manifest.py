@@ -39,6 +39,8 @@ def test_the_prepare_step_writes_what_the_probe_step_reads(tmp_path: Path) -> No
     assert result.exit_code == 0, result.output
     assert (tmp_path / "shapes.json").is_file()
     assert (tmp_path / "gpu_probe.py").is_file()
+    assert (tmp_path / "gpu_probe_sweeps.py").is_file()  # the probe loads its sweeps from its own folder
+    assert (tmp_path / "gpu_probe_layer.py").is_file()
     assert (tmp_path / "gpu_probe_e2e.py").is_file()  # the probe step runs with --e2e
 
 

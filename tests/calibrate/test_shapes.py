@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.calibrate import gpu_probe
+from controller.calibrate import gpu_probe, gpu_probe_sweeps
 from controller.calibrate.shapes import (
     dense_intermediate,
     dense_matrices,
@@ -63,10 +63,10 @@ def test_rotations_cover_more_than_the_l2_cache(bytes_per_set: float, want: int)
     [(1, 22, 1), (16, 258, 2), (8192, 512, 352)],
 )
 def test_moe_batch_follows_uniform_routing(tokens: int, touched: int, per_expert: int) -> None:
-    assert gpu_probe.moe_batch(tokens, 512, 22) == (touched, per_expert)
+    assert gpu_probe_sweeps.moe_batch(tokens, 512, 22) == (touched, per_expert)
 
 
-@pytest.mark.parametrize("script", ["gpu_probe.py", "gpu_probe_e2e.py"])
+@pytest.mark.parametrize("script", ["gpu_probe.py", "gpu_probe_sweeps.py", "gpu_probe_layer.py", "gpu_probe_e2e.py"])
 def test_the_probe_script_needs_no_operator_dependencies(script: str) -> None:
     source = Path(gpu_probe.__file__).with_name(script).read_text()
     imports = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
