@@ -17,105 +17,37 @@ and every occurrence is replaced. A command that is a shell string (``sh -c "vll
 and is refused with :class:`~controller.errors.InvalidInput` naming the container and the tuned flag it sets.
 
 The tuned flags are exactly those :meth:`EngineConfig.vllm_args` renders (the single renderer), plus
-``OMP_NUM_THREADS`` in the env.
+``OMP_NUM_THREADS`` in the env; how vLLM's parser reads them is :mod:`controller.domain.vllm_flags`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
 from pydantic import ValidationError
 
 from controller.domain.config import EXPLICIT_DEFAULT_FLAGS, EngineConfig
+from controller.domain.vllm_flags import (
+    FlagUse,
+    cli_flag_uses,
+    config_file_args,
+    knobs_of,
+    option_key,
+    option_value,
+    tuned_flag,
+    values_after,
+)
 from controller.errors import InvalidInput
 
 Form = Literal["vllm-serve", "api-server", "entrypoint"]
 
-#: Tuned flag -> kind. ``bool``: a store-true flag that has a ``--no-`` form; ``value``: takes one value.
-TUNED_FLAGS: dict[str, Literal["bool", "value"]] = {
-    "--speculative-config": "value",
-    "--async-scheduling": "bool",
-    "--mamba-ssm-cache-dtype": "value",
-    "--enable-mamba-cache-stochastic-rounding": "bool",
-    "--mamba-cache-philox-rounds": "value",
-    "--mamba-backend": "value",
-    "--max-num-seqs": "value",
-    "--max-num-batched-tokens": "value",
-    "--kv-cache-dtype": "value",
-    "--enable-prefix-caching": "bool",
-    "--max-cudagraph-capture-size": "value",
-    "--gpu-memory-utilization": "value",
-    "--tensor-parallel-size": "value",
-}
-
-#: Shortest abbreviation vLLM's parser (argparse, ``allow_abbrev=True``) accepts for each tuned flag: the shortest
-#: prefix no other option of ``vllm serve`` 0.32 shares. ``--kv-cache-dtype`` has none (another option extends it).
-_MIN_ABBREV: dict[str, str] = {
-    "--speculative-config": "--specu",
-    "--async-scheduling": "--as",
-    "--no-async-scheduling": "--no-as",
-    "--mamba-ssm-cache-dtype": "--mamba-ssm",
-    "--enable-mamba-cache-stochastic-rounding": "--enable-mamba-c",
-    "--no-enable-mamba-cache-stochastic-rounding": "--no-enable-mamba-c",
-    "--mamba-cache-philox-rounds": "--mamba-cache-p",
-    "--mamba-backend": "--mamba-ba",
-    "--max-num-seqs": "--max-num-se",
-    "--max-num-batched-tokens": "--max-num-b",
-    "--enable-prefix-caching": "--enable-pre",
-    "--no-enable-prefix-caching": "--no-enable-pre",
-    "--max-cudagraph-capture-size": "--max-cu",
-    "--gpu-memory-utilization": "--gp",
-    "--tensor-parallel-size": "--te",
-}
-
-_ALIASES = {"-tp": "--tensor-parallel-size", "-sc": "--speculative-config"}
-
 OMP_ENV = "OMP_NUM_THREADS"
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
-_SPEC_KEYS = frozenset({"method", "num_speculative_tokens", "prompt_lookup_max", "prompt_lookup_min"})
-
-
-def _key(token: str) -> str:
-    """The option name of a token as vLLM reads it: underscores before the first ``.`` become dashes."""
-    name = token.split("=", 1)[0]
-    head, dot, tail = name.partition(".")
-    return head.replace("_", "-") + dot + tail
-
-
-def tuned_flag(token: str) -> tuple[str, bool] | None:
-    """``(canonical tuned flag, negated)`` when ``token`` names a tuned flag, else None."""
-    if not token.startswith("-"):
-        return None
-    name = _key(token)
-    if name in _ALIASES:
-        return _ALIASES[name], False
-    if not name.startswith("--") or "." in name:
-        return None
-    for full, shortest in _MIN_ABBREV.items():
-        if full.startswith(name) and len(name) >= len(shortest):
-            negated = full.startswith("--no-")
-            return (("--" + full[5:]) if negated else full), negated
-    if name == "--kv-cache-dtype":
-        return name, False
-    return None
-
-
-@dataclass(frozen=True)
-class FlagUse:
-    """Where one tuned flag is set: ``source`` is ``command``, ``args``, ``config`` (the ``--config`` file) or
-    ``env``; ``positions`` index the joined argv (the flag's tokens), empty for the config file and env."""
-
-    flag: str
-    source: str
-    positions: tuple[int, ...]
-    value: str | None
 
 
 @dataclass(frozen=True)
@@ -140,28 +72,6 @@ class VllmInvocation:
 
     def source_of(self, position: int) -> str:
         return "command" if position < self.command_len else "args"
-
-
-def _values_after(argv: Sequence[str], i: int) -> list[str]:
-    out: list[str] = []
-    for tok in argv[i + 1 :]:
-        if tok.startswith("-"):
-            break
-        out.append(tok)
-    return out
-
-
-def _option_value(argv: Sequence[str], names: set[str]) -> tuple[int, str] | None:
-    """Last ``--name value`` / ``--name=value`` of an option (exact names)."""
-    found: tuple[int, str] | None = None
-    for i, tok in enumerate(argv):
-        key = _key(tok)
-        if key in names:
-            if "=" in tok:
-                found = (i, tok.split("=", 1)[1])
-            elif i + 1 < len(argv):
-                found = (i, argv[i + 1])
-    return found
 
 
 def _shell_flags(text: str) -> list[str]:
@@ -203,103 +113,6 @@ def _form(argv: Sequence[str], has_command: bool, where: str) -> tuple[Form, int
     )
 
 
-def _cli_flags(argv: Sequence[str], start: int) -> list[tuple[FlagUse, bool]]:
-    uses: list[tuple[FlagUse, bool]] = []
-    i = start
-    while i < len(argv):
-        tok = argv[i]
-        hit = tuned_flag(tok)
-        if hit is None:
-            i += 1
-            continue
-        flag, negated = hit
-        if TUNED_FLAGS[flag] == "bool":
-            uses.append((FlagUse(flag, "", (i,), None), negated))
-            i += 1
-        elif "=" in tok:
-            uses.append((FlagUse(flag, "", (i,), tok.split("=", 1)[1]), False))
-            i += 1
-        else:
-            value = argv[i + 1] if i + 1 < len(argv) else None
-            uses.append((FlagUse(flag, "", (i, i + 1) if value is not None else (i,), value), False))
-            i += 2
-    return uses
-
-
-def _config_file_args(text: str, path: str, where: str) -> list[str]:
-    """The flags a ``--config`` YAML file stands for, as vLLM's ``load_config_file`` expands them."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidInput(f"config file is not YAML: {exc}", source=f"{where} {path}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise InvalidInput("config file must be a YAML mapping of flag names", source=f"{where} {path}")
-    out: list[str] = []
-    for key, value in data.items():
-        flag = f"--{key}"
-        if isinstance(value, bool):
-            hit = tuned_flag(flag)
-            if value:
-                out.append(flag)
-            elif hit is not None and TUNED_FLAGS[hit[0]] == "bool":  # vLLM: "--no-KEY" where that option exists
-                out.append(f"--no-{key}")
-        elif isinstance(value, list):
-            if value:
-                out += [flag, *(str(v) for v in value)]
-        elif isinstance(value, dict):
-            out += [flag, json.dumps(value)]
-        else:
-            out += [flag, str(value)]
-    return out
-
-
-def _knobs(uses: Sequence[tuple[FlagUse, bool]], where: str) -> dict[str, Any]:
-    knobs: dict[str, Any] = {}
-    for use, negated in uses:  # in order: the last occurrence wins, as in argparse
-        flag, value = use.flag, use.value
-        field_ = flag
-        if TUNED_FLAGS[flag] == "bool":
-            name = flag[2:].replace("-", "_")
-            name = {"enable_mamba_cache_stochastic_rounding": "mamba_cache_stochastic_rounding"}.get(name, name)
-            knobs[name] = not negated
-            continue
-        if value is None:
-            raise InvalidInput(f"{flag} has no value", source=where, field=field_)
-        if flag == "--speculative-config":
-            try:
-                spec = json.loads(value)
-            except ValueError:
-                raise InvalidInput(f"{flag} is not JSON: {value!r}", source=where, field=field_) from None
-            if not isinstance(spec, dict):
-                raise InvalidInput(f"{flag} must be a JSON object", source=where, field=field_)
-            extra = sorted(set(spec) - _SPEC_KEYS)
-            if extra:
-                raise InvalidInput(
-                    f"{flag} sets {', '.join(extra)}, which Shiftlight does not tune; it would be lost on rewrite",
-                    source=where,
-                    field=f"{field_}.{extra[0]}",
-                )
-            for k in ("num_speculative_tokens", "prompt_lookup_max"):
-                knobs.pop(k, None)
-            knobs["speculative_method"] = spec.get("method", "none")
-            if "num_speculative_tokens" in spec:
-                knobs["num_speculative_tokens"] = spec["num_speculative_tokens"]
-            if "prompt_lookup_max" in spec:
-                knobs["prompt_lookup_max"] = spec["prompt_lookup_max"]
-                expected = min(int(spec["prompt_lookup_max"]), 2)
-                if spec.get("prompt_lookup_min", expected) != expected:
-                    raise InvalidInput(
-                        f"{flag} prompt_lookup_min must be min(prompt_lookup_max, 2) = {expected}",
-                        source=where,
-                        field=f"{field_}.prompt_lookup_min",
-                    )
-            continue
-        knobs[flag[2:].replace("-", "_")] = value
-    return knobs
-
-
 def parse_invocation(
     command: Sequence[str] | None,
     args: Sequence[str] | None,
@@ -317,7 +130,7 @@ def parse_invocation(
     file_uses: list[tuple[FlagUse, bool]] = []
     file_args: list[str] = []
     for i, tok in enumerate(argv[start:], start):
-        if _key(tok) == "--config" and "=" in tok:
+        if option_key(tok) == "--config" and "=" in tok:
             raise InvalidInput(
                 "vLLM only reads a config file given as '--config FILE' (two items)", source=where, field="--config"
             )
@@ -336,15 +149,15 @@ def parse_invocation(
                 source=where,
                 field="--config",
             )
-        file_args = _config_file_args(text, config_file, where)
-        file_uses = [(FlagUse(u.flag, "config", (), u.value), neg) for u, neg in _cli_flags(file_args, 0)]
+        file_args = config_file_args(text, config_file, where)
+        file_uses = [(FlagUse(u.flag, "config", (), u.value), neg) for u, neg in cli_flag_uses(file_args, 0)]
     cli = [(FlagUse(u.flag, "command" if u.positions[0] < len(cmd) else "args", u.positions, u.value), neg)
-           for u, neg in _cli_flags(argv, start)]  # fmt: skip
+           for u, neg in cli_flag_uses(argv, start)]  # fmt: skip
     env = dict(env or {})
     # vLLM inserts the config file's flags before the command line's: the command line wins
     # (vllm/utils/argparse_utils.py, FlexibleArgumentParser._pull_args_from_config: "maintaining this order will
     # enforce the precedence of cli > config > defaults").
-    knobs = _knobs([*file_uses, *cli], where)
+    knobs = knobs_of([*file_uses, *cli], where)
     if OMP_ENV in env:
         knobs["omp_num_threads"] = env[OMP_ENV]
     try:
@@ -359,14 +172,14 @@ def parse_invocation(
     model: str | None = None
     if form in ("vllm-serve", "entrypoint") and start < len(argv) and not argv[start].startswith("-"):
         model = argv[start]
-    if model is None and (hit := _option_value(joined, {"--model"})):
+    if model is None and (hit := option_value(joined, {"--model"})):
         model = hit[1]
     served: str | None = None
     for i, tok in enumerate(joined):
-        if _key(tok) == "--served-model-name":
-            names = [tok.split("=", 1)[1]] if "=" in tok else _values_after(joined, i)
+        if option_key(tok) == "--served-model-name":
+            names = [tok.split("=", 1)[1]] if "=" in tok else values_after(joined, i)
             served = names[0] if names else served
-    port_hit = _option_value(joined, {"--port"})
+    port_hit = option_value(joined, {"--port"})
     try:
         port = int(port_hit[1]) if port_hit else 8000
     except ValueError:
@@ -426,4 +239,4 @@ def render_invocation(
     return command, args
 
 
-__all__ = ["TUNED_FLAGS", "FlagUse", "VllmInvocation", "parse_invocation", "render_invocation", "tuned_flag"]
+__all__ = ["OMP_ENV", "VllmInvocation", "parse_invocation", "render_invocation"]
