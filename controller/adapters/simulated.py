@@ -20,7 +20,9 @@ from controller.domain.profile import TrafficProfile
 from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.errors import MetricsUnavailable
-from controller.simulator.fleet import VARIANTS, FleetTick, SimulatedFleet, mixture_quantile
+from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.fleet_records import VARIANTS, FleetTick
+from controller.simulator.percentiles import mixture_quantile
 from controller.simulator.traffic import DiurnalTraffic, mix_shapes
 
 __all__ = ["SimulatedCluster", "SimulatedMetrics", "SimulatedRouter"]

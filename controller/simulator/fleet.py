@@ -28,78 +28,25 @@ Fault injection (:class:`Faults`, at ``fleet.faults``): latency multiplier and e
 fault (``outage``, ``nan``, ``empty``) the metrics adapter acts on, and a traffic spike factor.
 
 Every random draw derives from ``(seed, tick time, variant)``: the same calls with the same seed give the same
-ticks. The records live in :mod:`controller.simulator.fleet_records`, the percentile distributions in
-:mod:`controller.simulator.percentiles`; both are importable from here too.
+ticks. One variant's tick is :func:`controller.simulator.fleet_tick.variant_tick`; the records live in
+:mod:`controller.simulator.fleet_records`, the percentile distributions in :mod:`controller.simulator.percentiles`,
+the performance model's estimates and their cache in :mod:`controller.simulator.fleet_estimates`.
 """
 
 from __future__ import annotations
 
 import bisect
-import math
-from collections import OrderedDict
 from datetime import datetime, timedelta
-from typing import Protocol
-
-import numpy as np
 
 from controller.clock import FakeClock
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.domain.trial import Percentiles, SpecDecodeStats
+from controller.domain.traffic import TrafficShape
 from controller.errors import InvalidInput, NotFound
-from controller.simulator.fleet_records import (
-    VARIANTS,
-    Faults,
-    FleetTick,
-    MetricsFault,
-    VariantState,
-    VariantTick,
-    totals,
-)
-from controller.simulator.percentiles import fraction_within, mixture_quantile, scaled
+from controller.simulator.fleet_estimates import Estimate, EstimateCache, Estimator, default_estimator
+from controller.simulator.fleet_records import VARIANTS, Faults, FleetTick, VariantState, VariantTick, totals
+from controller.simulator.fleet_tick import variant_tick
 from controller.simulator.traffic import DiurnalTraffic
-
-__all__ = [
-    "VARIANTS",
-    "Estimate",
-    "Estimator",
-    "Faults",
-    "FleetTick",
-    "MetricsFault",
-    "SimulatedFleet",
-    "VariantState",
-    "VariantTick",
-    "fraction_within",
-    "mixture_quantile",
-    "totals",
-]
-
-
-# ----- what the fleet needs from a performance model ---------------------------------------------------------------
-class Estimate(Protocol):
-    """Steady state of one replica under one shape (:class:`controller.simulator.perf.PerfEstimate`)."""
-
-    @property
-    def feasible(self) -> bool: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def output_tokens_per_s(self) -> float: ...
-    @property
-    def request_throughput(self) -> float: ...
-    @property
-    def ttft_s(self) -> Percentiles | None: ...
-    @property
-    def tpot_s(self) -> Percentiles | None: ...
-    @property
-    def e2e_s(self) -> Percentiles | None: ...
-    @property
-    def spec(self) -> SpecDecodeStats | None: ...
-
-
-class Estimator(Protocol):
-    def estimate(self, config: EngineConfig, shape: TrafficShape) -> Estimate: ...
 
 
 # ----- the fleet ---------------------------------------------------------------------------------------------------
@@ -134,11 +81,11 @@ class SimulatedFleet:
         self.cold_start_s = float(cold_start_s)
         self.tick_s = float(tick_s)
         self.faults = Faults()
-        self.perf: Estimator = perf if perf is not None else _default_perf(model, gpu)
+        self.perf: Estimator = perf if perf is not None else default_estimator(model, gpu)
         self.ticks: list[FleetTick] = []
         self._weight = 0
         self._cursor = clock.now()
-        self._cache: OrderedDict[tuple[object, ...], Estimate] = OrderedDict()
+        self._estimates = EstimateCache()
         now = clock.now()
         self._variants: dict[str, VariantState] = {
             "stable": VariantState("stable", stable_config, [now] * _replicas(stable_replicas), now)
@@ -266,123 +213,27 @@ class SimulatedFleet:
             share = shares[name]
             if state is None and share <= 0:
                 continue
-            records[name] = self._variant_tick(name, index, state, share, round(share * 100), shape, start, dt)
+            records[name] = variant_tick(
+                name,
+                index,
+                state,
+                share,
+                round(share * 100),
+                shape,
+                start,
+                dt,
+                seed=self.seed,
+                faults=self.faults,
+                slo=self.slo,
+                estimate=self._estimate,
+            )
         return FleetTick(start, end, shape, weight, records)
 
-    def _variant_tick(
-        self,
-        name: str,
-        index: int,
-        state: VariantState | None,
-        share: float,
-        weight: int,
-        shape: TrafficShape,
-        start: datetime,
-        dt: float,
-    ) -> VariantTick:
-        rng = np.random.default_rng([self.seed % 2**63, int(start.timestamp() * 1000) % 2**63, index])
-        rate = shape.arrival_rate_rps * share
-        conc = shape.concurrency * share
-        requests = int(rng.poisson(rate * dt)) if rate > 0 else 0
-        replicas = state.replicas if state is not None else 0
-        tp = state.config.tensor_parallel_size if state is not None else 1
-        gpu_seconds = replicas * tp * dt
-        ready = state.ready(start) if state is not None else 0
-        vshape = shape.model_copy(update={"arrival_rate_rps": rate, "concurrency": conc}) if share > 0 else None
-
-        def failed(note: str) -> VariantTick:
-            return VariantTick(
-                variant=name,
-                config=state.config if state is not None else None,
-                replicas=replicas,
-                ready_replicas=ready,
-                weight=weight,
-                requests=requests,
-                errors=requests,
-                good_requests=0,
-                output_tokens=0.0,
-                prompt_tokens=0.0,
-                ttft_s=None,
-                tpot_s=None,
-                e2e_s=None,
-                spec_acceptance=None,
-                gpu_seconds=gpu_seconds,
-                shape=vshape,
-                capacity_tokens_per_s=0.0,
-                note=note,
-            )
-
-        if state is None:
-            return failed("not deployed")
-        if ready == 0:
-            return failed("cold start" if replicas else "no replicas")
-        if share <= 0 or rate <= 0:
-            return failed("no traffic")  # requests == 0, so nothing fails
-        per_replica = shape.model_copy(update={"arrival_rate_rps": rate / ready, "concurrency": conc / ready})
-        est = self._estimate(state.config, per_replica)
-        if not est.feasible or est.ttft_s is None or est.tpot_s is None:
-            return failed(f"infeasible: {est.reason}" if est.reason else "infeasible")
-        latency = self.faults.latency_multiplier.get(name, 1.0)
-        ttft, tpot, e2e = scaled(est.ttft_s, latency), scaled(est.tpot_s, latency), scaled(est.e2e_s, latency)
-        assert ttft is not None and tpot is not None
-        capacity_rps = est.request_throughput * ready
-        served_share = min(1.0, capacity_rps / rate) if rate > 0 else 1.0
-        saturated = int(rng.binomial(requests, 1.0 - served_share)) if served_share < 1.0 else 0
-        served = requests - saturated
-        injected = self.faults.error_rate.get(name, 0.0)
-        injected_errors = int(rng.binomial(served, min(max(injected, 0.0), 1.0))) if injected > 0 else 0
-        ok = served - injected_errors
-        p_good = fraction_within(ttft, self.slo.ttft_seconds) * fraction_within(tpot, self.slo.tpot_seconds)
-        good = int(rng.binomial(ok, p_good)) if ok else 0
-        notes = []
-        if saturated:
-            notes.append(f"saturated: capacity {capacity_rps:.2f} req/s < offered {rate:.2f} req/s")
-        if injected_errors:
-            notes.append("injected errors")
-        return VariantTick(
-            variant=name,
-            config=state.config,
-            replicas=replicas,
-            ready_replicas=ready,
-            weight=weight,
-            requests=requests,
-            errors=saturated + injected_errors,
-            good_requests=good,
-            output_tokens=ok * shape.output_tokens.mean,
-            prompt_tokens=ok * shape.prompt_tokens.mean,
-            ttft_s=ttft,
-            tpot_s=tpot,
-            e2e_s=e2e,
-            spec_acceptance=est.spec.acceptance_rate if est.spec is not None else None,
-            gpu_seconds=gpu_seconds,
-            shape=vshape,
-            capacity_tokens_per_s=est.output_tokens_per_s * ready,
-            note="; ".join(notes),
-        )
-
     def _estimate(self, config: EngineConfig, shape: TrafficShape) -> Estimate:
-        rounded = _round_shape(shape)
-        key = (config, _shape_key(rounded))
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
-        est = self.perf.estimate(config, rounded)
-        self._cache[key] = est
-        if len(self._cache) > 20_000:
-            self._cache.popitem(last=False)
-        return est
+        return self._estimates.estimate(self.perf, config, shape)
 
 
 # ----- helpers -----------------------------------------------------------------------------------------------------
-def _default_perf(model: str, gpu: str) -> Estimator:
-    from controller.simulator.perf import PerformanceModel
-    from controller.simulator.profiles import load_gpu, load_model
-
-    pm: Estimator = PerformanceModel(load_model(model), load_gpu(gpu))
-    return pm
-
-
 def _tick_start(tick: FleetTick) -> datetime:
     return tick.start
 
@@ -397,46 +248,3 @@ def _replicas(n: int) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise InvalidInput(f"must be a non-negative integer, got {n!r}", field="replicas")
     return n
-
-
-def _round_sig(x: float, rel: float = 0.01) -> float:
-    """Round to a 1 % grid in log space (so cached estimates are reused across near-identical ticks)."""
-    if x <= 0:
-        return x
-    step = math.log1p(rel)
-    return math.exp(round(math.log(x) / step) * step)
-
-
-def _round_dist(d: LengthDistribution) -> LengthDistribution:
-    mean = _round_sig(d.mean)
-    maximum = d.maximum if d.maximum is None or d.maximum >= mean else math.ceil(mean)
-    return LengthDistribution(mean=mean, cv=round(d.cv, 2), maximum=maximum)
-
-
-def _round_shape(shape: TrafficShape) -> TrafficShape:
-    return shape.model_copy(
-        update={
-            "arrival_rate_rps": _round_sig(shape.arrival_rate_rps),
-            "concurrency": _round_sig(shape.concurrency),
-            "prompt_tokens": _round_dist(shape.prompt_tokens),
-            "output_tokens": _round_dist(shape.output_tokens),
-            "repetitiveness": round(shape.repetitiveness, 2),
-            "prefix_share": round(shape.prefix_share, 2),
-            "window": None,
-        }
-    )
-
-
-def _shape_key(shape: TrafficShape) -> tuple[object, ...]:
-    return (
-        shape.arrival_rate_rps,
-        shape.concurrency,
-        shape.prompt_tokens.mean,
-        shape.prompt_tokens.cv,
-        shape.prompt_tokens.maximum,
-        shape.output_tokens.mean,
-        shape.output_tokens.cv,
-        shape.output_tokens.maximum,
-        shape.repetitiveness,
-        shape.prefix_share,
-    )

@@ -15,7 +15,8 @@ from controller.domain import STOCK, EngineConfig, Observation, Percentiles, Spe
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput, MetricsUnavailable, NotFound
 from controller.ports import Cluster, MetricsSource, TrafficRouter
-from controller.simulator.fleet import SimulatedFleet, mixture_quantile
+from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.percentiles import mixture_quantile
 from controller.simulator.traffic import DiurnalTraffic
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)

@@ -14,7 +14,9 @@ import pytest
 from controller.clock import FakeClock
 from controller.domain import SLO, STOCK, EngineConfig, Percentiles, SpecDecodeStats, TrafficShape
 from controller.errors import InvalidInput, NotFound
-from controller.simulator.fleet import SimulatedFleet, fraction_within, mixture_quantile, totals
+from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.fleet_records import totals
+from controller.simulator.percentiles import fraction_within, mixture_quantile
 from controller.simulator.traffic import DiurnalTraffic
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)

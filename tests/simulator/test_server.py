@@ -27,7 +27,7 @@ from controller.simulator.metrics import (
     TIME_TO_FIRST_TOKEN_BUCKETS,
 )
 from controller.simulator.profiles import load_model, model_names
-from controller.simulator.server import tokenize
+from controller.simulator.protocol import tokenize
 
 REPO = Path(__file__).resolve().parents[2]
 GPU = "h200"
