@@ -96,9 +96,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.adapters.memory import RecordingNotifier
-from controller.adapters.simulated import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
-from controller.adapters.simulated_loadtester import SimulatedLoadTester
+from controller.adapters.notify.recording import RecordingNotifier
+from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
+from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
 from controller.decide.capacity import ScalingRules
 from controller.decide.optimizer import OptimizerAdvisor
@@ -115,12 +115,10 @@ from controller.policy import Policy, load_policy, profile_feasibility
 from controller.ports import LoadTester, TrialRequest
 from controller.reconcile import Ports, Reconciler, rules_from_policy
 from controller.simulator import perf as perf_module
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.fleet_records import FleetTick
+from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-from controller.simulator.traffic import DiurnalTraffic
-from controller.simulator.traffic_profile import TrafficProfile
+from controller.simulator.traffic import DiurnalTraffic, TrafficProfile
 
 REPO = Path(__file__).resolve().parents[1]
 WEEK_START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # a Monday

@@ -48,7 +48,7 @@ def test_the_contracts_hold() -> None:
     [
         (
             "controller/decide/planted.py",
-            "from controller.adapters import memory",
+            "from controller.adapters.simulated import fleet",
             "not allowed to import controller.adapters",
         ),
         (

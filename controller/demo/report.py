@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from controller.adapters.memory import RecordingNotifier
-from controller.adapters.simulated import SimulatedCluster
+from controller.adapters.notify.recording import RecordingNotifier
+from controller.adapters.simulated.fleet import SimulatedCluster
 from controller.decide.economics import ApiPrice, window_economics
 from controller.demo.chart import write_chart, write_html
 from controller.demo.model import DemoSettings, TimelinePoint

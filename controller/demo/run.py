@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from controller.adapters.memory import RecordingNotifier
-from controller.adapters.simulated import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
-from controller.adapters.simulated_loadtester import SimulatedLoadTester
+from controller.adapters.notify.recording import RecordingNotifier
+from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
+from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
 from controller.decide.economics import ApiPrice
 from controller.decide.optimizer import OptimizerAdvisor
@@ -24,8 +24,7 @@ from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from controller.policy import Policy, load_policy, profile_feasibility
 from controller.reconcile import Ports, Reconciler, rules_from_policy
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.fleet_records import FleetTick
+from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
 from controller.simulator.traffic import DiurnalTraffic

@@ -206,7 +206,7 @@ def build() -> dict[str, Any]:
     }
 
 
-#: Tags every Shiftlight decision mark on this dashboard carries (see :mod:`controller.adapters.grafana`).
+#: Tags every Shiftlight decision mark on this dashboard carries (see :mod:`controller.adapters.notify.grafana`).
 ANNOTATION_TAGS = ("shiftlight", f"dashboard:{UID}")
 
 

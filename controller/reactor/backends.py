@@ -28,12 +28,17 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from controller.adapters.background_loadtester import BackgroundLoadTester
-from controller.adapters.gateway import GatewayRouter, gateway_installed
-from controller.adapters.kube import KubeCluster, KubeEvents, kube_errors
-from controller.adapters.kube_result_store import ConfigMapResultStore, EntrySigner, cache_name
-from controller.adapters.memory import NopNotifier, RecordingNotifier
-from controller.adapters.vllm_pod import baseline_config
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
+from controller.adapters.kube.canary.progress import ReportingLoadTester, TrialCRReporter
+from controller.adapters.kube.canary.results import ConfigMapResultStore, EntrySigner, cache_name
+from controller.adapters.kube.canary.runner import canary_trials, tuned_service_owner
+from controller.adapters.kube.client import kube_errors
+from controller.adapters.kube.cluster import KubeCluster
+from controller.adapters.kube.crs import owner_references
+from controller.adapters.kube.events import KubeEvents
+from controller.adapters.kube.pod_template import baseline_config
+from controller.adapters.notify.recording import NopNotifier, RecordingNotifier
+from controller.adapters.routing.gateway import GatewayRouter, gateway_installed
 from controller.crd.models import TunedServiceSpec
 from controller.decide.capacity import ScalingRules
 from controller.decide.planner import DigestRules
@@ -42,14 +47,12 @@ from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound
 from controller.policy import Policy, load_policy, parse_policy, profile_feasibility
 from controller.ports import Cluster, LoadTester, Notifier, TrafficRouter
-from controller.reactor.canary import canary_trials, tuned_service_owner
 from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
 from controller.reactor.settings import OperatorSettings
-from controller.reactor.status_io import owner_references
-from controller.reactor.trial_progress import ReportingLoadTester, TrialCRReporter
 from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.trials.background import BackgroundLoadTester
 from controller.trials.cache import CachedTrials, TrialCache
-from controller.trials.launchers import KubernetesTrialManifest, Launcher
+from controller.trials.launchers import Launcher
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +241,8 @@ class SimulatorBackend:
     def _build(
         self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any], previous: TargetRuntime | None
     ) -> TargetRuntime:
-        from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
-        from controller.adapters.simulated_loadtester import SimulatedLoadTester
+        from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+        from controller.adapters.simulated.loadtester import SimulatedLoadTester
         from controller.clock import FakeClock
         from controller.decide.optimizer import OptimizerAdvisor
         from controller.simulator.fleet import SimulatedFleet

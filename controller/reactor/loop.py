@@ -17,7 +17,10 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from controller.adapters.kube import KubeEvents
+from controller.adapters.kube.approvals import ApprovalGate
+from controller.adapters.kube.events import KubeEvents
+from controller.adapters.kube.mirror import CRMirror, rollout_ended, rollout_outcome
+from controller.adapters.kube.status import Refusal, StatusStore
 from controller.crd.models import parse_tuned_service
 from controller.domain.actions import Rollback
 from controller.domain.observation import TargetRef
@@ -30,12 +33,10 @@ from controller.errors import (
     ShiftlightError,
     TemporaryError,
 )
-from controller.reactor.approvals import ApprovalGate
 from controller.reactor.backends import Backend
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.settings import OperatorSettings
 from controller.reactor.stats import DurationHistogram
-from controller.reactor.status_io import CRMirror, Refusal, StatusStore, rollout_ended, rollout_outcome
 from controller.reconcile import CycleResult
 
 log = logging.getLogger(__name__)

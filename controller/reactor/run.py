@@ -14,13 +14,13 @@ import kopf
 from kopf._core.engines.peering import Identity  # kopf.run's identity type (a NewType of str)
 from kubernetes import client
 
-from controller.adapters.grafana import FanOutNotifier, GrafanaAnnotator
-from controller.adapters.kube import load_api_client
-from controller.adapters.slack import SlackNotifier
+from controller.adapters.kube.client import load_api_client
+from controller.adapters.kube.lease import AlwaysLeader, LeaderElector
+from controller.adapters.notify.grafana import FanOutNotifier, GrafanaAnnotator
+from controller.adapters.notify.slack import SlackNotifier
 from controller.ports import Notifier
 from controller.reactor.backends import Backend, make_backend
 from controller.reactor.handlers import build_registry
-from controller.reactor.leader import AlwaysLeader, LeaderElector
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import HealthServer, OperatorMetrics
 from controller.reactor.settings import OperatorSettings

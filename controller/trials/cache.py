@@ -3,7 +3,7 @@
 Key: (model, GPU type, engine version (the canary image), config key, shape bucket). Values are
 :class:`TrialResult` JSON. Stores implement :class:`ResultStore` (``load`` / ``save`` of a ``{key: json}`` mapping,
 oldest entry first); :class:`JsonFileStore` keeps it in a local file, and the operator keeps it in a ConfigMap per
-TunedService (:mod:`controller.adapters.kube_result_store`, each entry signed with the operator's key), so it
+TunedService (:mod:`controller.adapters.kube.canary.results`, each entry signed with the operator's key), so it
 outlives the operator's Pod.
 
 A stored result is evidence, and evidence is checked before it is served (:func:`refusal`): its config and shape

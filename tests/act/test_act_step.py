@@ -11,7 +11,8 @@ import pytest
 
 from controller.act import ActPorts, Executor, TrialSettings, fold
 from controller.act.effects import Effect, TrialRecorded
-from controller.adapters.memory import ClusterCall, InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.adapters.notify.recording import RecordingNotifier
+from controller.adapters.records import ClusterCall
 from controller.clock import FakeClock
 from controller.domain.actions import (
     Action,
@@ -32,6 +33,7 @@ from controller.domain.status import TargetStatus, TuningRound
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.ports import TrialBudget, TrialRequest
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
 TARGET = TargetRef("team-a", "chat", "llama")
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)

@@ -10,8 +10,7 @@ import pytest
 from controller.act import ActContext, ActPorts, TrialSettings
 from controller.act.effects import TrialRecorded, TrialStarted
 from controller.act.trials import landed, run_trial
-from controller.adapters.background_loadtester import BackgroundLoadTester, BackgroundTrial
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, NopNotifier
+from controller.adapters.notify.recording import NopNotifier
 from controller.domain.actions import RunTrial
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
@@ -20,6 +19,8 @@ from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import TemporaryError
 from controller.ports import LoadTester, TrialBudget, TrialRequest, TrialStarter
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from controller.trials.background import BackgroundLoadTester, BackgroundTrial
 
 TARGET = TargetRef("team-a", "chat", "llama")
 SHAPE = TrafficShape(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.decide.capacity import ScalingRules
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
@@ -26,6 +26,7 @@ from controller.policy import load_policy
 from controller.ports import LoadTester, TrialRequest
 from controller.reconcile import Ports, Reconciler, rules_from_policy
 from controller.testing.faults import ConflictBudget, ConflictingCluster
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TARGET = TargetRef("team-a", "chat", "llama")

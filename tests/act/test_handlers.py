@@ -33,7 +33,7 @@ from controller.act.effects import (
     TrialStarted,
     WeightsSet,
 )
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain.actions import (
     Action,
@@ -54,6 +54,7 @@ from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import PermanentError, TemporaryError
 from controller.ports import TrialBudget, TrialRequest
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
 TARGET = TargetRef("team-a", "chat", "llama")
 A = EngineConfig(max_num_seqs=128)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
@@ -20,6 +20,7 @@ from controller.policy import load_policy
 from controller.ports import TrialRequest
 from controller.reactor.requeue import TRIAL_POLL_S
 from controller.reconcile import CycleResult, Ports, Reconciler
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TARGET = TargetRef("team-a", "chat", "llama")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from controller.adapters.delivery_queue import DeliveryQueue
+from controller.adapters.notify.delivery_queue import DeliveryQueue
 
 
 def test_jobs_are_delivered_in_order_and_flush_waits_for_them() -> None:

@@ -18,8 +18,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from controller.adapters.kube import deployment_manifest, service_manifest
-from controller.adapters.vllm_pod import (
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest, OwnerRef, Toleration
+from controller.adapters.kube.manifests import deployment_manifest, service_manifest
+from controller.adapters.kube.pod_template import (
     PodSource,
     baseline_config,
     derive_pod_template,
@@ -31,7 +32,6 @@ from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
-from controller.trials.launchers import KubernetesTrialManifest, OwnerRef, Toleration
 
 MANIFESTS = Path(__file__).parent / "manifests"
 SHIFTLIGHT = {"shiftlight.dev/tuned-service": "chat", "shiftlight.dev/variant": "candidate"}

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from controller.adapters import grafana as annotations
-from controller.adapters.grafana import FanOutNotifier, GrafanaAnnotator
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.adapters.notify import grafana as annotations
+from controller.adapters.notify.grafana import FanOutNotifier, GrafanaAnnotator
+from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.actions import Notify, Severity
@@ -32,6 +32,7 @@ from controller.observe.grafana import GrafanaSettings
 from controller.policy import Policy
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 from tests.support.grafana_server import GrafanaStandIn, running_grafana
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -263,7 +264,7 @@ def test_the_dashboards_annotation_query_shows_each_decision_once(grafana: Grafa
 def test_the_operator_notifies_slack_and_grafana_when_both_are_set(tmp_path: Path) -> None:
     from kubernetes import client
 
-    from controller.adapters.slack import SlackNotifier
+    from controller.adapters.notify.slack import SlackNotifier
     from controller.reactor.run import OperatorRuntime
     from controller.reactor.settings import OperatorSettings
 

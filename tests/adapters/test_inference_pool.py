@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.adapters.gateway import set_route_weights
-from controller.adapters.inference_pool import (
+from controller.adapters.kube.canary.manifest import OwnerRef
+from controller.adapters.kube.pod_template import selector_matches
+from controller.adapters.routing.gateway import set_route_weights
+from controller.adapters.routing.inference_pool import (
     candidate_name,
     candidate_pool_manifest,
     epp_deployment_clone,
@@ -19,10 +21,8 @@ from controller.adapters.inference_pool import (
     picker_service_name,
     stable_pool_name,
 )
-from controller.adapters.vllm_pod import selector_matches
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
-from controller.trials.launchers import OwnerRef
 from tests.support.crd_schema import schema_errors
 
 T = TargetRef(namespace="prod", name="workhorse", model="Qwen/Qwen3-32B")

@@ -6,11 +6,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, NopNotifier, RecordingNotifier
+from controller.adapters.notify.recording import NopNotifier, RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, Notify, Severity, TargetRef
 from controller.errors import InvalidInput, NotFound
 from controller.ports import Cluster, Notifier, TrafficRouter
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
 T = TargetRef("llm", "workhorse", "nemotron")
 OTHER = TargetRef("llm", "other", "llama")

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedMetrics, SimulatedRouter
 from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, Observation, Percentiles, SpecDecodeStats, TargetRef, TrafficShape
 from controller.domain.slo import SLO

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
@@ -17,6 +17,7 @@ from controller.domain.status import RolloutState, TargetStatus
 from controller.policy import Policy
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TARGET = TargetRef("team-a", "chat", "llama")

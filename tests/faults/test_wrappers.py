@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
@@ -27,6 +26,7 @@ from controller.testing.faults import (
     restart_operator,
     wire_roundtrip,
 )
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 from tests.support.faults import SimWorld
 
 pytestmark = pytest.mark.faults

@@ -9,8 +9,9 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from controller.adapters.gateway import GatewayRouter, replica_split, route_weight, set_route_weights
-from controller.adapters.kube import KubeCluster, translate
+from controller.adapters.kube.client import translate
+from controller.adapters.kube.cluster import KubeCluster
+from controller.adapters.routing.gateway import GatewayRouter, replica_split, route_weight, set_route_weights
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, InvalidInput, NotFound

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kubernetes import client
 
-from controller.reactor.leader import LeaderElector
+from controller.adapters.kube.lease import LeaderElector
 from controller.reactor.settings import LeaderSettings
 
 pytestmark = pytest.mark.kube

@@ -11,12 +11,13 @@ import pytest
 import yaml
 from kubernetes import client
 
-from controller.adapters.kube import KubeCluster, KubernetesLauncher
-from controller.adapters.vllm_pod import selector_matches
+from controller.adapters.kube.canary.pods import KubernetesLauncher
+from controller.adapters.kube.canary.progress import ReportingLoadTester
+from controller.adapters.kube.cluster import KubeCluster
+from controller.adapters.kube.pod_template import selector_matches
 from controller.crd.models import parse_tuned_service
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
-from controller.reactor.trial_progress import ReportingLoadTester
 from controller.trials.cache import CachedTrials
 from controller.trials.runner import TrialRunner
 

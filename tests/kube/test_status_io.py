@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from controller.adapters.kube.approvals import ApprovalGate
+from controller.adapters.kube.mirror import rollout_ended, rollout_outcome
+from controller.adapters.kube.status import StatusStore, merge_user_changes
 from controller.cli.shiftctl_patches import build_approval_patch
 from controller.crd.models import parse_tuned_service, status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.status import Approval, RolloutState, TargetStatus
-from controller.reactor.approvals import ApprovalGate
-from controller.reactor.status_io import StatusStore, merge_user_changes, rollout_ended, rollout_outcome
 from tests.support.kube_api import KubeAPI, running_kube_api
 
 from .conftest import G, V, tuned_service

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.adapters.kube import KubeEvents
+from controller.adapters.kube.events import KubeEvents
+from controller.adapters.kube.status import Refusal, StatusStore
 from controller.cli.shiftctl_patches import build_approval_patch
 from controller.crd.models import parse_tuned_service
 from controller.domain.observation import TargetRef
@@ -22,7 +23,6 @@ from controller.reactor.backends import SimulatorBackend
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.settings import ConnectionSettings, LoopSettings, OperatorSettings
-from controller.reactor.status_io import Refusal, StatusStore
 from tests.support.kube_api import KubeAPIServer
 
 from .conftest import AlwaysLeader, G, V, tuned_service

@@ -15,18 +15,20 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from controller.adapters.kube_manifests import event_manifest
-from controller.adapters.kube_result_store import cache_name, data_key
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
+from controller.adapters.kube.canary.progress import TrialCRReporter
+from controller.adapters.kube.canary.results import cache_name, data_key
+from controller.adapters.kube.crs import trial_name_for
+from controller.adapters.kube.manifests import event_manifest
+from controller.adapters.kube.status import StatusStore
 from controller.crd.models import parse_tuned_service
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.domain.trial import Percentiles, QualityReport, TrialResult
 from controller.ports import LoadTester, TrialBudget, TrialRequest
 from controller.reactor.backends import KubernetesBackend, TargetRuntime
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
-from controller.reactor.status_io import StatusStore, trial_name_for
-from controller.reactor.trial_progress import TrialCRReporter
 from controller.trials.cache import TrialCache
-from controller.trials.launchers import KubernetesTrialManifest, Launch
+from controller.trials.launchers import Launch
 from controller.trials.runner import TrialRunner
 from tests.support.fake_engine import FakeEngine
 from tests.support.kube_api import KubeAPIServer

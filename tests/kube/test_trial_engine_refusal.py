@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from controller.adapters.kube.canary.progress import ReportingLoadTester, TrialCRReporter
+from controller.adapters.kube.crs import trial_name_for
 from controller.clock import FakeClock
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
-from controller.reactor.status_io import trial_name_for
-from controller.reactor.trial_progress import ReportingLoadTester, TrialCRReporter
 from controller.trials.engine_log import root_cause
 from controller.trials.launchers import CPU_ENGINE_ENV, CPU_TEST_ARGS, LocalProcessLauncher
 from controller.trials.runner import TrialRunner

@@ -16,12 +16,12 @@ import httpx
 import pytest
 from kubernetes import client
 
-from controller.adapters.kube import KubernetesLauncher
-from controller.adapters.kube_trial_pods import POD_LOG_BYTES, POD_LOG_LINES
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest, OwnerRef, Toleration
+from controller.adapters.kube.canary.pods import POD_LOG_BYTES, POD_LOG_LINES, KubernetesLauncher
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.ports import TrialBudget, TrialRequest
 from controller.trials.engine_log import engine_reason
-from controller.trials.launchers import KubernetesTrialManifest, Launch, OwnerRef, Toleration, free_port
+from controller.trials.launchers import Launch, free_port
 from controller.trials.runner import TrialRunner
 
 pytestmark = pytest.mark.kube

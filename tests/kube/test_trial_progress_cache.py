@@ -16,18 +16,20 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from controller.adapters.background_loadtester import BackgroundLoadTester
-from controller.adapters.kube_result_store import ConfigMapResultStore, EntrySigner, cache_name, data_key
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
+from controller.adapters.kube.canary.progress import ProgressUpdate, ReportingLoadTester, TrialCRReporter
+from controller.adapters.kube.canary.results import ConfigMapResultStore, EntrySigner, cache_name, data_key
+from controller.adapters.kube.crs import trial_name_for
+from controller.adapters.kube.mirror import CRMirror
 from controller.crd.models import parse_tuned_service
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.domain.trial import Percentiles, TrialResult
 from controller.ports import TrialBudget, TrialRequest
 from controller.reactor.backends import KubernetesBackend, TargetRuntime
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
-from controller.reactor.status_io import CRMirror, trial_name_for
-from controller.reactor.trial_progress import ProgressUpdate, ReportingLoadTester, TrialCRReporter
+from controller.trials.background import BackgroundLoadTester
 from controller.trials.cache import CachedTrials, TrialCache
-from controller.trials.launchers import KubernetesTrialManifest, Launch
+from controller.trials.launchers import Launch
 from controller.trials.runner import TrialRunner
 from tests.support.fake_engine import FakeEngine
 from tests.support.kube_api import KubeAPIServer

@@ -54,7 +54,7 @@ def test_profile_is_reused_until_stale() -> None:
 
 
 def test_reconciler_keeps_the_profile_in_status_across_a_restart() -> None:
-    from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+    from controller.adapters.notify.recording import RecordingNotifier
     from controller.clock import FakeClock
     from controller.domain.observation import Observation
     from controller.domain.proposal import AdvisorContext, Proposal
@@ -63,6 +63,7 @@ def test_reconciler_keeps_the_profile_in_status_across_a_restart() -> None:
     from controller.policy import Policy
     from controller.ports import TrialRequest
     from controller.reconcile import Ports, Reconciler
+    from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
     class DownMetrics:
         def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:

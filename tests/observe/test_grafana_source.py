@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain import STOCK, Phase
 from controller.domain.observation import TargetRef
@@ -30,6 +30,7 @@ from controller.observe.synthetic import SyntheticTarget, write_openmetrics_file
 from controller.policy import Policy
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 from tests.support.grafana_server import GrafanaStandIn, running_grafana
 from tests.support.prometheus_server import PrometheusServer, backfill_openmetrics, free_port, start_prometheus
 

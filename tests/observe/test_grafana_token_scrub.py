@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from controller.adapters.memory import InMemoryCluster, InMemoryRouter, RecordingNotifier
+from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain import STOCK, Phase
 from controller.domain.observation import TargetRef
@@ -31,6 +31,7 @@ from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.policy import Policy
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
 pytestmark = pytest.mark.security
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from controller.adapters.simulated import SimulatedMetrics
+from controller.adapters.simulated.fleet import SimulatedMetrics
 from controller.clock import FakeClock
 from controller.decide import rollout
 from controller.domain import (

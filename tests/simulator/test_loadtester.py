@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.adapters.simulated_loadtester import SimulatedLoadTester, sample_lengths
+from controller.adapters.simulated.loadtester import SimulatedLoadTester, sample_lengths
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from controller.adapters import slack_format as fmt
+from controller.adapters.notify import slack_format as fmt
 from controller.domain.actions import Notify, Severity
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef

@@ -9,8 +9,14 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from controller.adapters import slack_format
-from controller.adapters.slack import REDACTED, RedactingFilter, SlackNotifier, notifier_from_env, retry_after_seconds
+from controller.adapters.notify import slack_format
+from controller.adapters.notify.slack import (
+    REDACTED,
+    RedactingFilter,
+    SlackNotifier,
+    notifier_from_env,
+    retry_after_seconds,
+)
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput

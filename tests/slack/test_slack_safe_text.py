@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from controller.adapters import slack_format as fmt
+from controller.adapters.notify import slack_format as fmt
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.domain.text import BIDI_CONTROLS

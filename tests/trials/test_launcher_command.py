@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest, OwnerRef
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation
-from controller.trials.launchers import CPU_TEST_ARGS, KubernetesTrialManifest, LocalProcessLauncher, OwnerRef
+from controller.trials.launchers import CPU_TEST_ARGS, LocalProcessLauncher
 
 CONFIGS = [
     EngineConfig(),

@@ -7,8 +7,8 @@ import json
 import kubernetes_validate
 import pytest
 
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest, OwnerRef, Toleration
 from controller.domain.config import EngineConfig
-from controller.trials.launchers import KubernetesTrialManifest, OwnerRef, Toleration
 
 CONFIG = EngineConfig(
     speculative_method="ngram", num_speculative_tokens=3, prompt_lookup_max=4, max_num_seqs=64, omp_num_threads=1

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from kubernetes import client
 
+from controller.adapters.kube.canary.runner import canary_trials
 from controller.crd.models import parse_tuned_service
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.policy import Policy
-from controller.reactor.canary import canary_trials
 
 BODY = {
     "apiVersion": "shiftlight.dev/v1alpha1",

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from controller.adapters.memory import RecordingNotifier
-from controller.adapters.simulated import SimulatedCluster, SimulatedMetrics, SimulatedRouter
-from controller.adapters.simulated_loadtester import SimulatedLoadTester
+from controller.adapters.notify.recording import RecordingNotifier
+from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
 from controller.decide.optimizer import OptimizerAdvisor
 from controller.domain.actions import SetWeights
@@ -29,8 +29,7 @@ from controller.ports import (
     TrafficRouter,
 )
 from controller.reconcile import Ports, Reconciler, rules_from_policy
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.fleet_records import FleetTick
+from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
 from controller.simulator.traffic import DiurnalTraffic

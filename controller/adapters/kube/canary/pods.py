@@ -9,13 +9,14 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from controller.adapters.kube_client import kube_errors
-from controller.adapters.kube_manifests import JSON
-from controller.adapters.vllm_pod import PodSource
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
+from controller.adapters.kube.client import kube_errors
+from controller.adapters.kube.manifests import JSON
+from controller.adapters.kube.pod_template import PodSource
 from controller.domain.config import EngineConfig
 from controller.errors import NotFound, ShiftlightError, TemporaryError
 from controller.trials.engine_log import EngineLog
-from controller.trials.launchers import KubernetesTrialManifest, Launch
+from controller.trials.launchers import Launch
 
 #: How much of a canary container's log is read to find why it failed: vLLM prints the root cause before its
 #: wrapper tracebacks, which alone can run past a hundred lines; what is kept of it is bounded (EngineLog).

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from controller.adapters.kube import kube_errors
+from controller.adapters.kube.client import kube_errors
 from controller.domain.status import Approval, TargetStatus
 from controller.errors import ShiftlightError
 

@@ -5,8 +5,8 @@ added next to the stable one when missing, with the same port). The route is rep
 resourceVersion, retried on a conflict.
 
 When the stable backendRef is an ``InferencePool`` (Gateway API Inference Extension), the split is between the
-stable pool and a candidate pool in the same rule (:mod:`controller.adapters.inference_pool`): the candidate pool
-(and its endpoint picker clone) is created before the route gives it weight, and at weight 0 (rollback, promote)
+stable pool and a candidate pool in the same rule (:mod:`controller.adapters.routing.inference_pool`): the candidate
+pool (and its endpoint picker clone) is created before the route gives it weight, and at weight 0 (rollback, promote)
 the route goes back to the stable pool only, after which the candidate pool is removed.
 
 Without the Gateway API installed (no ``gateway.networking.k8s.io/v1 httproutes`` in discovery) or without a
@@ -21,12 +21,13 @@ from typing import Any
 
 from kubernetes import client
 
-from controller.adapters.inference_pool import InferencePools, candidate_name, stable_pool_name
-from controller.adapters.kube import KubeCluster, kube_errors
-from controller.adapters.memory import check_weight
+from controller.adapters.checks import check_weight
+from controller.adapters.kube.canary.manifest import OwnerRef
+from controller.adapters.kube.client import kube_errors
+from controller.adapters.kube.cluster import KubeCluster
+from controller.adapters.routing.inference_pool import InferencePools, candidate_name, stable_pool_name
 from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, NotFound
-from controller.trials.launchers import OwnerRef
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
-from controller.adapters import slack_format
-from controller.adapters.delivery_queue import DeliveryQueue
+from controller.adapters.notify import slack_format
+from controller.adapters.notify.delivery_queue import DeliveryQueue
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput

@@ -8,13 +8,15 @@ from typing import Any
 
 from kubernetes import client
 
-from controller.adapters.kube import KubeCluster, KubernetesLauncher
+from controller.adapters.kube.canary.manifest import KubernetesTrialManifest, OwnerRef
+from controller.adapters.kube.canary.manifest import Toleration as PodToleration
+from controller.adapters.kube.canary.pods import KubernetesLauncher
+from controller.adapters.kube.cluster import KubeCluster
 from controller.crd.models import API_VERSION, TunedServiceSpec
 from controller.crd.models import Toleration as CanaryToleration
 from controller.domain.observation import TargetRef
 from controller.policy import Policy
-from controller.trials.launchers import KubernetesTrialManifest, Launcher, OwnerRef
-from controller.trials.launchers import Toleration as PodToleration
+from controller.trials.launchers import Launcher
 from controller.trials.quality import quality_gate_for
 from controller.trials.runner import TrialRunner
 

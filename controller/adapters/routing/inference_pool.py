@@ -8,7 +8,7 @@ candidate pool ``<pool>-candidate`` that Shiftlight creates next to it and remov
   ``spec.selector.matchLabels`` set to the candidate Deployment's own selector
   (``shiftlight.dev/tuned-service: <name>``, ``shiftlight.dev/variant: candidate``): it selects the candidate pods
   and nothing else. The stable pool's selector is added to the selectors candidate and trial pods are kept out of
-  (:func:`controller.adapters.vllm_pod.hygienic_labels`), so it does not select them.
+  (:func:`controller.adapters.kube.pod_template.hygienic_labels`), so it does not select them.
 * Endpoint picker: an EPP serves a single pool, so a stable pool with an ``endpointPickerRef`` to a Service gets a
   clone of its picker for the candidate: the Deployment behind that Service (found by the Service's selector) and
   the Service itself, both ``<name>-candidate``, with the EPP's ``--pool-name`` flag pointing at the candidate pool
@@ -31,12 +31,12 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.adapters.kube_client import kube_errors
-from controller.adapters.kube_manifests import LABEL_MANAGED, LABEL_TARGET, LABEL_VARIANT, MANAGER
-from controller.adapters.vllm_pod import hygienic_labels, selector_matches
+from controller.adapters.kube.canary.manifest import OwnerRef
+from controller.adapters.kube.client import kube_errors
+from controller.adapters.kube.manifests import LABEL_MANAGED, LABEL_TARGET, LABEL_VARIANT, MANAGER
+from controller.adapters.kube.pod_template import hygienic_labels, selector_matches
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound
-from controller.trials.launchers import OwnerRef
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Kubernetes manifests for the objects Shiftlight writes (pure: no API calls).
 
 One Deployment per variant (``<target>-stable`` / ``<target>-candidate``) whose pods are the production
-Deployment's own with only the tuned flags replaced (:mod:`controller.adapters.vllm_pod`; a bare
+Deployment's own with only the tuned flags replaced (:mod:`controller.adapters.kube.pod_template`; a bare
 ``vllm serve MODEL`` without one), one Service per variant, and the Events carrying each action's reason.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.adapters.vllm_pod import PodSource, derive_pod_template
+from controller.adapters.kube.pod_template import PodSource, derive_pod_template
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation, render_invocation
 from controller.domain.log_tail import clip_utf8

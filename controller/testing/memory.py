@@ -1,57 +1,23 @@
-"""Plain in-memory adapters for unit tests and dry runs: they keep state in dicts and record every call.
+"""In-memory ports for testing code that drives Shiftlight's ports: they keep state in dicts and record every call.
 
 * :class:`InMemoryRouter` (TrafficRouter): candidate weight per target, with a history of every change.
 * :class:`InMemoryCluster` (Cluster): variants per target and every call made, in order; events with timestamps.
-* :class:`RecordingNotifier` / :class:`NopNotifier` (Notifier).
+
+A notifier that records what it is given is :class:`controller.adapters.notify.recording.RecordingNotifier`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Literal
 
-from controller.domain.actions import Notify
+from controller.adapters.checks import check_replicas, check_variant, check_weight
+from controller.adapters.records import ClusterCall, RecordedEvent
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
-from controller.errors import InvalidInput, NotFound
+from controller.errors import NotFound
 from controller.ports import Clock
 
-__all__ = [
-    "ClusterCall",
-    "DeployedVariant",
-    "InMemoryCluster",
-    "InMemoryRouter",
-    "NopNotifier",
-    "RecordedEvent",
-    "RecordingNotifier",
-    "check_replicas",
-    "check_variant",
-    "check_weight",
-]
-
-VARIANTS: frozenset[str] = frozenset({"stable", "candidate"})
-
-
-def check_weight(candidate_weight: int) -> int:
-    """Validate a candidate weight (an int in 0..100) or raise :class:`InvalidInput`."""
-    if isinstance(candidate_weight, bool) or not isinstance(candidate_weight, int):
-        raise InvalidInput(f"must be an integer, got {candidate_weight!r}", field="candidate_weight")
-    if not 0 <= candidate_weight <= 100:
-        raise InvalidInput(f"must be within 0..100, got {candidate_weight}", field="candidate_weight")
-    return candidate_weight
-
-
-def check_variant(variant: str) -> str:
-    if variant not in VARIANTS:
-        raise InvalidInput(f"unknown variant {variant!r}; expected one of {sorted(VARIANTS)}", field="variant")
-    return variant
-
-
-def check_replicas(replicas: int) -> int:
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-        raise InvalidInput(f"must be a non-negative integer, got {replicas!r}", field="replicas")
-    return replicas
+__all__ = ["DeployedVariant", "InMemoryCluster", "InMemoryRouter"]
 
 
 class InMemoryRouter:
@@ -73,29 +39,6 @@ class InMemoryRouter:
 class DeployedVariant:
     config: EngineConfig
     replicas: int
-
-
-@dataclass(frozen=True)
-class ClusterCall:
-    """One call made on a cluster adapter, in the order it was made."""
-
-    op: Literal["deploy", "scale", "retire", "promote", "event"]
-    target: TargetRef
-    variant: str = ""
-    config: EngineConfig | None = None
-    replicas: int | None = None
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class RecordedEvent:
-    """A Kubernetes-Event-like record: what happened to a target, when and why."""
-
-    target: TargetRef
-    reason: str
-    message: str
-    warning: bool
-    at: datetime | None
 
 
 @dataclass
@@ -178,23 +121,3 @@ class InMemoryCluster:
             else:
                 out.append(f"{c.op} {c.variant} x{c.replicas}")
         return out
-
-
-class RecordingNotifier:
-    """Notifier that stores every ``(target, Notify)`` pair it is given."""
-
-    def __init__(self) -> None:
-        self.posted: list[tuple[TargetRef, Notify]] = []
-
-    def post(self, target: TargetRef, notification: Notify) -> None:
-        self.posted.append((target, notification))
-
-    def titles(self) -> list[str]:
-        return [n.title for _, n in self.posted]
-
-
-class NopNotifier:
-    """Notifier that drops everything (the default when no channel is configured)."""
-
-    def post(self, target: TargetRef, notification: Notify) -> None:
-        return None

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from kubernetes import client
 
-from controller.adapters.kube import kube_errors
+from controller.adapters.kube.client import kube_errors
 from controller.errors import ClusterConflict, NotFound, ShiftlightError
 from controller.reactor.settings import LeaderSettings
 

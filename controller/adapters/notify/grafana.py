@@ -9,8 +9,8 @@ dashboard's annotation query selects the tags ``shiftlight`` and ``dashboard:<it
 without setup and the copies made for other dashboards do not show twice (Grafana's tag queries search every
 dashboard).
 
-Like :class:`controller.adapters.slack.SlackNotifier`: :meth:`GrafanaAnnotator.post` only deduplicates (same target,
-title and reason within ``dedup_window_s``), rate-limits (a token bucket; rollbacks, critical messages and
+Like :class:`controller.adapters.notify.slack.SlackNotifier`: :meth:`GrafanaAnnotator.post` only deduplicates
+(same target, title and reason within ``dedup_window_s``), rate-limits (a token bucket; rollbacks, critical messages and
 approval requests always go out) and enqueues into a bounded queue; one background thread delivers. Daily digests
 are not decisions and are not annotated.
 
@@ -31,9 +31,9 @@ from typing import Any
 
 import requests
 
-from controller.adapters import slack_format
-from controller.adapters.delivery_queue import DeliveryQueue
-from controller.adapters.slack import TokenBucket
+from controller.adapters.notify import slack_format
+from controller.adapters.notify.delivery_queue import DeliveryQueue
+from controller.adapters.notify.slack import TokenBucket
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.errors import MetricsUnavailable

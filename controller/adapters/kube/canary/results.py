@@ -34,7 +34,7 @@ from typing import Any
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from controller.adapters.kube import kube_errors
+from controller.adapters.kube.client import kube_errors
 from controller.domain.log_tail import bounded_tail
 from controller.domain.trial import TrialResult
 from controller.errors import ClusterConflict, InvalidInput, NotFound

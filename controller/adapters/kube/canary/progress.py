@@ -20,13 +20,13 @@ from typing import Any, Protocol
 
 from kubernetes import client
 
-from controller.adapters.kube import kube_errors
+from controller.adapters.kube.client import kube_errors
+from controller.adapters.kube.crs import owner_references, trial_name_for, trial_phase
 from controller.crd import models as crd
 from controller.domain.log_tail import bounded_log_tails, clip_utf8
 from controller.domain.trial import TrialResult
 from controller.errors import ClusterConflict
 from controller.ports import Clock, TrialRequest
-from controller.reactor.status_io import owner_references, trial_name_for, trial_phase
 from controller.trials.runner import TrialRunner
 
 log = logging.getLogger(__name__)

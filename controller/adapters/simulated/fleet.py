@@ -13,7 +13,8 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
-from controller.adapters.memory import ClusterCall, RecordedEvent, check_variant, check_weight
+from controller.adapters.checks import check_variant, check_weight
+from controller.adapters.records import ClusterCall, RecordedEvent
 from controller.domain.config import EngineConfig
 from controller.domain.observation import P95, DataProblem, Observation, TargetRef, VariantSignal, VariantStats
 from controller.domain.profile import TrafficProfile

@@ -1,0 +1,198 @@
+"""Trial and ConfigRollout CRs that mirror a TunedService's status for people (``kubectl get trials``)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+
+from controller.adapters.kube.client import kube_errors
+from controller.adapters.kube.crs import owner_references, rollout_name, trial_name, trial_phase
+from controller.crd import models as crd
+from controller.domain.log_tail import bounded_log_tails, clip_utf8
+from controller.domain.phases import Phase
+from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.trial import TrialResult
+from controller.errors import ClusterConflict, NotFound
+
+JSON = dict[str, Any]
+
+
+def rollout_outcome(before: RolloutState, after: TargetStatus) -> str:
+    """``promoted``, ``rejected`` or ``rolled_back`` for a rollout that just ended."""
+    if after.active_config == before.to_config:
+        return "promoted"
+    if before.rejected() and before.weight == 0:
+        return "rejected"
+    return "rolled_back"
+
+
+def rollout_ended(before: TargetStatus, after: TargetStatus) -> RolloutState | None:
+    """The rollout that ended in this cycle (promoted, rejected or rolled back), if any."""
+    old = before.rollout
+    if old is None or before.phase is Phase.OBSERVING:
+        return None  # nothing was in flight (a finished rollout's record stays in status at 100%)
+    if after.phase in (Phase.OBSERVING, Phase.ROLLED_BACK) and (after.rollout is None or after.rollout.id == old.id):
+        return old
+    return None
+
+
+#: Trial CRs and ConfigRollout CRs remembered per TunedService (the most recent ones; an older one forgotten is
+#: at most looked up once more, and a finished Trial or rollout is never written again).
+MIRRORED_TRIALS = 256
+MIRRORED_ROLLOUTS = 8
+
+
+class CRMirror:
+    """Creates a Trial CR per trial and a ConfigRollout CR per rollout, and keeps their status current.
+
+    What it remembers is per TunedService and bounded (:data:`MIRRORED_TRIALS`, :data:`MIRRORED_ROLLOUTS`), and
+    :meth:`forget` drops a deleted TunedService's."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self._trials: dict[tuple[str, str], OrderedDict[str, None]] = {}
+        self._rollouts: dict[tuple[str, str], OrderedDict[str, JSON]] = {}
+
+    def forget(self, namespace: str, service: str) -> None:
+        self._trials.pop((namespace, service), None)
+        self._rollouts.pop((namespace, service), None)
+
+    def held(self) -> set[tuple[str, str]]:
+        """The TunedServices (namespace, name) whose Trials or rollouts are remembered."""
+        return set(self._trials) | set(self._rollouts)
+
+    def _create(self, namespace: str, plural: str, body: JSON) -> bool:
+        try:
+            with kube_errors(f"{plural} {namespace}/{body['metadata']['name']}"):
+                self.custom.create_namespaced_custom_object(crd.GROUP, crd.VERSION, namespace, plural, body)
+            return True
+        except ClusterConflict:
+            return False  # already there (e.g. mirrored before a restart)
+
+    def _status(self, namespace: str, plural: str, name: str, status: JSON) -> None:
+        with kube_errors(f"{plural} {namespace}/{name} status"):
+            self.custom.patch_namespaced_custom_object_status(
+                crd.GROUP, crd.VERSION, namespace, plural, name, {"status": bounded_log_tails(status)}
+            )
+
+    def trials(self, owner: Mapping[str, Any], results: Sequence[TrialResult], reasons: Mapping[str, str]) -> None:
+        namespace, service = owner["metadata"]["namespace"], owner["metadata"]["name"]
+        for result in results:
+            name = trial_name(service, result)
+            seen = self._trials.setdefault((namespace, service), OrderedDict())
+            if name in seen:
+                seen.move_to_end(name)
+                continue
+            spec = crd.TrialSpec(
+                target=service,
+                config=result.config,
+                shape=result.shape,
+                slo=result.slo,
+                reason=reasons.get(result.config.key(), "")[:4096],
+            )
+            body = {
+                "apiVersion": crd.API_VERSION,
+                "kind": crd.KIND_TRIAL,
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": {"shiftlight.dev/tuned-service": service},
+                    "ownerReferences": owner_references(owner),
+                },
+                "spec": spec.to_wire(),
+            }
+            if self._create(namespace, crd.PLURAL_TRIAL, body) or not self._finished(namespace, name):
+                # new, or created when the trial started and not finished yet (its final write failed, or the
+                # operator restarted mid-trial): the result goes in once; a finished Trial is left as it is
+                status = crd.TrialStatus(
+                    phase=trial_phase(result),
+                    config_label=result.config.label(),
+                    message=clip_utf8(result.reason or result.summary(), 4096),
+                    result=result,
+                )
+                self._status(namespace, crd.PLURAL_TRIAL, name, status.to_wire())
+            seen[name] = None
+            while len(seen) > MIRRORED_TRIALS:
+                seen.popitem(last=False)
+
+    def _finished(self, namespace: str, name: str) -> bool:
+        """Whether the stored Trial already carries its result (Succeeded or Failed)."""
+        with kube_errors(f"{crd.PLURAL_TRIAL} {namespace}/{name}"):
+            body = self.custom.get_namespaced_custom_object(crd.GROUP, crd.VERSION, namespace, crd.PLURAL_TRIAL, name)
+        status = body.get("status") if isinstance(body, Mapping) else None
+        return (
+            isinstance(status, Mapping)
+            and status.get("phase") in ("Succeeded", "Failed")
+            and bool(status.get("result"))
+        )
+
+    def rollout(self, owner: Mapping[str, Any], before: TargetStatus, after: TargetStatus, now: datetime) -> None:
+        namespace, service = owner["metadata"]["namespace"], owner["metadata"]["name"]
+        ended = rollout_ended(before, after)
+        if ended is not None:
+            outcome = rollout_outcome(ended, after)
+            phase: crd.RolloutPhase = {"promoted": "Succeeded", "rejected": "Rejected"}.get(outcome, "RolledBack")  # type: ignore[assignment]
+            final = after.rollout if after.rollout is not None and after.rollout.id == ended.id else ended
+            self._upsert(owner, namespace, service, final, phase, now, finished=True)
+            return
+        state = after.rollout
+        if state is None or after.phase is Phase.OBSERVING:
+            return
+        live: crd.RolloutPhase = {
+            Phase.AWAITING_APPROVAL: "AwaitingApproval",
+            Phase.PAUSED: "Paused",
+            Phase.ROLLED_BACK: "RolledBack",
+        }.get(after.phase, "Progressing")  # type: ignore[assignment]
+        self._upsert(owner, namespace, service, state, live, now, finished=False)
+
+    def _upsert(
+        self,
+        owner: Mapping[str, Any],
+        namespace: str,
+        service: str,
+        state: RolloutState,
+        phase: crd.RolloutPhase,
+        now: datetime,
+        *,
+        finished: bool,
+    ) -> None:
+        name = rollout_name(service, state.id)
+        spec, status = crd.config_rollout_from_state(state, target=service)
+        status = status.model_copy(
+            update={
+                "phase": phase,
+                "finished_at": now if finished else None,
+                "message": state.reason[:4096],
+            }
+        )
+        wire = status.to_wire()
+        known = self._rollouts.setdefault((namespace, service), OrderedDict())
+        if name not in known:
+            body = {
+                "apiVersion": crd.API_VERSION,
+                "kind": crd.KIND_CONFIG_ROLLOUT,
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": {"shiftlight.dev/tuned-service": service},
+                    "ownerReferences": owner_references(owner),
+                },
+                "spec": spec.to_wire(),
+            }
+            self._create(namespace, crd.PLURAL_CONFIG_ROLLOUT, body)
+        if known.get(name) != wire:
+            try:
+                self._status(namespace, crd.PLURAL_CONFIG_ROLLOUT, name, wire)
+            except NotFound:
+                return
+            known[name] = wire
+            known.move_to_end(name)
+            while len(known) > MIRRORED_ROLLOUTS:
+                known.popitem(last=False)
+
+
+__all__ = ["MIRRORED_ROLLOUTS", "MIRRORED_TRIALS", "CRMirror", "rollout_ended", "rollout_outcome"]

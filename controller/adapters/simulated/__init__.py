@@ -1,0 +1,2 @@
+"""The simulated fleet behind the ports: metrics, router, cluster and forecaster (:mod:`.fleet`) and the load tester
+(:mod:`.loadtester`)."""
