@@ -70,8 +70,8 @@ import foreign_surfaces as fs
 
 from controller.advisor import AgentAdvisor
 from controller.advisor.scripted import heuristic_model
-from controller.decide.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, TpeSearch
-from controller.decide.optimizer_kernel import ORDERED
+from controller.decide.search.kernel import ORDERED
+from controller.decide.search.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, TpeSearch
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext

@@ -36,8 +36,8 @@ Rows:
     metrics' per-variant latency there: a candidate whose latency at the SLO's percentile stays within the policy's
     ``rollout.thresholds.slo_headroom`` share of the SLO is not rolled back for its latency ratio to stable alone)
     and capacity-based scaling (the planner's ``Scale`` actions from the capacity its trials
-    measured, ``controller/decide/capacity.py`` rules, sized for the load expected ``lead_s`` ahead while it rises
-    towards the window's end forecast) and a load forecast of each window's busy hour
+    measured, ``controller/decide/capacity/sizing.py`` rules, sized for the load expected ``lead_s`` ahead while it
+    rises towards the window's end forecast) and a load forecast of each window's busy hour
     (``SimulatedForecaster``: what the hour-of-week profile of earlier weeks shows, so windows are tuned ahead of
     their start); the final line reports this one;
 (e) ``shiftlight+hpa``: the same loop with an HPA object on the workload, which Shiftlight sees and defers to:
@@ -100,9 +100,7 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
-from controller.decide.capacity import ScalingRules
-from controller.decide.optimizer import OptimizerAdvisor
-from controller.decide.planner import scaled
+from controller.decide import OptimizerAdvisor, Rules, ScalingRules, scaled
 from controller.domain.actions import Scale
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
@@ -113,7 +111,7 @@ from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable
 from controller.policy import Policy, load_policy, profile_feasibility
 from controller.ports import LoadTester, TrialRequest
-from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.reconcile import Ports, Reconciler
 from controller.simulator import perf as perf_module
 from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
@@ -785,7 +783,7 @@ def run_shiftlight(
     target = TargetRef("bench", "shiftlight", s.model)
     if not capacity:  # an HPA owns the replicas: Shiftlight sees it and defers (it still tunes for elastic replicas)
         cluster.autoscalers[str(target)] = "HorizontalPodAutoscaler/vllm"
-    rules = rules_from_policy(policy, fleet.traffic.windows, scaling=scaling)
+    rules = Rules.from_policy(policy, fleet.traffic.windows, scaling=scaling)
     rules = replace(
         rules,
         rollout=replace(rules.rollout, bake_s=s.bake_s, min_samples=s.min_samples),

@@ -1,6 +1,6 @@
 """One control cycle for one target: observe -> screen -> decide -> act -> one status.
 
-Observe and act do the I/O through ports; decide (:mod:`controller.decide.planner`) is pure. Act
+Observe and act do the I/O through ports; decide (:mod:`controller.decide`) is pure. Act
 (:mod:`controller.act`) returns effects, which the cycle folds into the decided status once. The caller (the
 Kubernetes reactor, the demo, a test) persists the returned status: one status write per cycle.
 
@@ -18,17 +18,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from controller import decide
 from controller.act import ActInterrupted, ActPorts, Executor, TrialSettings, fold, running
 from controller.act.effects import Effect, TrialRecorded
-from controller.advisor.screening import screened_proposals
-from controller.decide import planner
+from controller.decide import TRIAL_POLL_S, Rules, observe_window, requeue_after, screened_proposals
 from controller.domain.actions import Action, Plan
 from controller.domain.observation import Observation, TargetRef
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
 from controller.errors import MetricsUnavailable, ShiftlightError, TemporaryError
-from controller.observe.window import observe_window
 from controller.observe.window_forecasts import window_forecasts
 from controller.policy import Policy
 from controller.ports import (
@@ -42,8 +41,6 @@ from controller.ports import (
     TrafficRouter,
     TrialBudget,
 )
-from controller.reactor.requeue import TRIAL_POLL_S, requeue_after
-from controller.rules import rules_from_policy
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +97,12 @@ class Reconciler:
         windows: Sequence[TimeWindow] = (),
         observe_window_s: float = 300.0,
         trial_seed: int = 0,
-        rules: planner.Rules | None = None,
+        rules: decide.Rules | None = None,
         on_trial: Callable[[TrialResult], None] | None = None,
     ) -> None:
         self.ports = ports
         self.policy = policy
-        self.rules = rules or rules_from_policy(policy, windows)
+        self.rules = rules or Rules.from_policy(policy, windows)
         self.observe_window_s = observe_window_s
         self.on_trial = on_trial
         budget = policy.trial_budget
@@ -153,7 +150,7 @@ class Reconciler:
         )
         candidate_ready = self.ports.cluster.ready_replicas(target, "candidate") if status.rollout is not None else None
         began = time.perf_counter()
-        decision = planner.plan(
+        decision = decide.plan(
             status=status,
             observation=observation,
             observe_error=error,
@@ -251,4 +248,4 @@ def stamped(before: TargetStatus, after: TargetStatus, now: datetime | None) -> 
     return after.model_copy(update={"updated_at": now})
 
 
-__all__ = ["CycleResult", "Ports", "Reconciler", "rules_from_policy", "stamped"]
+__all__ = ["CycleResult", "Ports", "Reconciler", "stamped"]

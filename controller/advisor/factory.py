@@ -10,7 +10,7 @@ from pathlib import Path
 
 from controller.advisor.endpoints import AdvisorEndpoint
 from controller.advisor.priors import policy_prior
-from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide import OptimizerAdvisor
 from controller.errors import InvalidInput
 from controller.policy import Policy
 from controller.ports import Advisor

@@ -52,7 +52,7 @@ from controller.advisor.state import (
     proposal,
 )
 from controller.advisor.tools import TrialRunner
-from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide import OptimizerAdvisor
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.policy import Policy
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from controller.decide.optimizer import ShapePrior
+from controller.decide import ShapePrior
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
 from controller.policy import Policy

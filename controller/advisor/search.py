@@ -16,8 +16,7 @@ from controller.advisor.tools import (
     read_traffic_and_slo,
     read_trial_history,
 )
-from controller.decide.guardrails import budget_left, check_proposals
-from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide import OptimizerAdvisor, budget_left, check_proposals
 from controller.domain.config import EngineConfig
 from controller.domain.trial import TrialResult
 from controller.policy import Policy

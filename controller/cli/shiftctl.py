@@ -35,7 +35,7 @@ from controller.cli.shiftctl_terminal import (
 )
 from controller.cli.shiftctl_write_verbs import WRITE_VERBS
 from controller.crd import models as crd
-from controller.decide.economics import ApiPrice
+from controller.decide import ApiPrice
 
 app = typer.Typer(
     name="shiftctl",

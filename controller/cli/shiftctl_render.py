@@ -16,8 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from controller.crd.models import TunedServiceSpec, parse_tuned_service, summarize
-from controller.decide.account import describe as describe_account
-from controller.decide.economics import ApiPrice, schedule_economics
+from controller.decide import ApiPrice, describe_account, schedule_economics
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import TargetStatus
 from controller.domain.text import block, one_line

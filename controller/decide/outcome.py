@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from controller.decide import probe, rolling, selection, tuning
+from controller.decide.capacity.scaling import short_of_replicas
 from controller.decide.context import Intent, PlanContext, move, observing, remaining_s, round_trials, with_schedule
-from controller.decide.scaling import short_of_replicas
+from controller.decide.rollout import lifecycle as rolling
+from controller.decide.tuning import probe, selection
+from controller.decide.tuning import rounds as tuning
 from controller.domain.actions import Notify, Severity
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase

@@ -3,7 +3,7 @@ next status once. Pure: no I/O, no clock reads (``now`` is passed in), no adapte
 
 Flow: ``plan()`` builds a frozen :class:`PlanContext` from the status read at the start of the cycle, the
 observation and the screened proposals, and counts the cycle into the schedule's running account
-(:mod:`controller.decide.account`; a week the schedule lost sets it aside, code ``schedule-not-paying``). The
+(:mod:`controller.decide.schedule.account`; a week the schedule lost sets it aside, code ``schedule-not-paying``). The
 phase picks the concern (rollout bookkeeping, freeze/thaw, a tuning
 round, observing); while a round or a rollout runs, replicas still follow the load (scaling); the daily digest is
 added when due. Each concern returns an :class:`Intent` (next status, actions, notes, a reason code); the fold
@@ -16,11 +16,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from controller.decide import account, observing, outcome, probe, rolling, scaling, tuning
-from controller.decide import rollout as rollouts
+from controller.decide import outcome
+from controller.decide.capacity import scaling
 from controller.decide.context import Intent, PlanContext, move, window_at
-from controller.decide.digest import digest
+from controller.decide.rollout import lifecycle as rolling
+from controller.decide.rollout import steps as rollouts
 from controller.decide.rules import Rules
+from controller.decide.schedule import account, observing
+from controller.decide.schedule.digest import digest
+from controller.decide.tuning import probe
+from controller.decide.tuning import rounds as tuning
 from controller.domain.actions import Action, Scale
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation

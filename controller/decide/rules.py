@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from controller.decide import drift as drifts
-from controller.decide import rollout as rollouts
-from controller.decide.capacity import ProbeRules, ScalingRules
-from controller.decide.economics import ApiPrice
+from controller.decide.capacity.sizing import ProbeRules, ScalingRules
+from controller.decide.rollout import steps as rollouts
+from controller.decide.signals import drift as drifts
+from controller.decide.tuning.economics import ApiPrice
 from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow
+from controller.policy.models import Policy
 
 ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
 
@@ -108,3 +110,40 @@ class Rules:
     """Sequence slots of one replica (the largest ``max_num_seqs`` the search space allows): with managed replicas,
     a round replays the window's load spread over the fewest replicas whose slots hold it, so configs are compared
     near the per-replica load the fleet will be sized for, not at whatever the replica count happens to be."""
+
+    @classmethod
+    def from_policy(
+        cls,
+        policy: Policy,
+        windows: Sequence[TimeWindow] = (),
+        *,
+        scaling: ScalingRules | None = None,
+        digest: DigestRules | None = None,
+    ) -> Rules:
+        """The user's policy (and the target's windows and replica bounds) as the planner's rules."""
+        thresholds = policy.rollout.thresholds
+        return cls(
+            slo=policy.slo,
+            tuning=TuningRules(
+                max_trials=policy.trial_budget.max_trials,
+                min_gain=1.0 + policy.min_gain,
+                approval=policy.approval,
+                dry_run=policy.dry_run,
+            ),
+            rollout=rollouts.RolloutRules(
+                steps=tuple(policy.rollout.steps),
+                bake_s=policy.rollout.bake_seconds,
+                min_samples=policy.rollout.min_samples,
+                max_ttft_regression=thresholds.max_ttft_regression,
+                max_tpot_regression=thresholds.max_tpot_regression,
+                max_error_rate=thresholds.max_error_rate,
+                min_goodput_ratio=thresholds.min_goodput_ratio,
+                slo_headroom=thresholds.slo_headroom,
+                analysis_interval_s=policy.rollout.analysis_interval_seconds,
+                on_missing_data=policy.rollout.on_missing_data,
+            ),
+            windows=tuple(windows) or DEFAULT_WINDOWS,
+            scaling=scaling,
+            digest=digest,
+            design_slots=policy.largest_max_num_seqs(),
+        )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.simulated.fleet import SimulatedCluster
-from controller.decide.economics import ApiPrice, window_economics
+from controller.decide import ApiPrice, window_economics
 from controller.demo.chart import write_chart, write_html
 from controller.demo.model import DemoSettings, TimelinePoint
 from controller.domain.status import TargetStatus

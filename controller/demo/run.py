@@ -13,9 +13,7 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
-from controller.decide.economics import ApiPrice
-from controller.decide.optimizer import OptimizerAdvisor
-from controller.decide.planner import DigestRules
+from controller.decide import ApiPrice, DigestRules, OptimizerAdvisor, Rules
 from controller.demo.model import DemoSettings, TimelinePoint
 from controller.demo.report import DemoReport, build_report
 from controller.domain.config import STOCK
@@ -23,7 +21,7 @@ from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from controller.policy import Policy, load_policy, profile_feasibility
-from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.reconcile import Ports, Reconciler
 from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
@@ -87,7 +85,7 @@ def simulate_day(settings: DemoSettings) -> DemoRun:
             output_per_million=settings.api_output_usd_per_million,
         ),
     )
-    rules = rules_from_policy(policy, traffic.windows, digest=digest)
+    rules = Rules.from_policy(policy, traffic.windows, digest=digest)
     rules = replace(rules, rollout=replace(rules.rollout, bake_s=settings.bake_s, min_samples=settings.min_samples))
     run = DemoRun(settings, policy, fleet, notifier, cluster)
     target = TargetRef(namespace="demo", name="workhorse", model=settings.model)

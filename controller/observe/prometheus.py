@@ -225,7 +225,7 @@ class PrometheusMetrics:
         self, target: TargetRef, slo: SLO, *, end: datetime, windows_s: Sequence[float] = (300, 3600)
     ) -> dict[str, dict[float, tuple[float, float]]]:
         """``variant -> window_s -> (good, total)`` requests over each look-back window ending at ``end``, in ONE
-        query: the inputs of :func:`controller.decide.slo_signal.assess`. ``good`` is estimated as in
+        query: the inputs of :func:`controller.decide.signals.slo_signal.assess`. ``good`` is estimated as in
         :class:`VariantStats` (shares of the TTFT/TPOT histograms within the SLO bounds, bucket-conservative)."""
         windows = {promql.duration(w): float(w) for w in windows_s}
         with self._scrubbed():

@@ -40,8 +40,7 @@ from controller.adapters.kube.pod_template import baseline_config
 from controller.adapters.notify.recording import NopNotifier, RecordingNotifier
 from controller.adapters.routing.gateway import GatewayRouter, gateway_installed
 from controller.crd.models import TunedServiceSpec
-from controller.decide.capacity import ScalingRules
-from controller.decide.planner import DigestRules
+from controller.decide import DigestRules, Rules, ScalingRules
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput, NotFound
@@ -49,7 +48,7 @@ from controller.policy import Policy, load_policy, parse_policy, profile_feasibi
 from controller.ports import Cluster, LoadTester, Notifier, TrafficRouter
 from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
 from controller.reactor.settings import OperatorSettings
-from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.reconcile import Ports, Reconciler
 from controller.trials.background import BackgroundLoadTester
 from controller.trials.cache import CachedTrials, TrialCache
 from controller.trials.launchers import Launcher
@@ -244,7 +243,7 @@ class SimulatorBackend:
         from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedMetrics, SimulatedRouter
         from controller.adapters.simulated.loadtester import SimulatedLoadTester
         from controller.clock import FakeClock
-        from controller.decide.optimizer import OptimizerAdvisor
+        from controller.decide import OptimizerAdvisor
         from controller.simulator.fleet import SimulatedFleet
         from controller.simulator.perf import PerformanceModel
         from controller.simulator.profiles import load_gpu, load_model
@@ -311,7 +310,7 @@ class SimulatorBackend:
             cluster=cluster,
             clock=fleet.clock,
         )
-        rules = rules_from_policy(policy, windows)
+        rules = Rules.from_policy(policy, windows)
         reconciler = Reconciler(ports, policy, rules=rules)
         log.info("%s: simulator runtime (%s on %s, policy %s)", target, model, gpu, policy.name)
         return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
@@ -465,7 +464,7 @@ class KubernetesBackend:
             clock=clock,
         )
         scaling = ScalingRules(min_replicas=spec.replicas.min_replicas, max_replicas=spec.replicas.max_replicas)
-        rules = rules_from_policy(policy, spec.schedule, scaling=scaling, digest=digest_rules(spec, self.settings))
+        rules = Rules.from_policy(policy, spec.schedule, scaling=scaling, digest=digest_rules(spec, self.settings))
         self._evict(target.namespace, target.name, keep_uid=key[2])  # earlier generations, an earlier object
         worker = self._trial_workers.get(key[:3])
         if worker is None:

@@ -16,7 +16,8 @@ import pytest
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
-from controller.decide.capacity import ScalingRules
+from controller.decide import Rules
+from controller.decide.capacity.sizing import ScalingRules
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal
@@ -24,7 +25,7 @@ from controller.domain.status import TargetStatus, TuningRound
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import load_policy
 from controller.ports import LoadTester, TrialRequest
-from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.reconcile import Ports, Reconciler
 from controller.testing.faults import ConflictBudget, ConflictingCluster
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
@@ -122,7 +123,7 @@ def run(canary: LoadTester, conflicts: int, cycles: int = 6) -> tuple[TargetStat
         cluster=ConflictingCluster(cluster, budget, events=False),
         clock=clock,
     )
-    rules = rules_from_policy(POLICY, (), scaling=ScalingRules(min_replicas=1, max_replicas=8))
+    rules = Rules.from_policy(POLICY, (), scaling=ScalingRules(min_replicas=1, max_replicas=8))
     reconciler = Reconciler(ports, POLICY, rules=rules)
     status = trialling()
     budget.remaining = conflicts  # the cycle's Scale (after its RunTrial) is refused this many times

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
+from controller.decide.requeue import TRIAL_POLL_S
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal
@@ -18,7 +19,6 @@ from controller.domain.status import TargetStatus, TuningRound
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import load_policy
 from controller.ports import TrialRequest
-from controller.reactor.requeue import TRIAL_POLL_S
 from controller.reconcile import CycleResult, Ports, Reconciler
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
 

@@ -13,7 +13,7 @@ from langchain_core.messages import BaseMessage
 from controller.advisor import AgentAdvisor
 from controller.advisor.prompt import DATA_CLOSE, DATA_OPEN, read_data_block
 from controller.advisor.scripted import ScriptedChatModel, heuristic_model
-from controller.decide.guardrails import check_proposals
+from controller.decide.search.guardrails import check_proposals
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
 from controller.domain.trial import TrialResult

@@ -9,7 +9,7 @@ import pytest
 from controller.advisor.endpoints import AdvisorEndpoint
 from controller.advisor.factory import advisors_for
 from controller.advisor.graph import AgentAdvisor
-from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.errors import InvalidInput
 from controller.policy import load_policy
 

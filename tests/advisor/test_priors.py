@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.advisor.priors import policy_prior
-from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.domain.config import STOCK
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controller.advisor.screening import this_rounds_trials
+from controller.decide.search.screening import this_rounds_trials
 from controller.domain import SLO, STOCK, LengthDistribution, TrafficShape
 from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus, TuningRound

@@ -11,7 +11,7 @@ import pytest
 from controller.advisor import AgentAdvisor
 from controller.advisor.chat import make_chat_model
 from controller.advisor.endpoints import AdvisorEndpoint
-from controller.decide.guardrails import check_proposals
+from controller.decide.search.guardrails import check_proposals
 from controller.domain.proposal import AdvisorContext
 from controller.policy import LlmSettings, Policy
 from tests.support.vllm_server import VllmServer, build_tiny_model, running_vllm

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from controller.decide import rollout
-from controller.decide.rollout import RolloutRules
+from controller.decide import Rules
+from controller.decide.rollout import steps as rollout
+from controller.decide.rollout.steps import RolloutRules
 from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.actions import Rollback
 from controller.domain.observation import DataProblem, VariantStats
 from controller.domain.status import RolloutState
 from controller.policy import Policy
-from controller.reconcile import rules_from_policy
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05, max_error_rate=0.01)
@@ -277,7 +277,7 @@ def test_each_threshold_fails_what_the_default_passes(
     slo = Policy().slo
 
     def verdict(p: Policy) -> rollout.Analysis:
-        rules = rules_from_policy(p).rollout
+        rules = Rules.from_policy(p).rollout
         return rollout.analyse(candidate=candidate, stable=stable, slo=slo, rules=rules, weight=25)
 
     default = verdict(Policy())
@@ -289,17 +289,17 @@ def test_each_threshold_fails_what_the_default_passes(
 def test_min_samples_and_on_missing_data_reach_the_rules() -> None:
     candidate = stats("candidate", 150)
     slo = Policy().slo
-    default = rollout.analyse(candidate=candidate, stable=STABLE, slo=slo, rules=rules_from_policy(Policy()).rollout)
+    default = rollout.analyse(candidate=candidate, stable=STABLE, slo=slo, rules=Rules.from_policy(Policy()).rollout)
     assert (default.verdict, default.code) == ("Pending", "too-few-samples")
-    fewer = rules_from_policy(policy(min_samples=100)).rollout
+    fewer = Rules.from_policy(policy(min_samples=100)).rollout
     assert rollout.analyse(candidate=candidate, stable=STABLE, slo=slo, rules=fewer).verdict == "Successful"
-    back = rules_from_policy(policy(on_missing_data="rollback")).rollout
+    back = Rules.from_policy(policy(on_missing_data="rollback")).rollout
     baked = rollout.analyse(candidate=None, stable=STABLE, slo=slo, rules=back, step_age_s=back.bake_s)
     assert (baked.verdict, baked.code) == ("Failed", "no-candidate-series")
 
 
 def test_the_policy_and_the_rules_share_their_defaults() -> None:
-    assert rules_from_policy(Policy()).rollout == RolloutRules()
+    assert Rules.from_policy(Policy()).rollout == RolloutRules()
     defaults = RolloutRules()
     assert (defaults.bake_s, defaults.min_samples, defaults.max_ttft_regression, defaults.max_tpot_regression) == (
         300.0,

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from controller.decide import rollout
-from controller.decide.rollout import RolloutRules
+from controller.decide import Rules
+from controller.decide.rollout import steps as rollout
+from controller.decide.rollout.steps import RolloutRules
 from controller.domain import SLO
 from controller.domain.observation import DataProblem, VariantStats
 from controller.errors import InvalidInput
 from controller.policy import Policy, parse_policy
-from controller.reconcile import rules_from_policy
 
 SLO_ = SLO(ttft_seconds=2.0, tpot_seconds=0.04, max_error_rate=0.01)
 OFF = RolloutRules(steps=(10, 50, 100), bake_s=180, min_samples=100)
@@ -118,9 +118,9 @@ def test_policy_field_reaches_the_analysis() -> None:
     """``rollout.thresholds.slo_headroom`` in the policy: the default (0) rolls the far-inside regression back, 0.5
     passes it."""
     candidate = stats("candidate", 1000, ttft_p95_s=0.365)
-    default = rules_from_policy(Policy()).rollout
+    default = Rules.from_policy(Policy()).rollout
     assert default.slo_headroom == 0.0
-    waived = rules_from_policy(
+    waived = Rules.from_policy(
         Policy.model_validate({"rollout": {"thresholds": {"slo_headroom": 0.5}}, "slo": SLO_.model_dump()})
     ).rollout
     before = rollout.analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=default, weight=10)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from controller.decide import rollout
-from controller.decide.rollout import RolloutRules
+from controller.decide.rollout import steps as rollout
+from controller.decide.rollout.steps import RolloutRules
 from controller.domain import SLO
 from controller.domain.observation import DataProblem, VariantStats
 from controller.errors import InvalidInput

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from controller.decide import planner, rollout
-from controller.decide.capacity import ScalingRules
-from controller.decide.planner import Rules, TuningRules
-from controller.decide.rollout import RolloutRules
-from controller.decide.selection import stable_missed_slo
+from controller import decide
+from controller.decide import Rules, TuningRules
+from controller.decide.capacity.sizing import ScalingRules
+from controller.decide.rollout import steps as rollout
+from controller.decide.rollout.steps import RolloutRules
+from controller.decide.tuning.selection import stable_missed_slo
 from controller.domain import (
     SLO,
     STOCK,
@@ -204,7 +205,7 @@ def test_a_scheduled_switch_records_whether_stable_held_the_slo_on_the_window_tr
         end=AT,
         shape=DOCUMENTS.model_copy(update={"concurrency": 8, "arrival_rate_rps": 0.13}),
     )
-    d = planner.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=rules, now=AT)
+    d = decide.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=rules, now=AT)
     assert "scheduled-switch" in d.codes, d.codes
     assert d.status.rollout is not None and d.status.rollout.to_config == STOCK
     assert d.status.rollout.latency_vs_stable is vs_stable

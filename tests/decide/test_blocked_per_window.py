@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.advisor.screening import screen
-from controller.decide import planner
-from controller.decide.planner import Rules, TuningRules
+from controller import decide
+from controller.decide import Rules, TuningRules
+from controller.decide.search.screening import screen
 from controller.domain import (
     SLO,
     STOCK,
@@ -75,7 +75,7 @@ def test_a_rollback_blocks_the_config_for_the_window_it_failed_in() -> None:
         shape=CHAT,
         variants={"candidate": variant("candidate", 320, 0.061), "stable": variant("stable", 320, 0.03)},
     )
-    d = planner.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=RULES, now=EVENING_AT)
+    d = decide.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=RULES, now=EVENING_AT)
     assert d.codes == ("slo-breach",) and d.status.phase is Phase.ROLLED_BACK
     assert d.status.blocked_in_windows == (BlockedConfig(key=STOCK.key(), window="evening"),)
     assert d.status.blocked_configs == ()
@@ -136,7 +136,7 @@ def test_the_night_switches_to_a_config_blocked_only_in_the_evening(blocked_in: 
         blocked_in_windows=(BlockedConfig(key=STOCK.key(), window=blocked_in),),
     )
     obs = Observation(target="ns/m", start=NIGHT_AT - timedelta(minutes=5), end=NIGHT_AT, shape=DOCUMENTS)
-    d = planner.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=RULES, now=NIGHT_AT)
+    d = decide.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=RULES, now=NIGHT_AT)
     assert ("scheduled-switch" in d.codes) is switches, d.codes
     assert (d.status.rollout is not None and d.status.rollout.to_config == STOCK) is switches
 
@@ -166,7 +166,7 @@ def test_a_round_chooses_a_config_blocked_only_in_another_window(round_window: s
         blocked_in_windows=(BlockedConfig(key=STOCK.key(), window="evening"),),
     )
     obs = Observation(target="ns/m", start=NIGHT_AT - timedelta(minutes=5), end=NIGHT_AT, shape=DOCUMENTS)
-    d = planner.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=RULES, now=NIGHT_AT)
+    d = decide.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=RULES, now=NIGHT_AT)
     entry = d.status.schedule_for(round_window)
     started = d.status.rollout.to_config if d.status.rollout is not None else None
     assert (started or (entry.config if entry is not None else None)) == chosen, d.codes

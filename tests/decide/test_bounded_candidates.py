@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.decide.optimizer import (
+from controller.decide.search.optimizer import (
     CandidateCache,
     CandidateSet,
     OptimizerAdvisor,

@@ -7,15 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import planner
-from controller.decide.breach import (
+from controller import decide
+from controller.decide import Rules, TuningRules
+from controller.decide.signals.breach import (
     BREACH_CHANCE,
     MIN_COUNTED_REQUESTS,
     allowed_miss_share,
     chance_of_at_least,
     slo_breach,
 )
-from controller.decide.planner import Rules, TuningRules
 from controller.domain import (
     SLO,
     STOCK,
@@ -165,8 +165,8 @@ def test_a_quiet_night_that_misses_half_its_requests_is_searched_again() -> None
     )
     status = TargetStatus(window="night", active_config=DAY_CONFIG, replicas=3, schedule=(night_entry,))
     obs = observed(stable(40, good_requests=20, tpot_p95_s=0.03))
-    d = planner.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=rules, now=NOW)
+    d = decide.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=rules, now=NOW)
     assert d.codes[0] == "tune-slo-breach", d.codes
     calm = observed(stable(40, good_requests=40, tpot_p95_s=0.03))
-    d = planner.plan(status=status, observation=calm, observe_error=None, proposals=(), rules=rules, now=NOW)
+    d = decide.plan(status=status, observation=calm, observe_error=None, proposals=(), rules=rules, now=NOW)
     assert "tune-slo-breach" not in d.codes

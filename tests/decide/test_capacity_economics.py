@@ -6,8 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide.capacity import ProbeRules, ScalingRules, desired_replicas, next_probe_factor, probe_bracket
-from controller.decide.economics import ApiPrice, window_economics
+from controller.decide.capacity.sizing import (
+    ProbeRules,
+    ScalingRules,
+    desired_replicas,
+    next_probe_factor,
+    probe_bracket,
+)
+from controller.decide.tuning.economics import ApiPrice, window_economics
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 RULES = ScalingRules(min_replicas=1, max_replicas=6, headroom=0.2, scale_down_stabilisation_s=600)
@@ -124,7 +130,7 @@ def test_negative_inputs_are_rejected() -> None:
 
 
 def test_schedule_economics_projects_each_window() -> None:
-    from controller.decide.economics import schedule_economics
+    from controller.decide.tuning.economics import schedule_economics
     from controller.domain import STOCK, LengthDistribution, ScheduledConfig, TimeWindow, TrafficShape
 
     shape = TrafficShape(

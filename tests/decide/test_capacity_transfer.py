@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import scaling
-from controller.decide.capacity import ScalingRules
+from controller.decide import Rules
+from controller.decide.capacity import scaling
+from controller.decide.capacity.sizing import ScalingRules
 from controller.decide.context import PlanContext
-from controller.decide.planner import Rules
 from controller.domain import (
     EngineConfig,
     LengthDistribution,

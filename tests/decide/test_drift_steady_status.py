@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide.drift import DriftParams, DriftState, assess
+from controller.decide.signals.drift import DriftParams, DriftState, assess
 from controller.domain.traffic import LengthDistribution, TrafficShape
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.decide.guardrails import RejectKind, budget_left, check_proposals
+from controller.decide.search.guardrails import RejectKind, budget_left, check_proposals
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.proposal import Proposal
 from controller.domain.slo import SLO

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from controller.decide.capacity import holds
-from controller.decide.optimizer import OptimizerAdvisor, candidate_configs
+from controller.decide.capacity.sizing import holds
 from controller.decide.outcome import measured
-from controller.decide.probe import held_loads
-from controller.decide.selection import best_trial
+from controller.decide.search.optimizer import OptimizerAdvisor, candidate_configs
+from controller.decide.tuning.probe import held_loads
+from controller.decide.tuning.selection import best_trial
 from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, TrafficShape
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext

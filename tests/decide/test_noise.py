@@ -8,9 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from controller.decide import noise
-from controller.decide.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, candidate_configs
-from controller.decide.planner import Rules, TuningRules
+from controller.decide import Rules, TuningRules
+from controller.decide.search.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, candidate_configs
+from controller.decide.signals import noise
 from controller.domain import SLO, STOCK, EngineConfig, Phase, RunTrial, TargetStatus, TrialResult, TrialStatus
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from controller.decide.optimizer import OptimizerAdvisor, optimize
+from controller.decide.search.optimizer import OptimizerAdvisor, optimize
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from controller.decide import noise
-from controller.decide.optimizer import CandidateSet, GpSearch, OptimizerAdvisor
-from controller.decide.optimizer_kernel import KnobEncoding, correlations
+from controller.decide.search.kernel import KnobEncoding, correlations
+from controller.decide.search.optimizer import CandidateSet, GpSearch, OptimizerAdvisor
+from controller.decide.signals import noise
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext

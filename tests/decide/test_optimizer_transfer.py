@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.decide.optimizer import CandidateSet, GpSearch, OptimizerAdvisor
+from controller.decide.search.optimizer import CandidateSet, GpSearch, OptimizerAdvisor
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
@@ -148,8 +148,8 @@ def test_without_a_prior_the_first_trials_cover_the_knobs(seed: int) -> None:
 def test_per_knob_amplitudes_follow_the_knob_that_explains_the_measurements() -> None:
     """Without a prior the main-effect amplitudes are fitted per knob: a knob whose values move the goodput gets
     a larger amplitude, one that moves nothing a smaller one."""
-    from controller.decide.optimizer_gp import _fit_amplitudes
-    from controller.decide.optimizer_kernel import correlations
+    from controller.decide.search.gp import _fit_amplitudes
+    from controller.decide.search.kernel import correlations
 
     space = [c for c in CONFIGS if c.speculative_method == "none" and c.max_cudagraph_capture_size == 1024]
     cands = CandidateSet(space)

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import drift as drifts
-from controller.decide import planner
-from controller.decide.capacity import ScalingRules
-from controller.decide.planner import Rules, TuningRules
+from controller import decide
+from controller.decide import Rules, TuningRules
+from controller.decide.capacity.sizing import ScalingRules
+from controller.decide.signals import drift as drifts
 from controller.domain import (
     SLO,
     STOCK,
@@ -69,7 +69,7 @@ def measured(config: EngineConfig, goodput: float, shape: TrafficShape, ttft: fl
     )
 
 
-def plan(status: TargetStatus, proposals: tuple[Proposal, ...] = (), **kw: object) -> planner.Decision:
+def plan(status: TargetStatus, proposals: tuple[Proposal, ...] = (), **kw: object) -> decide.Decision:
     args: dict[str, object] = {
         "status": status,
         "observation": observation(),
@@ -79,7 +79,7 @@ def plan(status: TargetStatus, proposals: tuple[Proposal, ...] = (), **kw: objec
         "now": NOON,
     }
     args.update(kw)
-    return planner.plan(**args)  # type: ignore[arg-type]
+    return decide.plan(**args)  # type: ignore[arg-type]
 
 
 def tuning_status(results: list[TrialResult], proposers: list[str]) -> TargetStatus:
@@ -322,7 +322,7 @@ def test_switch_that_does_not_pay_for_itself_is_skipped() -> None:
         slo=RULES.slo,
         tuning=RULES.tuning,
         windows=RULES.windows,
-        schedule=planner.ScheduleRules(switch_cost_s=8 * 3600 * 0.6),  # 8 h night x 50% gain < 0.6 x 8 h
+        schedule=decide.ScheduleRules(switch_cost_s=8 * 3600 * 0.6),  # 8 h night x 50% gain < 0.6 x 8 h
     )
     night_shape = SHAPE.model_copy(update={"concurrency": 2})
     status = night_and_day(MTP1, trials=(measured(MTP1, 200, night_shape),))  # the night's 300 is 1.5x it
@@ -400,7 +400,7 @@ def run_capacity_search(
     rules: Rules = SCALING,
     keeps_up_to: float = 1e9,
     **plan_args: object,
-) -> tuple[planner.Decision, list[RunTrial]]:
+) -> tuple[decide.Decision, list[RunTrial]]:
     """Drive a round's capacity probes to the end against a replica that holds the SLO up to ``capacity[key]``
     times the round's per-replica load (and serves 20 req/s x that multiple); returns the final decision."""
     probes: list[RunTrial] = []
@@ -596,13 +596,13 @@ def test_drift_in_a_quiet_stretch_does_not_retune(rate: float, retunes: bool) ->
 
 
 def test_daily_digest_once_a_day_with_economics() -> None:
-    from controller.decide.economics import ApiPrice
+    from controller.decide.tuning.economics import ApiPrice
 
     rules = Rules(
         slo=RULES.slo,
         tuning=RULES.tuning,
         windows=RULES.windows,
-        digest=planner.DigestRules(
+        digest=decide.DigestRules(
             hour=9, gpu_usd_per_hour=4.0, api=ApiPrice(input_per_million=0.3, output_per_million=1.2)
         ),
     )
@@ -829,5 +829,5 @@ def test_the_expected_trade_off_comes_from_trials_of_both_configs_on_one_shape()
         measured(MTP1, 2000, round_shape, ttft=0.6),
         measured(MTP1, 3000, probe_shape, ttft=1.5),
     ]
-    ttft, tpot = planner.expected_ratios(trials, candidate=MTP1, stable=STOCK)
+    ttft, tpot = decide.expected_ratios(trials, candidate=MTP1, stable=STOCK)
     assert ttft == pytest.approx(1.5) and tpot == pytest.approx(1.0)

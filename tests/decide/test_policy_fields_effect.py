@@ -27,7 +27,8 @@ from controller.advisor.graph import AgentAdvisor
 from controller.advisor.priors import policy_prior
 from controller.advisor.scripted import ScriptedChatModel
 from controller.clock import FakeClock
-from controller.decide.guardrails import budget_left
+from controller.decide import Rules
+from controller.decide.search.guardrails import budget_left
 from controller.domain import STOCK, EngineConfig, LengthDistribution, TrafficShape
 from controller.domain.actions import RunTrial
 from controller.domain.observation import TargetRef
@@ -36,7 +37,7 @@ from controller.domain.slo import SLO
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import Policy, profile_feasibility
 from controller.ports import TrialRequest
-from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.reconcile import Ports, Reconciler
 from controller.trials.quality import quality_gate_for
 
 #: Metadata: fields that name or describe a policy and are meant to change nothing.
@@ -306,7 +307,7 @@ def effects(policy: Policy) -> dict[str, Any]:
     chat = make_chat_model(endpoint, llm)
     gate = quality_gate_for(policy, "http://127.0.0.1:9", "stable")
     return {
-        "rules": repr(rules_from_policy(policy)),
+        "rules": repr(Rules.from_policy(policy)),
         "space": (
             policy.space.product_size(),
             tuple(c.key() for c in itertools.islice(policy.space.configs(policy.feasibility), 512)),

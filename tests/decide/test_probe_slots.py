@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controller.decide import probe
-from controller.decide.capacity import ScalingRules
+from controller.decide import Rules
+from controller.decide.capacity.sizing import ScalingRules
 from controller.decide.context import PlanContext
-from controller.decide.planner import Rules
+from controller.decide.tuning import probe
 from controller.domain import (
     SLO,
     STOCK,

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import rollout
-from controller.decide.rollout import RolloutRules
+from controller.decide.rollout import steps as rollout
+from controller.decide.rollout.steps import RolloutRules
 from controller.domain import (
     SLO,
     STOCK,

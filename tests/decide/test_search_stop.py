@@ -10,12 +10,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import tuning
-from controller.decide.capacity import ScalingRules
+from controller.decide import Rules, TuningRules
+from controller.decide.capacity.sizing import ScalingRules
 from controller.decide.context import PlanContext
-from controller.decide.economics import expected_excess_gain, trial_worth
-from controller.decide.optimizer import OptimizerAdvisor, expected_gain
-from controller.decide.planner import Rules, TuningRules
+from controller.decide.search.optimizer import OptimizerAdvisor, expected_gain
+from controller.decide.tuning import rounds as tuning
+from controller.decide.tuning.economics import expected_excess_gain, trial_worth
 from controller.domain import (
     SLO,
     EngineConfig,

@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import planner
-from controller.decide.capacity import ScalingRules
+from controller import decide
+from controller.decide import Rules, TuningRules
+from controller.decide.capacity.sizing import ScalingRules
 from controller.decide.context import PlanContext
-from controller.decide.planner import Rules, TuningRules
-from controller.decide.schedule import switch_gain
+from controller.decide.schedule.switch import switch_gain
 from controller.domain import (
     SLO,
     STOCK,
@@ -146,8 +146,8 @@ def test_a_morning_scheduled_on_stock_is_switched_to_from_a_night_config_never_m
     status = TargetStatus(window="morning", active_config=NIGHT_CONFIG, replicas=3, schedule=(morning_entry(),))
     obs = Observation(target="ns/m", start=MORNING_AT - timedelta(minutes=5), end=MORNING_AT, shape=CHAT)
 
-    def plan(status: TargetStatus) -> planner.Decision:
-        return planner.plan(
+    def plan(status: TargetStatus) -> decide.Decision:
+        return decide.plan(
             status=status, observation=obs, observe_error=None, proposals=(), rules=rules, now=MORNING_AT
         )
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.decide.capacity import ScalingRules
-from controller.decide.economics import SwitchWorth, switch_worth
+from controller.decide.capacity.sizing import ScalingRules
+from controller.decide.tuning.economics import SwitchWorth, switch_worth
 
 RULES = ScalingRules(min_replicas=1, max_replicas=32, headroom=0.25)
 NIGHT_S = 8 * 3600.0

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from controller.decide.capacity import holds
-from controller.decide.selection import best_trial
+from controller.decide.capacity.sizing import holds
+from controller.decide.tuning.selection import best_trial
 from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.errors import InvalidInput

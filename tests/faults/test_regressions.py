@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.decide.rollout import RolloutRules, analyse
+from controller.decide.rollout.steps import RolloutRules, analyse
 from controller.domain.observation import VariantStats
 from controller.domain.slo import SLO
 
@@ -86,7 +86,7 @@ def test_a_latency_x2_config_is_rolled_back_at_the_step_the_fault_appears() -> N
 
 
 def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
-    """``controller/decide/planner.py``, ``_Planner._scale`` (before 84ba84c): the per-replica capacity was looked up
+    """``controller/decide/decide.py``, ``_Planner._scale`` (before 84ba84c): the per-replica capacity was looked up
     as the first schedule entry whose config is the active one (``next(s.capacity_rps for s in self.status.schedule
     if s.config.key() == active_key ...)``), not the current window's ``entry``. When one config is scheduled for
     several windows, the day is scaled with the capacity measured on the night's long-document shape. Found by
@@ -94,8 +94,8 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
     16-replica maximum (40 req/s x 1.25 / 2.9) instead of 3 (40 x 1.25 / 22.4)."""
     from datetime import UTC, datetime, timedelta
 
-    from controller.decide import planner
-    from controller.decide.capacity import ScalingRules
+    from controller import decide
+    from controller.decide.capacity.sizing import ScalingRules
     from controller.domain.actions import Scale
     from controller.domain.config import EngineConfig
     from controller.domain.observation import Observation
@@ -142,7 +142,7 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
         active_config=config,
         replicas=3,
         window="day",
-        schedule=(entry("night", night_shape, 2.9), entry("day", planner.per_replica(day_shape, 3), 22.4)),
+        schedule=(entry("night", night_shape, 2.9), entry("day", decide.per_replica(day_shape, 3), 22.4)),
     )
     stable = VariantStats(variant="stable", requests=12000, errors=0, ttft_p95_s=0.08, tpot_p95_s=0.02)
     observation = Observation(
@@ -152,8 +152,8 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
         shape=day_shape,
         variants={"stable": stable},
     )
-    rules = planner.Rules(slo=SLO_5S, windows=windows, scaling=ScalingRules(headroom=0.25, max_replicas=16))
-    decision = planner.plan(
+    rules = decide.Rules(slo=SLO_5S, windows=windows, scaling=ScalingRules(headroom=0.25, max_replicas=16))
+    decision = decide.plan(
         status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
     )
     scales = [a for a in decision.actions if isinstance(a, Scale)]
@@ -161,7 +161,7 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
 
 
 def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
-    """``controller/decide/planner.py``: before 84ba84c ``_scale`` was only called at the end of ``_observe``; in
+    """``controller/decide/decide.py``: before 84ba84c ``_scale`` was only called at the end of ``_observe``; in
     Trialling, RollingOut and AwaitingApproval the replica count was frozen. In ``bench/week.py`` the morning ramp
     grows from 2 to 37 req/s on one replica: the saturation shows up as an SLO breach, which starts a re-tune (not a
     scale-up); re-tunes and rollouts follow one another for three hours and the replica count never moves (SLO
@@ -169,8 +169,8 @@ def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
     capacity still scales up."""
     from datetime import UTC, datetime, timedelta
 
-    from controller.decide import planner
-    from controller.decide.capacity import ScalingRules
+    from controller import decide
+    from controller.decide.capacity.sizing import ScalingRules
     from controller.domain.actions import Scale
     from controller.domain.config import EngineConfig
     from controller.domain.observation import Observation
@@ -218,9 +218,9 @@ def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
     observation = Observation(
         target="prod/workhorse", start=now - timedelta(minutes=5), end=now, shape=fleet, variants={"stable": stable}
     )
-    rules = planner.Rules(slo=SLO_5S, windows=windows, scaling=ScalingRules(headroom=0.25, max_replicas=16))
+    rules = decide.Rules(slo=SLO_5S, windows=windows, scaling=ScalingRules(headroom=0.25, max_replicas=16))
     other = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, max_num_seqs=512)
-    decision = planner.plan(
+    decision = decide.plan(
         status=status,
         observation=observation,
         observe_error=None,

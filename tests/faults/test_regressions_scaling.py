@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import planner
-from controller.decide.capacity import ScalingRules
+from controller import decide
+from controller.decide.capacity.sizing import ScalingRules
 from controller.domain.actions import Scale
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import Observation, VariantStats
@@ -69,7 +69,7 @@ def test_fleet_rate_of_a_tuned_window_uses_the_replicas_the_round_was_measured_w
     replicas where 3 carry the load, and a later round scales 3 -> 12). Expected: the fleet rate the round saw."""
     now = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
     window = next(w for w in WINDOWS if w.name == "day")
-    shape = planner.per_replica(AGENTS, 4).model_copy(update={"window": window})
+    shape = decide.per_replica(AGENTS, 4).model_copy(update={"window": window})
     round_ = TuningRound(
         id="day-1",
         window="day",
@@ -94,8 +94,8 @@ def test_fleet_rate_of_a_tuned_window_uses_the_replicas_the_round_was_measured_w
         shape=AGENTS,
         variants={"stable": VariantStats(variant="stable", requests=9000, ttft_p95_s=0.08, tpot_p95_s=0.02)},
     )
-    rules = planner.Rules(slo=SLO_5S, windows=WINDOWS, tuning=planner.TuningRules(max_trials=2, measure_stock=False))
-    decision = planner.plan(
+    rules = decide.Rules(slo=SLO_5S, windows=WINDOWS, tuning=decide.TuningRules(max_trials=2, measure_stock=False))
+    decision = decide.plan(
         status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
     )
     entry = decision.status.schedule_for("day")
@@ -130,7 +130,7 @@ def test_prewarm_sizes_the_next_window_with_its_own_capacity() -> None:
         window="night",
         schedule=(
             entry("night", DOCUMENTS, 2.05, 0.29),
-            entry("morning-ramp", planner.per_replica(AGENTS, 2), 20.0, 25.0),
+            entry("morning-ramp", decide.per_replica(AGENTS, 2), 20.0, 25.0),
         ),
     )
     observation = Observation(
@@ -140,8 +140,8 @@ def test_prewarm_sizes_the_next_window_with_its_own_capacity() -> None:
         shape=DOCUMENTS,
         variants={"stable": VariantStats(variant="stable", requests=90, ttft_p95_s=0.4, tpot_p95_s=0.008)},
     )
-    rules = planner.Rules(slo=SLO_5S, windows=WINDOWS, scaling=ScalingRules(headroom=0.25, max_replicas=16))
-    decision = planner.plan(
+    rules = decide.Rules(slo=SLO_5S, windows=WINDOWS, scaling=ScalingRules(headroom=0.25, max_replicas=16))
+    decision = decide.plan(
         status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
     )
     scales = [a for a in decision.actions if isinstance(a, Scale)]

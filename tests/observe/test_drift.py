@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from controller.decide.drift import DriftParams, DriftState, assess, distance
+from controller.decide.signals.drift import DriftParams, DriftState, assess, distance
 from controller.domain.traffic import LengthDistribution, TrafficShape
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import rollout
+from controller.decide.rollout import steps as rollout
 from controller.domain.observation import DataProblem, TargetRef, VariantStats
 from controller.domain.slo import SLO
 from controller.observe import promql

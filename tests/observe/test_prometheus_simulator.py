@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.decide.slo_signal import BurnRule, SloSignalState, WindowCounts, assess
+from controller.decide.signals.slo_signal import BurnRule, SloSignalState, WindowCounts, assess
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
 from controller.errors import MetricsUnavailable

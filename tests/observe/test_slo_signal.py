@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from controller.decide.slo_signal import BurnRule, SloSignalState, WindowCounts, assess
+from controller.decide.signals.slo_signal import BurnRule, SloSignalState, WindowCounts, assess
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 RULES = (BurnRule(long_s=3600, short_s=300, burn=10, min_requests=50),)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import rollout
+from controller.decide.rollout import steps as rollout
 from controller.domain.observation import DataProblem, DataProblemKind, TargetRef, VariantStats
 from controller.domain.slo import SLO
 from controller.observe import promql

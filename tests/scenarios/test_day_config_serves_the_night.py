@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from controller import decide
 from controller.act.effects import TrialRecorded
 from controller.act.fold import fold
 from controller.clock import FakeClock
-from controller.decide import planner
-from controller.decide.planner import Rules, TuningRules
+from controller.decide import Rules, TuningRules
 from controller.domain import (
     SLO,
     STOCK,
@@ -108,7 +108,7 @@ def three_days(day_config_at_night: float) -> tuple[Counter[str], list[tuple[str
         clock.advance(CYCLE_S)
         now = clock.now()
         shape = NIGHT_SHAPE if now.hour < 8 else DAY_SHAPE
-        decision = planner.plan(
+        decision = decide.plan(
             status=status,
             observation=Observation(target="ns/m", start=now - timedelta(seconds=CYCLE_S), end=now, shape=shape),
             observe_error=None,

@@ -13,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from controller import decide
 from controller.act.effects import TrialRecorded
 from controller.act.fold import fold
-from controller.decide import planner
-from controller.decide.capacity import ScalingRules
-from controller.decide.planner import Rules, TuningRules
+from controller.decide import Rules, TuningRules
+from controller.decide.capacity.sizing import ScalingRules
 from controller.domain import (
     SLO,
     STOCK,
@@ -79,13 +79,13 @@ def trial(config: EngineConfig, shape: TrafficShape, factor: float, capacity: di
     )
 
 
-def day_round(capacity: dict[str, float] = CAPACITY) -> tuple[planner.Decision, list[RunTrial]]:
+def day_round(capacity: dict[str, float] = CAPACITY) -> tuple[decide.Decision, list[RunTrial]]:
     """The round from its first cycle to its verdict: every trial it asks for is measured on the replica above."""
     status = TargetStatus(active_config=NIGHT_CONFIG, window="night", replicas=3)
     probes: list[RunTrial] = []
     proposals = (Proposal(config=WIDE, rationale="more goodput", proposed_by="optimizer"),)
     for _ in range(40):
-        d = planner.plan(
+        d = decide.plan(
             status=status,
             observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=BUSY),
             observe_error=None,

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from controller.adapters.simulated.fleet import SimulatedMetrics
 from controller.clock import FakeClock
-from controller.decide import rollout
+from controller.decide import Rules
+from controller.decide.rollout import steps as rollout
 from controller.domain import (
     DeployCandidate,
     EngineConfig,
@@ -34,7 +35,6 @@ from controller.domain import (
     TrafficShape,
 )
 from controller.policy import load_policy
-from controller.reconcile import rules_from_policy
 from controller.simulator.fleet import SimulatedFleet
 from controller.simulator.traffic import DiurnalTraffic
 
@@ -86,7 +86,7 @@ def walk(candidate: EngineConfig, slo_headroom: float | None = None) -> tuple[li
     """The rollout of ``candidate`` over the stable day config: the weights it set, its last phase and the reason of
     its promotion or rollback."""
     policy = load_policy(POLICY)
-    rules = rules_from_policy(policy).rollout
+    rules = Rules.from_policy(policy).rollout
     if slo_headroom is not None:
         rules = replace(rules, slo_headroom=slo_headroom)
     clock = FakeClock(EVENING)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.decide.planner import scaled
+from controller.decide import scaled
 from controller.domain.config import STOCK, EngineConfig
 from controller.policy import load_policy
 from controller.simulator.perf import PerformanceModel

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+from controller import decide
 from controller.act.effects import TrialRecorded
 from controller.act.fold import fold
 from controller.clock import FakeClock
-from controller.decide import planner
-from controller.decide.planner import Rules, TuningRules
+from controller.decide import Rules, TuningRules
 from controller.domain import (
     SLO,
     EngineConfig,
@@ -129,7 +129,7 @@ def evenings(days: int) -> tuple[Counter[str], Counter[str]]:
             clock.advance(CYCLE_S)
             now = clock.now()
             shape = CHAT if now.hour * 60 + now.minute <= 20 * 60 + 30 else DOCUMENTS
-            decision = planner.plan(
+            decision = decide.plan(
                 status=status,
                 observation=Observation(target="ns/m", start=now - timedelta(seconds=CYCLE_S), end=now, shape=shape),
                 observe_error=None,

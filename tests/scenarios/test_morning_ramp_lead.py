@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+from controller import decide
 from controller.clock import FakeClock
-from controller.decide import planner
-from controller.decide.capacity import ScalingRules
-from controller.decide.planner import Rules
+from controller.decide import Rules
+from controller.decide.capacity.sizing import ScalingRules
 from controller.domain import (
     SLO,
     EngineConfig,
@@ -84,7 +84,7 @@ def ramp() -> list[tuple[datetime, float, int, int]]:
             minutes.append((clock.now(), rate_at(clock.now() - timedelta(seconds=30)), ready, len(ready_at)))
         now = clock.now()
         mean = sum(rate_at(now - timedelta(seconds=s)) for s in range(0, 300, 10)) / 30
-        decision = planner.plan(
+        decision = decide.plan(
             status=status,
             observation=Observation(target="ns/m", start=now - timedelta(seconds=CYCLE_S), end=now, shape=shape(mean)),
             observe_error=None,

@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from controller.decide import rollout
+from controller.decide import Rules
+from controller.decide.rollout import steps as rollout
 from controller.domain import (
     EngineConfig,
     LengthDistribution,
@@ -23,7 +24,6 @@ from controller.domain import (
     VariantStats,
 )
 from controller.policy import load_policy
-from controller.reconcile import rules_from_policy
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies" / "v1"
 MORNING = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -78,7 +78,7 @@ def walk(candidate_ttft_s: float, slo_headroom: float | None = None) -> tuple[li
     if slo_headroom is not None:
         thresholds = policy.rollout.thresholds.model_copy(update={"slo_headroom": slo_headroom})
         policy = policy.model_copy(update={"rollout": policy.rollout.model_copy(update={"thresholds": thresholds})})
-    rules = rules_from_policy(policy).rollout
+    rules = Rules.from_policy(policy).rollout
     step = rollout.start(
         rollout_id="morning",
         from_config=NIGHT_CONFIG,

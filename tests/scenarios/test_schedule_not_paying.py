@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from controller import decide
 from controller.clock import FakeClock
-from controller.decide import planner
-from controller.decide.account import static_reference, tally
-from controller.decide.capacity import ScalingRules
+from controller.decide import Rules, TuningRules
+from controller.decide.capacity.sizing import ScalingRules
 from controller.decide.context import PlanContext
-from controller.decide.planner import Rules, TuningRules
 from controller.decide.rules import DigestRules
+from controller.decide.schedule.account import static_reference, tally
 from controller.domain import (
     SLO,
     EngineConfig,
@@ -142,7 +142,7 @@ def run(
         shape = (NIGHT_SHAPE if night else DAY_SHAPE).model_copy(
             update={"arrival_rate_rps": 4.0 if night else 40.0, "concurrency": 64.0 if night else 512.0}
         )
-        decision = planner.plan(
+        decision = decide.plan(
             status=status,
             observation=Observation(target="ns/m", start=now - timedelta(seconds=CYCLE_S), end=now, shape=shape),
             observe_error=None,
@@ -254,7 +254,7 @@ def test_a_losing_week_moves_to_the_static_config_when_another_one_runs() -> Non
         )
     ).model_copy(update={"active_config": NIGHT_CONFIG, "replicas": 3, "window": "night"})
     night = NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64.0})
-    decision = planner.plan(
+    decision = decide.plan(
         status=status,
         observation=Observation(target="ns/m", start=at_night - timedelta(seconds=CYCLE_S), end=at_night, shape=night),
         observe_error=None,

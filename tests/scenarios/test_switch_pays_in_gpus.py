@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import planner
-from controller.decide.capacity import ScalingRules
-from controller.decide.planner import Rules, TuningRules
+from controller import decide
+from controller.decide import Rules, TuningRules
+from controller.decide.capacity.sizing import ScalingRules
 from controller.domain import (
     SLO,
     EngineConfig,
@@ -115,7 +115,7 @@ def evening(day_config_capacity: float | None) -> TargetStatus:
 def test_a_scheduled_switch_must_save_more_gpu_time_than_its_rollout_holds(
     day_config_capacity: float | None, prewarms: bool
 ) -> None:
-    d = planner.plan(
+    d = decide.plan(
         status=evening(day_config_capacity),
         observation=Observation(
             target="ns/m", start=BEFORE_MIDNIGHT - timedelta(minutes=5), end=BEFORE_MIDNIGHT, shape=DAY_SHAPE

@@ -9,8 +9,8 @@ from typing import Any
 
 from controller.advisor.graph import AgentAdvisor
 from controller.advisor.scripted import ScriptedChatModel
-from controller.decide import drift
-from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide.search.optimizer import OptimizerAdvisor
+from controller.decide.signals import drift
 from controller.domain.config import STOCK
 from controller.domain.phases import Phase
 from controller.domain.trial import TrialStatus

@@ -14,7 +14,8 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
-from controller.decide.optimizer import OptimizerAdvisor
+from controller.decide import Rules
+from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.domain.actions import SetWeights
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
@@ -28,7 +29,7 @@ from controller.ports import (
     LoadTester,
     TrafficRouter,
 )
-from controller.reconcile import Ports, Reconciler, rules_from_policy
+from controller.reconcile import Ports, Reconciler
 from controller.simulator.fleet import FleetTick, SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
@@ -156,7 +157,7 @@ class SimWorld:
             clock=self.clock,
             fallback_advisor=self.optimizer if chosen is not self.optimizer else None,
         )
-        rules = rules_from_policy(self.policy, self.traffic.windows)
+        rules = Rules.from_policy(self.policy, self.traffic.windows)
         self.rules = replace(rules, rollout=replace(rules.rollout, bake_s=s.bake_s, min_samples=s.min_samples))
         self.target = TargetRef(namespace="prod", name="workhorse", model=s.model)
         self.status = TargetStatus()

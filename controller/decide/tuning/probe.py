@@ -1,15 +1,15 @@
 """Capacity probing: how far one replica of a round's choice (and of its finalists and the active config) stretches
 within the SLO, by replaying the round's shape at growing multiples of its load, and what that means in
-replicas. Pure; the bracket search itself is in :mod:`controller.decide.capacity`."""
+replicas. Pure; the bracket search itself is in :mod:`controller.decide.capacity.sizing`."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from controller.decide import selection
-from controller.decide.capacity import holds, next_probe_factor, probe_bracket, replicas_for
+from controller.decide.capacity.sizing import holds, next_probe_factor, probe_bracket, replicas_for
 from controller.decide.context import Intent, PlanContext, round_trials, scaled
+from controller.decide.tuning import selection
 from controller.domain.actions import RunTrial
 from controller.domain.config import EngineConfig
 from controller.domain.status import TuningRound
@@ -39,7 +39,7 @@ def capacity_probe(ctx: PlanContext, round_: TuningRound) -> Intent | None:
 
 def capacity_finalists(ctx: PlanContext, leader: TrialResult) -> list[TrialResult]:
     """The runners-up whose capacity is probed beside the leader's: the near-goodput finalists
-    (:func:`controller.decide.selection.finalists`) and the best of the round's configs with more sequence slots
+    (:func:`controller.decide.tuning.selection.finalists`) and the best of the round's configs with more sequence slots
     than the leader (:func:`more_slots`). A round runs at the load the space's largest ``max_num_seqs`` holds, so
     a config with more slots (one that leaves ``max_num_seqs`` at the engine's default, which the space does not
     bound) shows no advantage there, yet carries more streams per replica before the SLO breaks."""

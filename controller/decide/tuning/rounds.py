@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from controller.decide import drift as drifts
-from controller.decide import economics, scaling, selection
-from controller.decide import noise as noises
+from controller.decide.capacity import scaling
 from controller.decide.context import Intent, PlanContext, move, per_replica, round_trials, scaled, with_schedule
+from controller.decide.signals import drift as drifts
+from controller.decide.signals import noise as noises
+from controller.decide.tuning import economics, selection
 from controller.domain.actions import Action, RunTrial
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from controller.decide.capacity import holds, length_distance
+from controller.decide.capacity.scaling import short_of_replicas
+from controller.decide.capacity.sizing import holds, length_distance
 from controller.decide.context import Intent, PlanContext, remaining_s, window_at
-from controller.decide.economics import SwitchWorth, switch_worth
-from controller.decide.noise import ASSUMED, clamped
-from controller.decide.rolling import begin as begin_rollout
-from controller.decide.scaling import short_of_replicas
-from controller.decide.tuning import start as start_tuning
+from controller.decide.rollout.lifecycle import begin as begin_rollout
+from controller.decide.signals.noise import ASSUMED, clamped
+from controller.decide.tuning.economics import SwitchWorth, switch_worth
+from controller.decide.tuning.rounds import start as start_tuning
 from controller.domain.actions import RunTrial
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import ScheduledConfig
@@ -85,7 +85,8 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
 
 
 def static_fallback(ctx: PlanContext) -> Intent | None:
-    """After a week the schedule lost against the best static config measured (:mod:`controller.decide.account`):
+    """After a week the schedule lost against the best static config measured
+    (:mod:`controller.decide.schedule.account`):
     move to that config once and switch no more until the fallback ends (code ``schedule-not-paying``). None when
     it is already active, blocked for this window, or the last switch is too recent."""
     status = ctx.status
@@ -183,7 +184,7 @@ def switch_economics(
     ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig, seconds: float
 ) -> SwitchWorth | None:
     """With managed replicas: what switching to ``entry``'s config saves over ``seconds`` of ``window`` at its
-    forecast load against what its rollout costs (:func:`~controller.decide.economics.switch_worth`), with the
+    forecast load against what its rollout costs (:func:`~controller.decide.tuning.economics.switch_worth`), with the
     forecast's and the measurements' uncertainty held against the saving. None when a capacity to tell is unknown
     (the goodput gain decides alone)."""
     rules = ctx.rules.scaling

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from controller.decide.capacity import replicas_for
+from controller.decide.capacity.sizing import replicas_for
 from controller.decide.context import Intent, PlanContext
-from controller.decide.rollout import candidate_replicas_for
-from controller.decide.schedule import probed_capacity
+from controller.decide.rollout.steps import candidate_replicas_for
+from controller.decide.schedule.switch import probed_capacity
 from controller.domain.actions import Notify, Severity
 from controller.domain.config import EngineConfig
 from controller.domain.status import ScheduleAccount, TargetStatus

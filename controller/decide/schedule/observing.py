@@ -3,10 +3,12 @@ there is nothing to observe. Pure."""
 
 from __future__ import annotations
 
-from controller.decide import drift as drifts
-from controller.decide import scaling, schedule, tuning
-from controller.decide.breach import slo_breach
+from controller.decide.capacity import scaling
 from controller.decide.context import Intent, PlanContext, move, per_replica
+from controller.decide.schedule import switch as schedule
+from controller.decide.signals import drift as drifts
+from controller.decide.signals.breach import slo_breach
+from controller.decide.tuning import rounds as tuning
 from controller.domain.actions import Action, Notify, Severity
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduledConfig

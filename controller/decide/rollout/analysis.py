@@ -1,7 +1,7 @@
 """Analysis of one rollout step's data: the candidate against stable and the SLO, over the step so far.
 
 Pure: takes both variants' stats, the SLO and the rollout rules; returns a verdict with a machine-readable code.
-Steps, bake time and rollback are planned in :mod:`controller.decide.rollout`.
+Steps, bake time and rollback are planned in :mod:`controller.decide.rollout.steps`.
 
 Each latency signal is judged against its SLO at the SLO's own percentile (``slo.ttft_percentile``,
 ``slo.tpot_percentile``): the breach check and the SLO-headroom waiver read the variant's latency there; the ratio to

@@ -1,12 +1,12 @@
 """Rollout bookkeeping: start a rollout of a chosen config, and record what each step of it did in status
 (promotion, rollback, the blocked configs, the schedule entry a rollback restores). The step logic itself is
-:mod:`controller.decide.rollout`. Pure."""
+:mod:`controller.decide.rollout.steps`. Pure."""
 
 from __future__ import annotations
 
-from controller.decide import rollout as rollouts
 from controller.decide.context import Intent, PlanContext, move, with_schedule
-from controller.decide.selection import expected_ratios, stable_missed_slo
+from controller.decide.rollout import steps as rollouts
+from controller.decide.tuning.selection import expected_ratios, stable_missed_slo
 from controller.domain.actions import Notify, Promote, Rollback
 from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase

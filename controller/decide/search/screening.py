@@ -4,16 +4,24 @@ refused), then screen them through the guardrails. No I/O of its own beyond the 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
-from controller.decide import guardrails, planner
+from controller.decide.context import round_trials
+from controller.decide.rules import Rules
+from controller.decide.search import guardrails
 from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from controller.errors import ShiftlightError
-from controller.policy import Policy
-from controller.ports import Advisor
+from controller.policy.models import Policy
+
+
+class Advisor(Protocol):
+    """What proposes configs for a trial (the agent, the optimizer): ``controller.ports.Advisor``."""
+
+    def propose(self, context: AdvisorContext) -> Sequence[Proposal]: ...
 
 
 def screen(
@@ -43,7 +51,7 @@ def screened_proposals(
     target: TargetRef,
     status: TargetStatus,
     *,
-    rules: planner.Rules,
+    rules: Rules,
     policy: Policy,
     advisor: Advisor,
     fallback: Advisor | None,
@@ -61,7 +69,7 @@ def screened_proposals(
         shape=round_.shape,
         slo=rules.slo,
         active=status.active_config,
-        history=tuple(planner.round_trials(status)),
+        history=tuple(round_trials(status)),
         max_proposals=min(remaining, per_cycle),
     )
     notes: list[str] = []
@@ -84,6 +92,6 @@ def this_rounds_trials(status: TargetStatus) -> list[TrialResult]:
     """The trials the current round ran itself, which its budget counts: the latest one per entry of its trial
     keys. A round interrupted earlier on the same shape left trials of the same configs in status; they still teach
     the optimizer, but they are not this round's spending."""
-    trials = planner.round_trials(status)
+    trials = round_trials(status)
     ran = len(status.tuning.trial_keys) if status.tuning is not None else 0
     return trials[-ran:] if ran else []

@@ -1,7 +1,7 @@
 """The Gaussian-process search behind the optimizer: the candidate set and expected improvement over it. Pure.
 
-Split from ``controller.decide.optimizer`` (which re-exports everything public here); the kernel and the knob
-encoding are ``controller.decide.optimizer_kernel``.
+Split from ``controller.decide.search.optimizer`` (which re-exports everything public here); the kernel and the knob
+encoding are ``controller.decide.search.kernel``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.decide import noise as noises
-from controller.decide.optimizer_kernel import (
+from controller.decide.search.kernel import (
     ORDERED,
     Inputs,
     KnobEncoding,
@@ -23,6 +22,7 @@ from controller.decide.optimizer_kernel import (
     self_covariance,
     shape_features,
 )
+from controller.decide.signals import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
 
@@ -175,7 +175,7 @@ class _Posterior:
 class GpSearch:
     """Expected-improvement search with a structured Gaussian process over a :class:`CandidateSet`.
 
-    The kernel (``controller.decide.optimizer_kernel``) knows which knobs are ordered, treats speculation as a
+    The kernel (``controller.decide.search.kernel``) knows which knobs are ordered, treats speculation as a
     method plus a depth, and takes the traffic shape as an input. The measurement noise is pooled from repeated
     measurements in ``observed`` (one config measured more than once on one shape); without a repeat it is the
     ``noise`` figure given (e.g. what the tuning round measured), else chosen by marginal likelihood."""

@@ -1,6 +1,6 @@
 """Replicas of the stable variant: sized from the capacity probed for the active config, corrected by production's
 own SLO breaches, and checked against an HPA/KEDA object that owns them. Pure; the replica maths is in
-:mod:`controller.decide.capacity`."""
+:mod:`controller.decide.capacity.sizing`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import math
 from dataclasses import replace
 from datetime import timedelta
 
-from controller.decide.breach import slo_breach
-from controller.decide.capacity import ScalingDecision, desired_replicas, leading_rate, length_distance
+from controller.decide.capacity.sizing import ScalingDecision, desired_replicas, leading_rate, length_distance
 from controller.decide.context import Intent, PlanContext, remaining_s, window_at, with_schedule
+from controller.decide.signals.breach import slo_breach
 from controller.domain.actions import Scale
 from controller.domain.config import EngineConfig
 from controller.domain.status import ScheduledConfig
@@ -21,7 +21,7 @@ def scale(ctx: PlanContext) -> Intent:
     """Replicas of the stable variant for the request rate observed now, at the capacity probed for the active
     config on the most similar length mix (see :func:`capacity_entry`); with none known, an SLO breach adds
     replicas. While the load rises towards the one forecast for the window's end (:func:`window_end_rate`), the
-    rate is the one expected ``lead_s`` ahead (:func:`~controller.decide.capacity.leading_rate`), so a replica
+    rate is the one expected ``lead_s`` ahead (:func:`~controller.decide.capacity.sizing.leading_rate`), so a replica
     added now is warm when the load reaches it. Never fewer while a rollout runs. Code ``scale`` with a
     :class:`Scale` action, else ``replicas-kept`` (the note says why)."""
     rules = ctx.rules.scaling

@@ -19,7 +19,7 @@ trial by Bayesian optimisation:
 * **Acquisition**: expected improvement over the best measurement; batches use the "kriging believer" trick.
 * **Warm start**: the first trial is the prior's top pick (or the baseline, or a seeded random config).
 * **Noise**: pooled from repeated measurements of one config on one shape among the observations (every tuning
-  round measures its baseline twice, ``controller.decide.noise``, clamped to 1-25 %); :class:`OptimizerAdvisor`
+  round measures its baseline twice, ``controller.decide.signals.noise``, clamped to 1-25 %); :class:`OptimizerAdvisor`
   falls back to the figure of the whole history (the round's ``status.noise``), else assumes 4 %.
 
 ``strategy="tpe"`` runs optuna's TPE sampler instead (ask/tell, warm-started with ``enqueue_trial`` from the
@@ -48,8 +48,8 @@ from typing import Literal
 import numpy as np
 import optuna
 
-from controller.decide import noise as noises
-from controller.decide.optimizer_gp import CandidateSet, GpSearch, Prior, Suggestion
+from controller.decide.search.gp import CandidateSet, GpSearch, Prior, Suggestion
+from controller.decide.signals import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.traffic import TrafficShape

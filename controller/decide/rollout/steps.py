@@ -1,7 +1,7 @@
 """Progressive rollout: weighted steps, bake time, automatic rollback.
 
 Pure: takes the rollout state, the latest observation and ``now``; returns the next state and actions. Each step's
-data is judged by :func:`controller.decide.rollout_analysis.analyse` (candidate vs stable; importable from here too).
+data is judged by :func:`controller.decide.rollout.analysis.analyse` (candidate vs stable; importable from here too).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from controller.decide.rollout_analysis import (
+from controller.decide.rollout.analysis import (
     DATA_CODES,
     Analysis,
     AnalysisCode,

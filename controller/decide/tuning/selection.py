@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from controller.decide import noise as noises
 from controller.decide.context import PlanContext, round_trials
+from controller.decide.signals import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.trial import TrialResult, TrialStatus
 
@@ -52,7 +52,7 @@ def best(ctx: PlanContext, trials: Sequence[TrialResult]) -> TrialResult | None:
 
 def min_gain(ctx: PlanContext) -> float:
     """The gain over the active config a candidate needs: the policy's ``min_gain``, or more when the measured
-    noise is larger (see :func:`controller.decide.noise.required_gain`)."""
+    noise is larger (see :func:`controller.decide.signals.noise.required_gain`)."""
     measured = ctx.status.noise.relative if ctx.status.noise is not None else None
     return noises.required_gain(ctx.rules.tuning.min_gain, measured)
 

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from controller.decide.capacity import ScalingRules, replicas_for
+from controller.decide.capacity.sizing import ScalingRules, replicas_for
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TimeWindow
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from controller.decide.account import describe as describe_account
 from controller.decide.context import Intent
-from controller.decide.economics import schedule_economics
 from controller.decide.rules import Rules
+from controller.decide.schedule.account import describe as describe_account
+from controller.decide.tuning.economics import schedule_economics
 from controller.domain.actions import Notify, Severity
 from controller.domain.status import TargetStatus
 
