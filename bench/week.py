@@ -113,10 +113,12 @@ from controller.policy import Policy, load_policy, profile_feasibility
 from controller.ports import LoadTester, TrialRequest
 from controller.reconcile import Ports, Reconciler
 from controller.simulator import perf as perf_module
-from controller.simulator.fleet import FleetTick, SimulatedFleet
+from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.fleet_records import FleetTick
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-from controller.simulator.traffic import DiurnalTraffic, TrafficProfile
+from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic_profile import TrafficProfile
 
 REPO = Path(__file__).resolve().parents[1]
 WEEK_START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # a Monday

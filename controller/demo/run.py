@@ -22,7 +22,8 @@ from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from controller.policy import Policy, load_policy, profile_feasibility
 from controller.reconcile import Ports, Reconciler
-from controller.simulator.fleet import FleetTick, SimulatedFleet
+from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.fleet_records import FleetTick
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
 from controller.simulator.traffic import DiurnalTraffic

@@ -30,7 +30,8 @@ from controller.ports import (
     TrafficRouter,
 )
 from controller.reconcile import Ports, Reconciler
-from controller.simulator.fleet import FleetTick, SimulatedFleet
+from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.fleet_records import FleetTick
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
 from controller.simulator.traffic import DiurnalTraffic
