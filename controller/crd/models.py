@@ -49,10 +49,10 @@ from controller.crd.shared import (
 )
 from controller.crd.trial import (
     TrialBudgetSpec,
+    TrialCRStatus,
     TrialPhase,
     TrialProgress,
     TrialSpec,
-    TrialStatus,
 )
 from controller.crd.tuned_service import (
     K8S_STATUS_KEYS,
@@ -110,10 +110,10 @@ __all__ = [
     "StatusSummary",
     "Toleration",
     "TrialBudgetSpec",
+    "TrialCRStatus",
     "TrialPhase",
     "TrialProgress",
     "TrialSpec",
-    "TrialStatus",
     "TunedServiceSpec",
     "TunedServiceStatus",
     "WireModel",

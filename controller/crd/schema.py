@@ -227,7 +227,7 @@ def trial_crd() -> JSON:
         singular="trial",
         short_names=[],
         spec=models.TrialSpec,
-        status=models.TrialStatus,
+        status=models.TrialCRStatus,
         description="One canary measurement of an engine config under a traffic shape.",
         columns=[
             _column("Target", "string", ".spec.target", "TunedService"),

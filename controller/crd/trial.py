@@ -53,7 +53,10 @@ class TrialProgress(WireModel):
     updated_at: datetime | None = None
 
 
-class TrialStatus(WireModel):
+#: The Trial CR's status: its phase, progress, pod, times and the measured result (not
+#: :class:`controller.domain.trial.TrialStatus`, what became of one measurement). No docstring: it would become the
+#: CRD schema's description.
+class TrialCRStatus(WireModel):
     phase: TrialPhase = "Pending"
     config_label: str = ""
     progress: TrialProgress | None = None

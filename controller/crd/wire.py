@@ -27,8 +27,8 @@ from controller.crd.shared import (
     Condition,
 )
 from controller.crd.trial import (
+    TrialCRStatus,
     TrialSpec,
-    TrialStatus,
 )
 from controller.crd.tuned_service import (
     K8S_STATUS_KEYS,
@@ -185,8 +185,8 @@ def _status(model: type[_M], body: Mapping[str, Any]) -> _M:
     return _validate_strict(model, raw, source=_source(body), prefix="status")
 
 
-def parse_trial(body: Mapping[str, Any]) -> tuple[TrialSpec, TrialStatus]:
-    return parse_spec(TrialSpec, body, kind=KIND_TRIAL), _status(TrialStatus, body)
+def parse_trial(body: Mapping[str, Any]) -> tuple[TrialSpec, TrialCRStatus]:
+    return parse_spec(TrialSpec, body, kind=KIND_TRIAL), _status(TrialCRStatus, body)
 
 
 def parse_config_rollout(body: Mapping[str, Any]) -> tuple[ConfigRolloutSpec, ConfigRolloutStatus]:

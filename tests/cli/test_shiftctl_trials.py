@@ -66,7 +66,7 @@ def trials_of(seed: Seeder, co: client.CustomObjectsApi) -> Callable[[str, Engin
 
 def finished(cfg: EngineConfig, goodput: float) -> JSONish:
     result = trial(cfg, goodput)
-    return crd.TrialStatus(phase="Succeeded", config_label=cfg.label(), result=result).to_wire()
+    return crd.TrialCRStatus(phase="Succeeded", config_label=cfg.label(), result=result).to_wire()
 
 
 def test_trials_lists_the_trial_crs_running_first(

@@ -171,7 +171,7 @@ def test_example_and_full_objects_validate_against_the_crd_schemas() -> None:
             "kind": "Trial",
             "metadata": {"name": "t"},
             "spec": trial.to_wire(),
-            "status": models.TrialStatus().to_wire(),
+            "status": models.TrialCRStatus().to_wire(),
         }
     )
 
@@ -238,7 +238,7 @@ def test_a_rich_status_validates_and_round_trips() -> None:
     body["status"] = models.status_to_wire(status, observed_generation=2)
     validator("TunedService").validate(body)
     assert models.parse_tuned_service(body)[1] == status
-    trial_status = models.TrialStatus(phase="Succeeded", config_label=CANDIDATE.label(), result=measured)
+    trial_status = models.TrialCRStatus(phase="Succeeded", config_label=CANDIDATE.label(), result=measured)
     trial = models.TrialSpec(target="llama-8b", config=CANDIDATE, shape=SHAPE)
     validator("Trial").validate(
         {

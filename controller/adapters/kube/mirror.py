@@ -108,7 +108,7 @@ class CRMirror:
             if self._create(namespace, crd.PLURAL_TRIAL, body) or not self._finished(namespace, name):
                 # new, or created when the trial started and not finished yet (its final write failed, or the
                 # operator restarted mid-trial): the result goes in once; a finished Trial is left as it is
-                status = crd.TrialStatus(
+                status = crd.TrialCRStatus(
                     phase=trial_phase(result),
                     config_label=result.config.label(),
                     message=clip_utf8(result.reason or result.summary(), 4096),

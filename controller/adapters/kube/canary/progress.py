@@ -172,7 +172,7 @@ class TrialCRReporter:
     def name(self, request: TrialRequest) -> str:
         return trial_name_for(self.service, request.config, request.shape)
 
-    def _patch(self, name: str, status: crd.TrialStatus) -> None:
+    def _patch(self, name: str, status: crd.TrialCRStatus) -> None:
         with kube_errors(f"{crd.PLURAL_TRIAL} {self.namespace}/{name} status"):
             self.custom.patch_namespaced_custom_object_status(
                 crd.GROUP,
@@ -207,9 +207,9 @@ class TrialCRReporter:
         self._started[name] = at
         self._patch(name, self._running(request, ProgressUpdate(at=at)))
 
-    def _running(self, request: TrialRequest, update: ProgressUpdate) -> crd.TrialStatus:
+    def _running(self, request: TrialRequest, update: ProgressUpdate) -> crd.TrialCRStatus:
         name = self.name(request)
-        return crd.TrialStatus(
+        return crd.TrialCRStatus(
             phase="Running",
             config_label=request.config.label(),
             started_at=self._started.get(name),
@@ -235,7 +235,7 @@ class TrialCRReporter:
         started = self._started.pop(name, None)
         last = self._last.pop(name, ProgressUpdate())
         elapsed = (at - started).total_seconds() if started is not None else 0.0
-        status = crd.TrialStatus(
+        status = crd.TrialCRStatus(
             phase=trial_phase(result),
             config_label=result.config.label(),
             started_at=started,
