@@ -16,6 +16,7 @@ from tests.support.kube_api import (
     APICall,
     KubeAPI,
     KubeAPIServer,
+    StatusError,
     field_selector_matches,
     label_selector_matches,
     running_kube_api,
@@ -375,3 +376,26 @@ def test_every_request_is_recorded_with_its_kubernetes_verb(tmp_path: Path) -> N
         APICall("op", "list", "", "namespaces", None),
         APICall("op", "watch", G, "tunedservices", "prod"),
     ]
+
+
+def test_a_reaction_is_tested_once_per_request_and_its_slice_still_counts(server: KubeAPIServer) -> None:
+    """A long run must not slow down with its request log: each request is tested against a reaction's filter once
+    (kmock's own dispatch ran every earlier request through every filter again), and a reaction that depends on
+    earlier requests (a slice: the first two only) still sees them in order."""
+    seen: list[Any] = []
+
+    def tsvc_gets(request: Any) -> bool:
+        seen.append(request)
+        return request.method == "GET" and "/tunedservices/" in request.url.path
+
+    path = f"/apis/{G}/{V}/namespaces/prod/tunedservices/a"
+    server.api["get", path][:2] << StatusError(status=500, reason="InternalError", message="first two")
+    server.api[tsvc_gets] << StatusError(status=429, reason="TooManyRequests", message="slow down")
+    httpx.post(f"{server.url}/apis/{G}/{V}/namespaces/prod/tunedservices", json=_tsvc("a"))
+    codes = [httpx.get(f"{server.url}{path}").status_code for _ in range(4)]
+    for _ in range(40):
+        httpx.get(f"{server.url}/apis/{G}/{V}/namespaces/prod/tunedservices")
+    # the slice reaction, added first, is tried first: it answers the first two GETs, then the 429 takes over
+    assert codes == [500, 500, 429, 429]
+    # the filter was asked about each request once: the create, the two GETs the slice left, the 40 lists
+    assert len({id(r) for r in seen}) == len(seen) == 1 + 2 + 40
