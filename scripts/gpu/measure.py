@@ -24,6 +24,7 @@ import sys
 import tarfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 SERVED = "m"
@@ -48,6 +49,9 @@ CONFIGS: dict[str, list[str]] = {
     "seqs64": ["--max-num-seqs", "64"],
     "seqs256": ["--max-num-seqs", "256"],
     "perf-throughput": ["--performance-mode", "throughput"],
+    "ngram-gpu4": ["--speculative-config", json.dumps({"method": "ngram_gpu", "num_speculative_tokens": 4,
+                                                        "prompt_lookup_max": 4, "prompt_lookup_min": 2})],
+    "cg64": ["--max-cudagraph-capture-size", "64"],
 }  # fmt: skip
 
 #: The configs in the order they run (most important first), each with its shapes and concurrencies. A call
@@ -65,6 +69,41 @@ ORDER: list[tuple[str, dict[tuple[int, int], list[int]]]] = [
     ("perf-throughput", {SHORT: [256]}),
 ]
 SMOKE: list[tuple[str, dict[tuple[int, int], list[int]]]] = [("stock", {SHORT: [16]})]
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Group:
+    """Servers started together and measured one after the other (``--groups``). Each gets a fixed KV cache
+    (``--kv-cache-memory-bytes``), so vLLM skips the memory profiling that another server's allocations would
+    disturb, and a ``--gpu-memory-utilization`` low enough for the start-up check of free memory. Every config's
+    KV cache holds its largest run (concurrency x (prompt + output) tokens), so the cache size does not bind;
+    an idle server beside the measured one holds memory, not compute. ``pair``: after its runs, the config's
+    server also serves ``loadgen_pair.py`` (our trial client beside ``vllm bench serve``, 512/512 at 64/256)."""
+
+    name: str
+    kv_gib: int
+    utilization: float
+    configs: tuple[tuple[str, dict[tuple[int, int], list[int]]], ...]
+    pair: str = ""
+
+
+#: A Llama-3.1-8B KV cache takes 128 KiB per token in bf16: 16 GiB holds 131,072 tokens.
+GROUPS: list[Group] = [
+    Group("long-and-pair", 36, 0.3, (("stock", {LONG: [16, 64]}), ("kv-fp8", {LONG: [16, 64]})), pair="stock"),
+    Group("speculation", 10, 0.2, (
+        ("ngram4", {SHORT: [1, 16, 64]}),
+        ("ngram-gpu4", {SHORT: [1, 16, 64]}),
+        ("sync", {SHORT: [1, 16, 64]}),
+        ("ngram2", {SHORT: [1]}),
+    )),
+    Group("batching", 20, 0.2, (
+        ("mbt2048", {LONG: [16, 64]}),
+        ("mbt16384", {LONG: [16, 64]}),
+        ("seqs64", {SHORT: [128]}),
+    )),
+]  # fmt: skip
 
 #: ``--hybrid``: the hybrid Gated DeltaNet / attention model with an MTP head (``model_dir.py qwen3.6-27b-int4``).
 #: With dummy weights the drafts are almost never accepted, so the MTP runs measure the verification cost only;
@@ -165,6 +204,147 @@ def collect(state: Path, out: Path) -> None:
             tar.add(p, arcname=p.name)
 
 
+class Driver:
+    """Starts servers, runs the benches, appends the records; shared by the per-config and the group modes."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.t_end = time.monotonic() + args.budget_s
+        args.out.mkdir(parents=True, exist_ok=True)
+        self.state: Path = args.state_dir
+        self.logs = self.state / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.rdir = self.state / "results"
+        self.rdir.mkdir(exist_ok=True)
+        self.results = open(self.state / "results.jsonl", "a")  # noqa: SIM115
+        self.port = 8100 + len(list(self.logs.glob("*.log")))
+        self.seed = int(time.time()) % 100000
+        self.summary: list[str] = []
+
+    def left(self) -> float:
+        return self.t_end - time.monotonic()
+
+    def need_s(self, shapes: dict[tuple[int, int], list[int]]) -> float:
+        a = self.args
+        return a.est_scale * sum(
+            est_run_s(s, max(cs), max(16, max(cs))) + a.runs * sum(est_run_s(s, c) for c in cs)
+            for s, cs in shapes.items()
+        )
+
+    def start(self, name: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], list[str], int]:
+        self.port += 1
+        scmd = server_cmd(self.args.model_dir, self.port, [*CONFIGS[name], *extra])
+        log = open(self.logs / f"{name}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(
+            scmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ, **SERVER_ENV)
+        )
+        return proc, scmd, self.port
+
+    def wait_healthy(self, procs: dict[str, tuple[subprocess.Popen[bytes], list[str], int]]) -> dict[str, float]:
+        """Seconds each server took to answer /health; a server that exits or is not up in 420 s is missing."""
+        t0 = time.monotonic()
+        up: dict[str, float] = {}
+        pending = dict(procs)
+        while pending and time.monotonic() - t0 < 420 and time.monotonic() < self.t_end:
+            for name, (proc, _, port) in list(pending.items()):
+                if healthy(port):
+                    up[name] = time.monotonic() - t0
+                    print(f"{name}: up in {up[name]:.0f} s", flush=True)
+                    del pending[name]
+                elif proc.poll() is not None:
+                    print(f"{name}: server failed (rc {proc.poll()}) after {time.monotonic() - t0:.0f} s", flush=True)
+                    self.summary.append(f"{name}: server failed after {time.monotonic() - t0:.0f} s")
+                    del pending[name]
+            time.sleep(1)
+        for name in pending:
+            self.summary.append(f"{name}: not up after {time.monotonic() - t0:.0f} s")
+        return up
+
+    def measure(self, name: str, shapes: dict[tuple[int, int], list[int]], port: int, scmd: list[str],
+                startup: float, group: str = "") -> None:  # fmt: skip
+        a = self.args
+        for shape, concs in shapes.items():
+            plan = [("warmup", max(concs), 0)] + [("measured", c, i) for c in concs for i in range(a.runs)]
+            for kind, conc, i in plan:
+                if time.monotonic() > self.t_end - 5:
+                    break
+                n = max(4, 4 * conc) if kind == "measured" else max(16, conc)
+                self.seed += 1
+                fname = f"{name}-{shape[0]}x{shape[1]}-c{conc}-{kind}{i}.json"
+                bcmd = bench_cmd(a.model_dir, port, shape, conc, n, self.seed, str(self.rdir), fname)
+                tb = time.monotonic()
+                rc = bench_inproc(bcmd) if a.inproc else subprocess.run(bcmd, timeout=max(30, self.left())).returncode
+                wall = time.monotonic() - tb
+                rec: dict[str, object] = {
+                    "config": name, "flags": CONFIGS[name], "input_len": shape[0], "output_len": shape[1],
+                    "concurrency": conc, "kind": kind, "run": i, "num_prompts": n, "seed": self.seed,
+                    "server_env": SERVER_ENV, "server_cmd": shlex.join(scmd), "bench_cmd": shlex.join(bcmd),
+                    "startup_s": round(startup, 1), "group": group,
+                    "wall_s": round(wall, 2), "rc": rc, "bench_in_process": a.inproc,
+                }  # fmt: skip
+                try:
+                    rec["result"] = json.loads((self.rdir / fname).read_text())
+                except (OSError, ValueError):
+                    rec["result"] = None
+                self.results.write(json.dumps(rec) + "\n")
+                self.results.flush()
+                r = rec["result"] if isinstance(rec["result"], dict) else {}
+                tput, ttft, tpot = (float(r.get(k) or "nan") for k in ("output_throughput", "median_ttft_ms",
+                                                                        "median_tpot_ms"))  # fmt: skip
+                line = (
+                    f"{name:16s} {shape[0]}/{shape[1]} c{conc:<4d} {kind}{i} n={n:<5d} out {tput:8.1f} tok/s"
+                    f" ttft p50 {ttft:8.1f} ms tpot p50 {tpot:6.2f} ms wall {wall:5.1f} s"
+                )
+                print(line, flush=True)
+                self.summary.append(line)
+
+    def pair(self, port: int) -> None:
+        a = self.args
+        lg = [sys.executable, str(Path(__file__).with_name("loadgen_pair.py")), "--port", str(port),
+              "--model-dir", a.model_dir, "--out", str(self.state / "loadgen.jsonl"), "--budget-s",
+              str(max(0.0, self.left() - 40))]  # fmt: skip
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(Path.cwd())]))
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(lg, timeout=max(30, self.left()), env=env)
+
+    def finish(self) -> None:
+        with open(self.state / "summary.txt", "a") as f:
+            f.write("\n".join(self.summary) + "\n")
+        collect(self.state, self.args.out)
+        print("\n".join(self.summary))
+
+
+PAIR_EST_S = 2 * est_run_s(SHORT, 64) + 2 * est_run_s(SHORT, 256) + 30
+
+
+def run_groups(d: Driver, names: list[str]) -> None:
+    for g in [g for g in GROUPS if g.name in names] if names else GROUPS:
+        if (d.state / f"group-{g.name}.done").exists():
+            continue
+        todo = [(n, sh) for n, sh in g.configs if not (d.state / f"{n}.done").exists()]
+        need = d.args.start_est_s + sum(d.need_s(sh) for _, sh in todo) + (PAIR_EST_S if g.pair else 0)
+        if need > d.left():
+            print(f"group {g.name}: needs ~{need:.0f} s, {d.left():.0f} s left; starting it anyway", flush=True)
+        extra = ["--gpu-memory-utilization", f"{g.utilization:g}", "--kv-cache-memory-bytes", str(g.kv_gib * GIB)]
+        procs = {}
+        for n, _ in todo:
+            procs[n] = d.start(n, extra)
+            time.sleep(3)
+        up = d.wait_healthy(procs)
+        for n, shapes in todo:
+            proc, scmd, port = procs[n]
+            if n in up and d.left() > 20:
+                d.measure(n, shapes, port, scmd, up[n], group=g.name)
+                if n == g.pair:
+                    d.pair(port)
+                if d.left() > 5:
+                    (d.state / f"{n}.done").write_text("")
+            stop(proc)
+            collect(d.state, d.args.out)
+        if all((d.state / f"{n}.done").exists() for n, _ in g.configs):
+            (d.state / f"group-{g.name}.done").write_text("")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="one short run on stock, nothing recorded as done")
@@ -176,113 +356,47 @@ def main() -> int:
     ap.add_argument("--start-est-s", type=float, default=75)
     ap.add_argument("--inproc", action="store_true", help="run each vllm bench serve command in this process")
     ap.add_argument("--only", nargs="*", help="these configs of the order, in this order")
+    ap.add_argument("--groups", nargs="*", help="GROUPS mode: these groups (none named: every group not done)")
     ap.add_argument("--hybrid", action="store_true", help="the hybrid MTP model's configs (HYBRID_ORDER)")
     ap.add_argument("--est-scale", type=float, default=1.0, help="runs take this many times the 8B's estimate")
     args = ap.parse_args()
-    t_end = time.monotonic() + args.budget_s
-    args.out.mkdir(parents=True, exist_ok=True)
-    state = args.state_dir
-    logs = state / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    rdir = state / "results"
-    rdir.mkdir(exist_ok=True)
-    results = open(state / "results.jsonl", "a")  # noqa: SIM115
-    port = 8100 + len(list(logs.glob("*.log")))
-    seed = int(time.time()) % 100000
-    summary: list[str] = []
+    d = Driver(args)
+    if args.groups is not None:
+        run_groups(d, args.groups)
+        d.finish()
+        return 0
     failures = 0
     order = HYBRID_ORDER if args.hybrid else ORDER
     chosen = SMOKE if args.smoke else order
     if args.only:
         chosen = [next(c for c in order if c[0] == n) for n in args.only]
     for name, shapes in chosen:
-        if (state / f"{name}.done").exists() and not args.smoke:
+        if (d.state / f"{name}.done").exists() and not args.smoke:
             continue
-        need = args.start_est_s + args.est_scale * sum(
-            est_run_s(s, max(cs), max(16, max(cs))) + args.runs * sum(est_run_s(s, c) for c in cs)
-            for s, cs in shapes.items()
-        )
-        if name == "stock-pair":
-            need += 2 * est_run_s(SHORT, 64) + 2 * est_run_s(SHORT, 256) + 30
-        left = t_end - time.monotonic()
-        if need > left:
-            print(f"skip {name}: needs ~{need:.0f} s, {left:.0f} s left", flush=True)
-            summary.append(f"{name}: skipped (needs ~{need:.0f} s, {left:.0f} s left)")
+        need = args.start_est_s + d.need_s(shapes) + (PAIR_EST_S if name == "stock-pair" else 0)
+        if need > d.left():
+            print(f"skip {name}: needs ~{need:.0f} s, {d.left():.0f} s left", flush=True)
+            d.summary.append(f"{name}: skipped (needs ~{need:.0f} s, {d.left():.0f} s left)")
             continue
-        port += 1
-        scmd = server_cmd(args.model_dir, port, CONFIGS[name])
-        log = open(logs / f"{name}.log", "wb")  # noqa: SIM115
-        t0 = time.monotonic()
-        proc = subprocess.Popen(
-            scmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ, **SERVER_ENV)
-        )
-        while not healthy(port):
-            if proc.poll() is not None or time.monotonic() - t0 > 400 or time.monotonic() > t_end:
-                break
-            time.sleep(1)
-        startup = time.monotonic() - t0
-        if not healthy(port):
-            print(f"{name}: server failed (rc {proc.poll()}) after {startup:.0f} s", flush=True)
-            summary.append(f"{name}: server failed after {startup:.0f} s")
+        proc, scmd, port = d.start(name, [])
+        up = d.wait_healthy({name: (proc, scmd, port)})
+        if name not in up:
             stop(proc)
-            log.close()
             failures += 1
             if failures >= 2 or name == "stock":
-                summary.append("stopped: the engine does not start (see logs.tar.gz)")
+                d.summary.append("stopped: the engine does not start (see logs.tar.gz)")
                 break
             continue
         failures = 0
-        print(f"{name}: up in {startup:.0f} s: {shlex.join(scmd)}", flush=True)
-        for shape, concs in shapes.items():
-            plan = [("warmup", max(concs), 0)] + [("measured", c, i) for c in concs for i in range(args.runs)]
-            for kind, conc, i in plan:
-                if time.monotonic() > t_end - 5:
-                    break
-                n = max(4, 4 * conc) if kind == "measured" else max(16, conc)
-                seed += 1
-                fname = f"{name}-{shape[0]}x{shape[1]}-c{conc}-{kind}{i}.json"
-                bcmd = bench_cmd(args.model_dir, port, shape, conc, n, seed, str(rdir), fname)
-                tb = time.monotonic()
-                rc = bench_inproc(bcmd) if args.inproc else subprocess.run(bcmd, timeout=max(30, t_end - tb)).returncode
-                wall = time.monotonic() - tb
-                rec: dict[str, object] = {
-                    "config": name, "flags": CONFIGS[name], "input_len": shape[0], "output_len": shape[1],
-                    "concurrency": conc, "kind": kind, "run": i, "num_prompts": n, "seed": seed,
-                    "server_env": SERVER_ENV, "server_cmd": shlex.join(scmd), "bench_cmd": shlex.join(bcmd),
-                    "startup_s": round(startup, 1),
-                    "wall_s": round(wall, 2), "rc": rc, "bench_in_process": args.inproc,
-                }  # fmt: skip
-                try:
-                    rec["result"] = json.loads((rdir / fname).read_text())
-                except (OSError, ValueError):
-                    rec["result"] = None
-                results.write(json.dumps(rec) + "\n")
-                results.flush()
-                r = rec["result"] if isinstance(rec["result"], dict) else {}
-                tput, ttft, tpot = (float(r.get(k) or "nan") for k in ("output_throughput", "median_ttft_ms",
-                                                                        "median_tpot_ms"))  # fmt: skip
-                line = (
-                    f"{name:16s} {shape[0]}/{shape[1]} c{conc:<4d} {kind}{i} n={n:<5d} out {tput:8.1f} tok/s"
-                    f" ttft p50 {ttft:8.1f} ms tpot p50 {tpot:6.2f} ms wall {wall:5.1f} s"
-                )
-                print(line, flush=True)
-                summary.append(line)
+        print(f"{name}: {shlex.join(scmd)}", flush=True)
+        d.measure(name, shapes, port, scmd, up[name])
         if name == "stock-pair":
-            lg = [sys.executable, str(Path(__file__).with_name("loadgen_pair.py")), "--port", str(port),
-                  "--model-dir", args.model_dir, "--out", str(state / "loadgen.jsonl"), "--budget-s",
-                  str(max(0.0, t_end - time.monotonic() - 40))]  # fmt: skip
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(Path.cwd())]))
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                subprocess.run(lg, timeout=max(30, t_end - time.monotonic()), env=env)
+            d.pair(port)
         stop(proc)
-        log.close()
         if not args.smoke:
-            (state / f"{name}.done").write_text("")
-        collect(state, args.out)
-    with open(state / "summary.txt", "a") as f:
-        f.write("\n".join(summary) + "\n")
-    collect(state, args.out)
-    print("\n".join(summary))
+            (d.state / f"{name}.done").write_text("")
+        collect(d.state, args.out)
+    d.finish()
     return 0
 
 
