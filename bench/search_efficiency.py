@@ -70,8 +70,11 @@ import foreign_surfaces as fs
 
 from controller.advisor import AgentAdvisor
 from controller.advisor.scripted import heuristic_model
+from controller.decide.search.candidates import CandidateSet
+from controller.decide.search.gp import GpSearch
 from controller.decide.search.kernel import ORDERED
-from controller.decide.search.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, TpeSearch
+from controller.decide.search.optimizer import OptimizerAdvisor
+from controller.decide.search.tpe import TpeSearch
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext

@@ -1,7 +1,10 @@
 """The import contracts in ``.importlinter`` hold: domain and decide stay pure (no ports, adapters, simulator,
-policy loader, I/O packages or clients), act imports only the domain, the ports and the errors, and the layers of
-the control loop point downwards. ``lint-imports`` checks them; a planted violation in a copy of the package
-makes it fail."""
+policy loader, I/O packages or clients), act imports only the domain, the ports and the errors, the layers of the
+control loop point downwards (commands, operator, adapters, cycle and trials, act and decide, domain), only the
+reactor imports kopf and only the Kubernetes adapters and the commands import the kubernetes client.
+``lint-imports`` checks them; a planted violation in a copy of the package makes it fail.
+Inside decide, the concerns are layered: the plan over what a round leads to and the schedule, over the rollout,
+over tuning, over capacity and search, over the plan context, over the rules, over the signals."""
 
 from __future__ import annotations
 
@@ -73,8 +76,60 @@ def test_the_contracts_hold() -> None:
             "from controller.reconcile import Reconciler",
             "not allowed to import controller.reconcile",
         ),
+        # inside decide: a signal reading a rollout step or the rules, the capacity maths reading a tuning round
+        (
+            "controller/decide/signals/planted.py",
+            "from controller.decide.rollout import steps",
+            "controller.decide.signals is not allowed to import controller.decide.rollout",
+        ),
+        (
+            "controller/decide/capacity/planted.py",
+            "from controller.decide.tuning import selection",
+            "controller.decide.capacity is not allowed to import controller.decide.tuning",
+        ),
+        (
+            "controller/decide/signals/planted.py",
+            "from controller.decide.rules import Rules",
+            "controller.decide.signals is not allowed to import controller.decide.rules",
+        ),
         # the demo's settings module importing the run closes a cycle
         ("controller/demo/model.py", "from controller.demo import run", "No cycles are allowed in controller.demo"),
+        # kopf only in the reactor
+        (
+            "controller/adapters/kube/planted.py",
+            "import kopf",
+            "- controller.adapters.kube.planted -> kopf (l.3)",
+        ),
+        # the kubernetes client only in the Kubernetes adapters and the commands: routing and the reactor go through
+        # controller.adapters.kube
+        (
+            "controller/adapters/routing/planted.py",
+            "from kubernetes import client",
+            "- controller.adapters.routing.planted -> kubernetes (l.3)",
+        ),
+        (
+            "controller/reactor/planted.py",
+            "from kubernetes import client",
+            "- controller.reactor.planted -> kubernetes (l.3)",
+        ),
+        # trials sit below the adapters (the Kubernetes canary trial imports the runner, never the other way)
+        (
+            "controller/trials/planted.py",
+            "from controller.adapters.kube import cluster",
+            "controller.trials is not allowed to import controller.adapters",
+        ),
+        # the adapters sit below the operator's composition
+        (
+            "controller/adapters/planted.py",
+            "from controller.reactor import loop",
+            "controller.adapters is not allowed to import controller.reactor",
+        ),
+        # the cycle does not reach the reactor
+        (
+            "controller/reconcile.py",
+            "from controller.reactor import runtime",
+            "controller.reconcile is not allowed to import controller.reactor",
+        ),
     ],
 )
 def test_a_planted_violation_breaks_a_contract(package_copy: Path, path: str, line: str, message: str) -> None:

@@ -20,15 +20,18 @@ This package is the decide layer's public surface (``__all__``); each concern li
 
 from __future__ import annotations
 
-from controller.decide.capacity.sizing import ScalingRules
 from controller.decide.context import per_replica, round_trials, scaled, window_at
 from controller.decide.plan import Decision, plan
 from controller.decide.requeue import TRIAL_POLL_S, requeue_after
 from controller.decide.rules import (
     DEFAULT_WINDOWS,
+    ApiPrice,
     ApprovalMode,
     DigestRules,
+    ProbeRules,
+    RolloutRules,
     Rules,
+    ScalingRules,
     ScheduleRules,
     TuningRules,
 )
@@ -38,7 +41,7 @@ from controller.decide.search.optimizer import OptimizerAdvisor, ShapePrior
 from controller.decide.search.screening import screened_proposals
 from controller.decide.signals.breach import slo_breach
 from controller.decide.signals.window import observe_window
-from controller.decide.tuning.economics import ApiPrice, schedule_economics, window_economics
+from controller.decide.tuning.economics import schedule_economics, window_economics
 from controller.decide.tuning.selection import expected_ratios
 
 __all__ = [
@@ -49,6 +52,8 @@ __all__ = [
     "Decision",
     "DigestRules",
     "OptimizerAdvisor",
+    "ProbeRules",
+    "RolloutRules",
     "Rules",
     "ScalingRules",
     "ScheduleRules",

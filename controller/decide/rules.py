@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from controller.decide.capacity.sizing import ProbeRules, ScalingRules
-from controller.decide.rollout import steps as rollouts
 from controller.decide.signals import drift as drifts
-from controller.decide.tuning.economics import ApiPrice
+from controller.domain import rollout_defaults as defaults
+from controller.domain.rollout_defaults import MissingDataAction
 from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow
 from controller.policy.models import Policy
@@ -17,6 +16,103 @@ from controller.policy.models import Policy
 ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
 
 DEFAULT_WINDOWS: tuple[TimeWindow, ...] = (TimeWindow(name="all-day", start_hour=0, end_hour=24),)
+
+
+ExternalMode = Literal["defer", "takeover"]
+
+
+@dataclass(frozen=True)
+class RolloutRules:
+    """How a rollout proceeds. Built from the policy by the act layer; defaults are the policy's."""
+
+    steps: tuple[int, ...] = defaults.STEPS
+    bake_s: float = defaults.BAKE_SECONDS
+    min_samples: int = defaults.MIN_SAMPLES
+    max_ttft_regression: float = defaults.MAX_TTFT_REGRESSION
+    """Candidate p95 TTFT may exceed stable's by at most this fraction, even inside the SLO."""
+    max_tpot_regression: float = defaults.MAX_TPOT_REGRESSION
+    max_error_rate_increase: float = 0.005
+    max_error_rate: float = defaults.MAX_ERROR_RATE
+    """Absolute ceiling on the candidate's error rate, whatever stable's."""
+    min_goodput_ratio: float = defaults.MIN_GOODPUT_RATIO
+    """Candidate/stable goodput per replica, at the load each replica carries (see :func:`goodput_ratio`)."""
+    analysis_interval_s: float = defaults.ANALYSIS_INTERVAL_SECONDS
+    """How often a rollout in progress is analysed (the loop's requeue while RollingOut)."""
+    on_missing_data: MissingDataAction = defaults.ON_MISSING_DATA
+    """``hold``: a step whose data cannot be judged waits; ``rollback``: it rolls back once it has baked."""
+    manual_gates: tuple[int, ...] = ()
+    """Step indexes that wait for a human before their weight is applied (0 = the first step)."""
+    slo_headroom: float = defaults.SLO_HEADROOM
+    """A candidate whose latency at the SLO's percentile is at most this fraction of the SLO bound is not failed on
+    its ratio to stable alone (0: never waived). The ratio is a proxy for headroom the SLO would lose, and it moves
+    for reasons that are not the config: at a window boundary the traffic is changing shape under the rollout, the
+    candidate's replicas carry a different load per replica than stable's under weighted routing, and a config
+    tuned for the next window's shape is judged on the current window's traffic. Far inside the SLO (at the
+    percentile the SLO is on, so a p99 bound is judged by the p99) the ratio says nothing the SLO needs; a breach of
+    the SLO, errors, goodput and data that cannot be judged are checked as before."""
+    low_traffic_after_s: float = 2400.0
+    """A step that has baked this long with no regression signal passes on fewer than ``min_samples`` requests
+    (quiet hours would otherwise hold a rollout for the whole night); it still needs ``min_failure_samples``."""
+
+    def __post_init__(self) -> None:
+        if not self.steps or self.steps[-1] != 100:
+            raise ValueError("rollout steps must end at 100")
+        if any(not 0 < s <= 100 for s in self.steps) or list(self.steps) != sorted(set(self.steps)):
+            raise ValueError("rollout steps must be strictly increasing percentages in (0, 100]")
+        if not 0 <= self.max_error_rate <= 1 or self.min_goodput_ratio < 0 or self.analysis_interval_s <= 0:
+            raise ValueError("need 0 <= max_error_rate <= 1, min_goodput_ratio >= 0 and analysis_interval_s > 0")
+        if not 0 <= self.slo_headroom < 1:
+            raise ValueError("need 0 <= slo_headroom < 1")
+
+    @property
+    def min_failure_samples(self) -> int:
+        """A clear failure needs fewer samples than a success: rolling back early is cheap, promoting is not."""
+        return max(10, self.min_samples // 4)
+
+
+@dataclass(frozen=True)
+class ScalingRules:
+    min_replicas: int = 1
+    max_replicas: int = 8
+    headroom: float = 0.2
+    """Spare capacity kept above the forecast (0.2 = plan for 120% of the forecast load)."""
+    scale_down_stabilisation_s: float = 900.0
+    """Desired replicas must stay below the current count this long before replicas are removed."""
+    external_autoscaler_mode: ExternalMode = "defer"
+    lead_s: float = 600.0
+    """While the load rises towards its window's forecast busy hour, replicas are sized for the load expected this
+    long ahead (a replica added now serves after a cold start, and the next decision comes a control cycle
+    later); 0 sizes from the observed load alone."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_replicas <= self.max_replicas:
+            raise ValueError("need 0 <= min_replicas <= max_replicas")
+        if self.headroom < 0:
+            raise ValueError("headroom must be >= 0")
+        if self.lead_s < 0:
+            raise ValueError("lead_s must be >= 0")
+
+
+@dataclass(frozen=True)
+class ProbeRules:
+    first_factor: float = 2.0
+    """The first probe replays the round's per-replica load at this multiple; probes keep multiplying by it until
+    the SLO breaks, then narrow the bracket geometrically."""
+    precision: float = 1.1
+    """The search stops once the highest load that held and the lowest that did not are this close."""
+    max_trials: int = 8
+    max_concurrency: float = 8192.0
+
+
+@dataclass(frozen=True)
+class ApiPrice:
+    """What an API provider charges, in USD per million tokens."""
+
+    input_per_million: float
+    output_per_million: float
+
+    def cost(self, *, input_tokens: float, output_tokens: float) -> float:
+        return (input_tokens * self.input_per_million + output_tokens * self.output_per_million) / 1e6
 
 
 @dataclass(frozen=True)
@@ -74,7 +170,7 @@ class DigestRules:
 class Rules:
     slo: SLO = field(default_factory=SLO)
     tuning: TuningRules = field(default_factory=TuningRules)
-    rollout: rollouts.RolloutRules = field(default_factory=rollouts.RolloutRules)
+    rollout: RolloutRules = field(default_factory=RolloutRules)
     windows: tuple[TimeWindow, ...] = DEFAULT_WINDOWS
     schedule: ScheduleRules = field(default_factory=ScheduleRules)
     drift: drifts.DriftParams = field(default_factory=drifts.DriftParams)
@@ -130,7 +226,7 @@ class Rules:
                 approval=policy.approval,
                 dry_run=policy.dry_run,
             ),
-            rollout=rollouts.RolloutRules(
+            rollout=RolloutRules(
                 steps=tuple(policy.rollout.steps),
                 bake_s=policy.rollout.bake_seconds,
                 min_samples=policy.rollout.min_samples,

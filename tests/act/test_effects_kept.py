@@ -16,8 +16,7 @@ import pytest
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
-from controller.decide import Rules
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import Rules, ScalingRules
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from controller.decide.search.optimizer import CandidateSet
+from controller.decide.search.candidates import CandidateSet
 from controller.domain.config import EngineConfig
 from tests.support.bench_module import load_bench
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from controller.decide import Rules
+from controller.decide import RolloutRules, Rules
 from controller.decide.rollout import steps as rollout
-from controller.decide.rollout.steps import RolloutRules
+from controller.decide.rollout.analysis import Analysis, analyse
 from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.actions import Rollback
 from controller.domain.observation import DataProblem, VariantStats
@@ -94,7 +94,7 @@ for signal in ("ttft", "tpot", "errors", "goodput"):
 def test_missing_or_non_finite_candidate_data_is_never_successful(
     data: str, signal: str, candidate: VariantStats | None, code: str, step_age_s: float
 ) -> None:
-    result = rollout.analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=RULES, step_age_s=step_age_s)
+    result = analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=RULES, step_age_s=step_age_s)
     assert result.verdict == "Inconclusive", result.reason
     assert result.code == code and result.lacks_data
 
@@ -105,8 +105,8 @@ def test_rollback_on_missing_data_fails_a_baked_step_and_holds_a_fresh_one(
     data: str, signal: str, candidate: VariantStats | None, code: str
 ) -> None:
     rules = RolloutRules(steps=RULES.steps, bake_s=300, min_samples=100, on_missing_data="rollback")
-    fresh = rollout.analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=rules, step_age_s=60)
-    baked = rollout.analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=rules, step_age_s=300)
+    fresh = analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=rules, step_age_s=60)
+    baked = analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=rules, step_age_s=300)
     assert (fresh.verdict, fresh.code) == ("Inconclusive", code)
     assert (baked.verdict, baked.code) == ("Failed", code)
 
@@ -129,12 +129,12 @@ def test_rollback_on_missing_data_fails_a_baked_step_and_holds_a_fresh_one(
 def test_missing_stable_data_does_not_let_a_candidate_pass_the_checks_it_could_not_make(
     stable: VariantStats | None, code: str
 ) -> None:
-    result = rollout.analyse(candidate=stats("candidate"), stable=stable, slo=SLO_, rules=RULES, weight=25)
+    result = analyse(candidate=stats("candidate"), stable=stable, slo=SLO_, rules=RULES, weight=25)
     assert (result.verdict, result.code) == ("Inconclusive", code), result.reason
 
 
 def test_at_100_percent_stable_carries_nothing_and_only_the_absolute_bounds_apply() -> None:
-    result = rollout.analyse(
+    result = analyse(
         candidate=stats("candidate"), stable=stats("stable", 0, good_requests=None), slo=SLO_, rules=RULES, weight=100
     )
     assert (result.verdict, result.code) == ("Successful", "within-slo"), result.reason
@@ -165,7 +165,7 @@ BEYOND = DataProblem(signal="ttft_p95", kind="beyond-top-bucket")
     ],
 )
 def test_a_p95_beyond_the_top_bucket_is_a_breach(candidate: VariantStats, verdict: str, code: str) -> None:
-    result = rollout.analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=RULES)
+    result = analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=RULES)
     assert (result.verdict, result.code) == (verdict, code), result.reason
     assert "beyond the histogram's top bucket" in result.reason or verdict == "Pending"
 
@@ -173,7 +173,7 @@ def test_a_p95_beyond_the_top_bucket_is_a_breach(candidate: VariantStats, verdic
 def test_stable_beyond_the_top_bucket_too_is_load_and_a_human_decides() -> None:
     stable = stats("stable", 2000, ttft_p95_s=None, problems=(BEYOND,))
     candidate = stats("candidate", 500, ttft_p95_s=None, problems=(BEYOND,))
-    result = rollout.analyse(candidate=candidate, stable=stable, slo=SLO_, rules=RULES)
+    result = analyse(candidate=candidate, stable=stable, slo=SLO_, rules=RULES)
     assert (result.verdict, result.code) == ("Inconclusive", "stable-breach")
     assert not result.lacks_data
 
@@ -276,9 +276,9 @@ def test_each_threshold_fails_what_the_default_passes(
 ) -> None:
     slo = Policy().slo
 
-    def verdict(p: Policy) -> rollout.Analysis:
+    def verdict(p: Policy) -> Analysis:
         rules = Rules.from_policy(p).rollout
-        return rollout.analyse(candidate=candidate, stable=stable, slo=slo, rules=rules, weight=25)
+        return analyse(candidate=candidate, stable=stable, slo=slo, rules=rules, weight=25)
 
     default = verdict(Policy())
     assert (default.verdict, default.code) == ("Successful", "within-slo"), default.reason
@@ -289,12 +289,12 @@ def test_each_threshold_fails_what_the_default_passes(
 def test_min_samples_and_on_missing_data_reach_the_rules() -> None:
     candidate = stats("candidate", 150)
     slo = Policy().slo
-    default = rollout.analyse(candidate=candidate, stable=STABLE, slo=slo, rules=Rules.from_policy(Policy()).rollout)
+    default = analyse(candidate=candidate, stable=STABLE, slo=slo, rules=Rules.from_policy(Policy()).rollout)
     assert (default.verdict, default.code) == ("Pending", "too-few-samples")
     fewer = Rules.from_policy(policy(min_samples=100)).rollout
-    assert rollout.analyse(candidate=candidate, stable=STABLE, slo=slo, rules=fewer).verdict == "Successful"
+    assert analyse(candidate=candidate, stable=STABLE, slo=slo, rules=fewer).verdict == "Successful"
     back = Rules.from_policy(policy(on_missing_data="rollback")).rollout
-    baked = rollout.analyse(candidate=None, stable=STABLE, slo=slo, rules=back, step_age_s=back.bake_s)
+    baked = analyse(candidate=None, stable=STABLE, slo=slo, rules=back, step_age_s=back.bake_s)
     assert (baked.verdict, baked.code) == ("Failed", "no-candidate-series")
 
 

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from controller.decide import Rules
-from controller.decide.rollout import steps as rollout
-from controller.decide.rollout.steps import RolloutRules
+from controller.decide import RolloutRules, Rules
+from controller.decide.rollout.analysis import analyse
 from controller.domain import SLO
 from controller.domain.observation import DataProblem, VariantStats
 from controller.errors import InvalidInput
@@ -73,7 +72,7 @@ CASES: list[Any] = [
 def test_headroom_waives_the_ratio_only(
     candidate: VariantStats, stable: VariantStats, rules: RolloutRules, verdict: str, code: str
 ) -> None:
-    result = rollout.analyse(candidate=candidate, stable=stable, slo=SLO_, rules=rules, weight=10, fleet_replicas=8)
+    result = analyse(candidate=candidate, stable=stable, slo=SLO_, rules=rules, weight=10, fleet_replicas=8)
     assert (result.verdict, result.code) == (verdict, code), result.reason
 
 
@@ -103,7 +102,7 @@ def test_headroom_never_passes_on_data_that_cannot_be_judged(
     candidate: VariantStats, stable: VariantStats, code: str, headroom: float
 ) -> None:
     rules = RolloutRules(steps=(10, 50, 100), bake_s=180, min_samples=100, slo_headroom=headroom)
-    result = rollout.analyse(candidate=candidate, stable=stable, slo=SLO_, rules=rules, weight=10, step_age_s=3600)
+    result = analyse(candidate=candidate, stable=stable, slo=SLO_, rules=rules, weight=10, step_age_s=3600)
     assert (result.verdict, result.code) == ("Inconclusive", code), result.reason
     assert result.lacks_data
 
@@ -123,8 +122,8 @@ def test_policy_field_reaches_the_analysis() -> None:
     waived = Rules.from_policy(
         Policy.model_validate({"rollout": {"thresholds": {"slo_headroom": 0.5}}, "slo": SLO_.model_dump()})
     ).rollout
-    before = rollout.analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=default, weight=10)
-    after = rollout.analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=waived, weight=10)
+    before = analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=default, weight=10)
+    after = analyse(candidate=candidate, stable=STABLE, slo=SLO_, rules=waived, weight=10)
     assert (before.verdict, before.code) == ("Failed", "regression")
     assert (after.verdict, after.code) == ("Successful", "within-slo")
 
@@ -159,7 +158,7 @@ def test_headroom_waives_at_the_slos_own_percentile(
         "tpot_slo_percentile": tpot_percentile,
     }
     candidate = stats("candidate", ttft_p95_s=0.365, tpot_p95_s=0.019, **at_slo)
-    result = rollout.analyse(candidate=candidate, stable=STABLE, slo=slo, rules=HALF, weight=10, fleet_replicas=8)
+    result = analyse(candidate=candidate, stable=STABLE, slo=slo, rules=HALF, weight=10, fleet_replicas=8)
     assert (result.verdict, result.code) == (verdict, code), result.reason
 
 

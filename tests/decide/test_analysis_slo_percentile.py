@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from controller.decide.rollout import steps as rollout
-from controller.decide.rollout.steps import RolloutRules
+from controller.decide import RolloutRules
+from controller.decide.rollout.analysis import analyse
 from controller.domain import SLO
 from controller.domain.observation import DataProblem, VariantStats
 from controller.errors import InvalidInput
@@ -104,13 +104,13 @@ CASES: list[Any] = [
 def test_a_p99_slo_is_judged_at_p99(
     candidate: VariantStats, stable: VariantStats, rules: RolloutRules, verdict: str, code: str
 ) -> None:
-    result = rollout.analyse(candidate=candidate, stable=stable, slo=P99, rules=rules, weight=10, fleet_replicas=8)
+    result = analyse(candidate=candidate, stable=stable, slo=P99, rules=rules, weight=10, fleet_replicas=8)
     assert (result.verdict, result.code) == (verdict, code), result.reason
 
 
 def test_the_reason_names_the_slos_percentile() -> None:
     candidate = stats("candidate", tpot_p95_s=0.011, tpot_slo_s=0.045)
-    result = rollout.analyse(candidate=candidate, stable=STABLE, slo=P99, rules=HALF, weight=10)
+    result = analyse(candidate=candidate, stable=STABLE, slo=P99, rules=HALF, weight=10)
     assert "TPOT p99 45 ms exceeds the SLO 40 ms" in result.reason
 
 
@@ -149,13 +149,13 @@ def test_data_at_the_slo_percentile_that_cannot_be_judged_never_passes(
     candidate: VariantStats, code: str, headroom: float
 ) -> None:
     rules = RolloutRules(steps=(10, 50, 100), bake_s=300, min_samples=100, slo_headroom=headroom)
-    result = rollout.analyse(candidate=candidate, stable=STABLE, slo=P99, rules=rules, weight=10, step_age_s=3600)
+    result = analyse(candidate=candidate, stable=STABLE, slo=P99, rules=rules, weight=10, step_age_s=3600)
     assert (result.verdict, result.code) == ("Inconclusive", code), result.reason
     assert result.lacks_data
     rolling_back = RolloutRules(
         steps=(10, 50, 100), bake_s=300, min_samples=100, slo_headroom=headroom, on_missing_data="rollback"
     )
-    baked = rollout.analyse(candidate=candidate, stable=STABLE, slo=P99, rules=rolling_back, weight=10, step_age_s=3600)
+    baked = analyse(candidate=candidate, stable=STABLE, slo=P99, rules=rolling_back, weight=10, step_age_s=3600)
     assert (baked.verdict, baked.code) == ("Failed", code), baked.reason
 
 
@@ -165,8 +165,8 @@ def test_any_slo_percentile_is_judged_at_that_percentile(percentile: float) -> N
     inside = stats("candidate", tpot_slo_s=0.039, tpot_slo_percentile=percentile)
     above = stats("candidate", tpot_slo_s=0.041, tpot_slo_percentile=percentile)
     stable = stats("stable", 3000, tpot_slo_s=0.012, tpot_slo_percentile=percentile)
-    ok = rollout.analyse(candidate=inside, stable=stable, slo=slo, rules=OFF, weight=10)
-    breach = rollout.analyse(candidate=above, stable=stable, slo=slo, rules=OFF, weight=10)
+    ok = analyse(candidate=inside, stable=stable, slo=slo, rules=OFF, weight=10)
+    breach = analyse(candidate=above, stable=stable, slo=slo, rules=OFF, weight=10)
     assert (ok.verdict, ok.code) == ("Successful", "within-slo"), ok.reason
     assert (breach.verdict, breach.code) == ("Failed", "slo-breach"), breach.reason
 

@@ -12,10 +12,8 @@ from typing import Any
 import pytest
 
 from controller import decide
-from controller.decide import Rules, TuningRules
-from controller.decide.capacity.sizing import ScalingRules
-from controller.decide.rollout import steps as rollout
-from controller.decide.rollout.steps import RolloutRules
+from controller.decide import RolloutRules, Rules, ScalingRules, TuningRules
+from controller.decide.rollout.analysis import analyse
 from controller.decide.tuning.selection import stable_missed_slo
 from controller.domain import (
     SLO,
@@ -86,7 +84,7 @@ CASES: list[Any] = [
 def test_latency_against_stable_only_when_stable_held_the_slo_in_the_canary(
     candidate: VariantStats, vs_stable: bool, verdict: str, code: str
 ) -> None:
-    result = rollout.analyse(
+    result = analyse(
         candidate=candidate,
         stable=STABLE,
         slo=SLO_,

@@ -14,12 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.decide.search.optimizer import (
-    CandidateCache,
-    CandidateSet,
-    OptimizerAdvisor,
-    candidate_configs,
-)
+from controller.decide.search.candidates import CandidateCache, CandidateSet, candidate_configs
+from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from controller.decide import ApiPrice
 from controller.decide.capacity.sizing import (
     ProbeRules,
     ScalingRules,
@@ -13,7 +14,7 @@ from controller.decide.capacity.sizing import (
     next_probe_factor,
     probe_bracket,
 )
-from controller.decide.tuning.economics import ApiPrice, window_economics
+from controller.decide.tuning.economics import window_economics
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 RULES = ScalingRules(min_replicas=1, max_replicas=6, headroom=0.2, scale_down_stabilisation_s=600)

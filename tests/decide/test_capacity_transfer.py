@@ -9,9 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import Rules
+from controller.decide import Rules, ScalingRules
 from controller.decide.capacity import scaling
-from controller.decide.capacity.sizing import ScalingRules
 from controller.decide.context import PlanContext
 from controller.domain import (
     EngineConfig,

@@ -8,7 +8,8 @@ import pytest
 
 from controller.decide.capacity.sizing import holds
 from controller.decide.outcome import measured
-from controller.decide.search.optimizer import OptimizerAdvisor, candidate_configs
+from controller.decide.search.candidates import candidate_configs
+from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.decide.tuning.probe import held_loads
 from controller.decide.tuning.selection import best_trial
 from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, TrafficShape

@@ -9,7 +9,9 @@ from datetime import timedelta
 import pytest
 
 from controller.decide import Rules, TuningRules
-from controller.decide.search.optimizer import CandidateSet, GpSearch, OptimizerAdvisor, candidate_configs
+from controller.decide.search.candidates import CandidateSet, candidate_configs
+from controller.decide.search.gp import GpSearch
+from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.decide.signals import noise
 from controller.domain import SLO, STOCK, EngineConfig, Phase, RunTrial, TargetStatus, TrialResult, TrialStatus
 from controller.domain.observation import TargetRef

@@ -8,8 +8,10 @@ import math
 import numpy as np
 import pytest
 
+from controller.decide.search.candidates import CandidateSet
+from controller.decide.search.gp import GpSearch
 from controller.decide.search.kernel import KnobEncoding, correlations
-from controller.decide.search.optimizer import CandidateSet, GpSearch, OptimizerAdvisor
+from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.decide.signals import noise
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef

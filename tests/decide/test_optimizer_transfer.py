@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.decide.search.optimizer import CandidateSet, GpSearch, OptimizerAdvisor
+from controller.decide.search.candidates import CandidateSet
+from controller.decide.search.gp import GpSearch
+from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
@@ -148,8 +150,7 @@ def test_without_a_prior_the_first_trials_cover_the_knobs(seed: int) -> None:
 def test_per_knob_amplitudes_follow_the_knob_that_explains_the_measurements() -> None:
     """Without a prior the main-effect amplitudes are fitted per knob: a knob whose values move the goodput gets
     a larger amplitude, one that moves nothing a smaller one."""
-    from controller.decide.search.gp import _fit_amplitudes
-    from controller.decide.search.kernel import correlations
+    from controller.decide.search.kernel import correlations, fit_amplitudes
 
     space = [c for c in CONFIGS if c.speculative_method == "none" and c.max_cudagraph_capture_size == 1024]
     cands = CandidateSet(space)
@@ -160,7 +161,7 @@ def test_per_knob_amplitudes_follow_the_knob_that_explains_the_measurements() ->
     r = r - r.mean()
     corr = correlations(X, X, 0.7, with_shape=False)
     w0 = np.full(corr.shape[2], 0.3**2)
-    w = _fit_amplitudes(corr, np.diag(np.full(len(rows), 0.02**2)), r, w0, 0.1, None)
+    w = fit_amplitudes(corr, np.diag(np.full(len(rows), 0.02**2)), r, w0, 0.1, None)
     knobs = cands.encoding.ordered + cands.encoding.unordered
     assert w[knobs.index("max_num_seqs")] > w0[0]
     assert w[knobs.index("async_scheduling")] < w0[0]

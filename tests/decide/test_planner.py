@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller import decide
-from controller.decide import Rules, TuningRules
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import Rules, ScalingRules, TuningRules
 from controller.decide.signals import drift as drifts
 from controller.domain import (
     SLO,
@@ -596,7 +595,7 @@ def test_drift_in_a_quiet_stretch_does_not_retune(rate: float, retunes: bool) ->
 
 
 def test_daily_digest_once_a_day_with_economics() -> None:
-    from controller.decide.tuning.economics import ApiPrice
+    from controller.decide import ApiPrice
 
     rules = Rules(
         slo=RULES.slo,

@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controller.decide import Rules
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import Rules, ScalingRules
 from controller.decide.context import PlanContext
 from controller.decide.tuning import probe
 from controller.domain import (

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from controller.decide import RolloutRules
 from controller.decide.rollout import steps as rollout
-from controller.decide.rollout.steps import RolloutRules
+from controller.decide.rollout.analysis import analyse
 from controller.domain import (
     SLO,
     STOCK,
@@ -82,7 +83,7 @@ def obs(candidate: VariantStats | None, stable: VariantStats | None = None) -> O
 def test_analysis_table(
     candidate: VariantStats | None, stable: VariantStats | None, verdict: str, code: str, says: str
 ) -> None:
-    result = rollout.analyse(candidate=candidate, stable=stable, slo=SLO_, rules=RULES)
+    result = analyse(candidate=candidate, stable=stable, slo=SLO_, rules=RULES)
     assert (result.verdict, result.code) == (verdict, code), result.reason
     assert says in result.reason
 
@@ -332,7 +333,7 @@ def test_expected_trade_off_follows_the_candidates_share_of_the_load(
     weight: int, replicas: int, ratio: float, verdict: str
 ) -> None:
     candidate = stats("candidate", 200, ttft=0.1 * ratio)
-    result = rollout.analyse(
+    result = analyse(
         candidate=candidate,
         stable=stats("stable", 600, ttft=0.1),
         slo=SLO_,

@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide import Rules, TuningRules
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import Rules, ScalingRules, TuningRules
 from controller.decide.context import PlanContext
 from controller.decide.search.optimizer import OptimizerAdvisor, expected_gain
 from controller.decide.tuning import rounds as tuning

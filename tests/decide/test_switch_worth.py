@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import ScalingRules
 from controller.decide.tuning.economics import SwitchWorth, switch_worth
 
 RULES = ScalingRules(min_replicas=1, max_replicas=32, headroom=0.25)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.decide.rollout.steps import RolloutRules, analyse
+from controller.decide import RolloutRules
+from controller.decide.rollout.analysis import analyse
 from controller.domain.observation import VariantStats
 from controller.domain.slo import SLO
 
@@ -95,7 +96,7 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
     from datetime import UTC, datetime, timedelta
 
     from controller import decide
-    from controller.decide.capacity.sizing import ScalingRules
+    from controller.decide import ScalingRules
     from controller.domain.actions import Scale
     from controller.domain.config import EngineConfig
     from controller.domain.observation import Observation
@@ -170,7 +171,7 @@ def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
     from datetime import UTC, datetime, timedelta
 
     from controller import decide
-    from controller.decide.capacity.sizing import ScalingRules
+    from controller.decide import ScalingRules
     from controller.domain.actions import Scale
     from controller.domain.config import EngineConfig
     from controller.domain.observation import Observation

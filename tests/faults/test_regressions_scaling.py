@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller import decide
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import ScalingRules
 from controller.domain.actions import Scale
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import Observation, VariantStats

@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide.rollout import steps as rollout
+from controller.decide import RolloutRules
+from controller.decide.rollout.analysis import Analysis, analyse
 from controller.domain.observation import DataProblem, TargetRef, VariantStats
 from controller.domain.slo import SLO
 from controller.observe import promql
@@ -62,7 +63,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
         server.stop()
 
 
-def read(prometheus: PrometheusServer, model: str) -> tuple[VariantStats | None, rollout.Analysis, dict[str, float]]:
+def read(prometheus: PrometheusServer, model: str) -> tuple[VariantStats | None, Analysis, dict[str, float]]:
     """The candidate's stats as the adapter reads them, the analysis of a baked step at 25 %, and Prometheus' own
     answer for the p95 TTFT per variant."""
     source = PrometheusMetrics(PrometheusSettings(url=prometheus.url, max_staleness_s=600), slo=SLO_)
@@ -74,11 +75,11 @@ def read(prometheus: PrometheusServer, model: str) -> tuple[VariantStats | None,
         what="p95",
     )
     candidate = obs.variants.get("candidate")
-    analysis = rollout.analyse(
+    analysis = analyse(
         candidate=candidate,
         stable=obs.variants.get("stable"),
         slo=SLO_,
-        rules=rollout.RolloutRules(),
+        rules=RolloutRules(),
         step_age_s=3600,
         weight=25,
     )
@@ -141,7 +142,7 @@ def test_a_p99_slo_reads_each_variants_p99_and_its_top_bucket(prometheus: Promet
     assert raw[promql.TTFT]["candidate"] == TOP_FINITE_BUCKET
     assert candidate.ttft_slo_s is None
     assert candidate.problem("ttft_slo") == DataProblem(signal="ttft_slo", kind="beyond-top-bucket")
-    analysis = rollout.analyse(
-        candidate=candidate, stable=stable, slo=slo, rules=rollout.RolloutRules(slo_headroom=0.9), weight=25
+    analysis = analyse(
+        candidate=candidate, stable=stable, slo=slo, rules=RolloutRules(slo_headroom=0.9), weight=25
     )
     assert (analysis.verdict, analysis.code) == ("Failed", "beyond-top-bucket"), analysis.reason

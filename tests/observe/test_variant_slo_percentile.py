@@ -11,7 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller.decide.rollout import steps as rollout
+from controller.decide import RolloutRules
+from controller.decide.rollout.analysis import analyse
 from controller.domain.observation import DataProblem, DataProblemKind, TargetRef, VariantStats
 from controller.domain.slo import SLO
 from controller.observe import promql
@@ -83,8 +84,8 @@ def test_a_p99_slo_is_filled_from_prometheus_per_variant_p99() -> None:
     assert stats["candidate"].ttft_slo_s == 4.6 and stats["candidate"].ttft_slo_percentile == 99
     assert stats["candidate"].tpot_p95_s == 0.018  # the p95 stays what it was
     assert stats["candidate"].problems == ()
-    analysis = rollout.analyse(
-        candidate=stats["candidate"], stable=stats["stable"], slo=P99, rules=rollout.RolloutRules(), weight=10
+    analysis = analyse(
+        candidate=stats["candidate"], stable=stats["stable"], slo=P99, rules=RolloutRules(), weight=10
     )
     assert (analysis.verdict, analysis.code) == ("Failed", "slo-breach"), analysis.reason
 
@@ -113,7 +114,7 @@ def test_a_p99_beyond_the_top_bucket_is_recorded_not_read_as_the_top_bound() -> 
     assert beyond.tpot_slo_s is None
     assert beyond.problem("tpot_slo") == DataProblem(signal="tpot_slo", kind="beyond-top-bucket")
     assert beyond.problem("tpot_p95") is None  # its p95 is inside the histogram
-    analysis = rollout.analyse(candidate=beyond, stable=stats["stable"], slo=P99, rules=rollout.RolloutRules())
+    analysis = analyse(candidate=beyond, stable=stats["stable"], slo=P99, rules=RolloutRules())
     assert (analysis.verdict, analysis.code) == ("Failed", "beyond-top-bucket"), analysis.reason
 
 
@@ -133,7 +134,7 @@ def test_a_nan_or_absent_p99_is_a_data_problem(value: float | None, kind: DataPr
     assert candidate.tpot_slo_s is None
     assert candidate.problem("tpot_slo") == DataProblem(signal="tpot_slo", kind=kind)
     stable = read(samples, P99)["stable"]
-    analysis = rollout.analyse(
-        candidate=candidate, stable=stable, slo=P99, rules=rollout.RolloutRules(slo_headroom=0.9), step_age_s=3600
+    analysis = analyse(
+        candidate=candidate, stable=stable, slo=P99, rules=RolloutRules(slo_headroom=0.9), step_age_s=3600
     )
     assert (analysis.verdict, analysis.code) == ("Inconclusive", code), analysis.reason

@@ -16,8 +16,7 @@ import pytest
 from controller import decide
 from controller.act.effects import TrialRecorded
 from controller.act.fold import fold
-from controller.decide import Rules, TuningRules
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import Rules, ScalingRules, TuningRules
 from controller.domain import (
     SLO,
     STOCK,

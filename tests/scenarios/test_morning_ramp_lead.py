@@ -11,8 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from controller import decide
 from controller.clock import FakeClock
-from controller.decide import Rules
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import Rules, ScalingRules
 from controller.domain import (
     SLO,
     EngineConfig,

@@ -16,8 +16,7 @@ import pytest
 
 from controller import decide
 from controller.clock import FakeClock
-from controller.decide import Rules, TuningRules
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import Rules, ScalingRules, TuningRules
 from controller.decide.context import PlanContext
 from controller.decide.rules import DigestRules
 from controller.decide.schedule.account import static_reference, tally

@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller import decide
-from controller.decide import Rules, TuningRules
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import Rules, ScalingRules, TuningRules
 from controller.domain import (
     SLO,
     EngineConfig,

@@ -11,35 +11,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
+from controller.decide.rules import ProbeRules, ScalingRules
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
-
-ExternalMode = Literal["defer", "takeover"]
-
-
-@dataclass(frozen=True)
-class ScalingRules:
-    min_replicas: int = 1
-    max_replicas: int = 8
-    headroom: float = 0.2
-    """Spare capacity kept above the forecast (0.2 = plan for 120% of the forecast load)."""
-    scale_down_stabilisation_s: float = 900.0
-    """Desired replicas must stay below the current count this long before replicas are removed."""
-    external_autoscaler_mode: ExternalMode = "defer"
-    lead_s: float = 600.0
-    """While the load rises towards its window's forecast busy hour, replicas are sized for the load expected this
-    long ahead (a replica added now serves after a cold start, and the next decision comes a control cycle
-    later); 0 sizes from the observed load alone."""
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.min_replicas <= self.max_replicas:
-            raise ValueError("need 0 <= min_replicas <= max_replicas")
-        if self.headroom < 0:
-            raise ValueError("headroom must be >= 0")
-        if self.lead_s < 0:
-            raise ValueError("lead_s must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -113,17 +88,6 @@ def desired_replicas(
 
 
 # ----- the capacity search (probes on the canary) --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProbeRules:
-    first_factor: float = 2.0
-    """The first probe replays the round's per-replica load at this multiple; probes keep multiplying by it until
-    the SLO breaks, then narrow the bracket geometrically."""
-    precision: float = 1.1
-    """The search stops once the highest load that held and the lowest that did not are this close."""
-    max_trials: int = 8
-    max_concurrency: float = 8192.0
 
 
 def holds(trial: TrialResult, *, keeps_up: bool) -> bool:

@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from controller.domain import rollout_defaults as defaults
+from controller.decide.rules import RolloutRules
+from controller.decide.signals.latency import judged_latency
 from controller.domain.observation import P95, DataProblem, LatencyMetric, VariantStats
-from controller.domain.rollout_defaults import MissingDataAction
 from controller.domain.slo import SLO
 
 AnalysisVerdict = Literal["Successful", "Failed", "Inconclusive", "Pending"]
@@ -42,55 +42,6 @@ DATA_CODES: frozenset[AnalysisCode] = frozenset(
 _COMPARATIVE: frozenset[AnalysisCode] = frozenset({"regression"})
 """Failures against stable's latency, already scaled to the load each variant carries: a stable breach of the SLO
 does not excuse them. (A goodput ratio is not load-scaled: under a load that breaks stable too it is load.)"""
-
-
-@dataclass(frozen=True)
-class RolloutRules:
-    """How a rollout proceeds. Built from the policy by the act layer; defaults are the policy's."""
-
-    steps: tuple[int, ...] = defaults.STEPS
-    bake_s: float = defaults.BAKE_SECONDS
-    min_samples: int = defaults.MIN_SAMPLES
-    max_ttft_regression: float = defaults.MAX_TTFT_REGRESSION
-    """Candidate p95 TTFT may exceed stable's by at most this fraction, even inside the SLO."""
-    max_tpot_regression: float = defaults.MAX_TPOT_REGRESSION
-    max_error_rate_increase: float = 0.005
-    max_error_rate: float = defaults.MAX_ERROR_RATE
-    """Absolute ceiling on the candidate's error rate, whatever stable's."""
-    min_goodput_ratio: float = defaults.MIN_GOODPUT_RATIO
-    """Candidate/stable goodput per replica, at the load each replica carries (see :func:`goodput_ratio`)."""
-    analysis_interval_s: float = defaults.ANALYSIS_INTERVAL_SECONDS
-    """How often a rollout in progress is analysed (the loop's requeue while RollingOut)."""
-    on_missing_data: MissingDataAction = defaults.ON_MISSING_DATA
-    """``hold``: a step whose data cannot be judged waits; ``rollback``: it rolls back once it has baked."""
-    manual_gates: tuple[int, ...] = ()
-    """Step indexes that wait for a human before their weight is applied (0 = the first step)."""
-    slo_headroom: float = defaults.SLO_HEADROOM
-    """A candidate whose latency at the SLO's percentile is at most this fraction of the SLO bound is not failed on
-    its ratio to stable alone (0: never waived). The ratio is a proxy for headroom the SLO would lose, and it moves
-    for reasons that are not the config: at a window boundary the traffic is changing shape under the rollout, the
-    candidate's replicas carry a different load per replica than stable's under weighted routing, and a config
-    tuned for the next window's shape is judged on the current window's traffic. Far inside the SLO (at the
-    percentile the SLO is on, so a p99 bound is judged by the p99) the ratio says nothing the SLO needs; a breach of
-    the SLO, errors, goodput and data that cannot be judged are checked as before."""
-    low_traffic_after_s: float = 2400.0
-    """A step that has baked this long with no regression signal passes on fewer than ``min_samples`` requests
-    (quiet hours would otherwise hold a rollout for the whole night); it still needs ``min_failure_samples``."""
-
-    def __post_init__(self) -> None:
-        if not self.steps or self.steps[-1] != 100:
-            raise ValueError("rollout steps must end at 100")
-        if any(not 0 < s <= 100 for s in self.steps) or list(self.steps) != sorted(set(self.steps)):
-            raise ValueError("rollout steps must be strictly increasing percentages in (0, 100]")
-        if not 0 <= self.max_error_rate <= 1 or self.min_goodput_ratio < 0 or self.analysis_interval_s <= 0:
-            raise ValueError("need 0 <= max_error_rate <= 1, min_goodput_ratio >= 0 and analysis_interval_s > 0")
-        if not 0 <= self.slo_headroom < 1:
-            raise ValueError("need 0 <= slo_headroom < 1")
-
-    @property
-    def min_failure_samples(self) -> int:
-        """A clear failure needs fewer samples than a success: rolling back early is cheap, promoting is not."""
-        return max(10, self.min_samples // 4)
 
 
 @dataclass(frozen=True)
@@ -149,24 +100,6 @@ def _latency_failure(
 
 def _data_code(problem: DataProblem) -> AnalysisCode:
     return "missing-data" if problem.kind == "missing" else "non-finite"
-
-
-def judged_latency(
-    stats: VariantStats | None, metric: LatencyMetric, percentile: float
-) -> tuple[float | None, DataProblem | None]:
-    """``metric`` at ``percentile`` to judge (+inf when it lies beyond the histogram's top bucket: larger than any
-    bound), or None with the reason it cannot be judged (no reason without ``stats``)."""
-    if stats is None:
-        return None, None
-    signal, value = stats.at_percentile(metric, percentile)
-    problem = stats.problem(signal)
-    if problem is not None:
-        return (math.inf, None) if problem.kind == "beyond-top-bucket" else (None, problem)
-    if value is None:
-        return None, DataProblem(signal=signal, kind="missing")
-    if not math.isfinite(value):  # an infinite number that does not say it is a percentile beyond the top bucket
-        return None, DataProblem(signal=signal, kind="inf")
-    return value, None
 
 
 def goodput_ratio(candidate: VariantStats, stable: VariantStats) -> float | None:
@@ -404,8 +337,6 @@ __all__ = [
     "Analysis",
     "AnalysisCode",
     "AnalysisVerdict",
-    "RolloutRules",
     "analyse",
     "goodput_ratio",
-    "judged_latency",
 ]

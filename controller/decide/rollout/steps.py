@@ -11,14 +11,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.decide.rollout.analysis import (
-    DATA_CODES,
-    Analysis,
-    AnalysisCode,
-    AnalysisVerdict,
-    RolloutRules,
     analyse,
-    goodput_ratio,
 )
+from controller.decide.rules import RolloutRules
 from controller.domain.actions import (
     Action,
     DeployCandidate,
@@ -264,15 +259,8 @@ def _finished(state: RolloutState) -> RolloutState:
 
 
 __all__ = [
-    "DATA_CODES",
-    "Analysis",
-    "AnalysisCode",
-    "AnalysisVerdict",
-    "RolloutRules",
     "RolloutStep",
     "advance",
-    "analyse",
     "candidate_replicas_for",
-    "goodput_ratio",
     "start",
 ]

@@ -1,32 +1,29 @@
-"""The Gaussian-process search behind the optimizer: the candidate set and expected improvement over it. Pure.
+"""The Gaussian-process search behind the optimizer: expected improvement over the candidate set. Pure.
 
-Split from ``controller.decide.search.optimizer`` (which re-exports everything public here); the kernel and the knob
-encoding are ``controller.decide.search.kernel``.
+The candidate set is :mod:`controller.decide.search.candidates`; the kernel, the knob encoding and the fit of the
+kernel's amplitudes are :mod:`controller.decide.search.kernel`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from controller.decide.search.candidates import CandidateSet
 from controller.decide.search.kernel import (
-    ORDERED,
     Inputs,
-    KnobEncoding,
     correlations,
     covariance,
+    fit_amplitudes,
     self_covariance,
     shape_features,
 )
 from controller.decide.signals import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
-
-Prior = Callable[[EngineConfig], float]
 
 _FLOOR = 0.5  # failed / SLO-violating trials are modelled as 50% of the best (keeps the log finite)
 _PRIOR_FLOOR = 0.05  # the prior keeps its ranking down to 5% of its best (below, configs are alike to it)
@@ -41,7 +38,6 @@ _S_SHAPE = 1.5  # prior sd of the traffic shape's main effect: goodput levels di
 _LENGTH, _LENGTHS = 0.7, (0.35, 0.7, 1.4)  # ordered knobs' length-scale (share of the knob's log range): default, grid
 _NOISES = (0.01, 0.02, 0.04, 0.08)  # noise figures tried by marginal likelihood when no repeat measured the noise
 _ARD_MIN = 4  # without a prior, per-input amplitudes fitted by marginal likelihood from this many observations on
-_ARD_STEPS, _ARD_SD, _ARD_BOUND = 40, 1.0, 2.0  # gradient steps; prior sd and bound of each log amplitude multiplier
 _XI = 0.005  # expected improvement's margin (log space)
 _FAIL_MODEL = True  # without a prior, failures modelled apart (a failure-chance regression), not as a low goodput
 _FAIL_MAIN, _FAIL_PAIR, _FAIL_NOISE = 0.35, 0.1, 0.2  # its per-knob amplitude, pair amplitude and noise
@@ -57,95 +53,6 @@ class Suggestion:
     """The posterior standard deviation of log goodput at the config (None for a pick the model did not make)."""
     success_chance: float = 1.0
     """The failure model's chance that the config runs (1 without failed trials)."""
-
-
-class CandidateSet:
-    """The finite valid space, encoded for the surrogate (one integer code per varied knob)."""
-
-    def __init__(
-        self,
-        configs: Sequence[EngineConfig],
-        prior: Prior | None = None,
-        shape: TrafficShape | None = None,
-        *,
-        structured: bool = True,
-    ) -> None:
-        """``shape``: the traffic shape the candidates are judged on (an input of the surrogate; optional).
-        ``structured=False`` treats every knob as unordered (the plain "knobs in common" kernel, for comparison)."""
-        if not configs:
-            raise ValueError("the search space has no valid config")
-        self.configs = list(configs)
-        self.shape = shape
-        self.encoding = KnobEncoding(self.configs, ORDERED if structured else frozenset())
-        pos, unset, cat = self.encoding.pos, self.encoding.unset, self.encoding.cat
-        self.inputs = Inputs(pos, unset, cat, np.tile(shape_features(shape), (len(self.configs), 1)))
-        self.index = {c.key(): i for i, c in enumerate(self.configs)}
-        dumps = [c.model_dump() for c in self.configs]
-        self.knobs = [k for k in EngineConfig.model_fields if len({repr(d[k]) for d in dumps}) > 1]
-        self.values: dict[str, list[Any]] = {}
-        for k in self.knobs:
-            self.values[k] = list(dict.fromkeys(d[k] for d in dumps))
-        self.codes = np.array([self.encode(c) for c in self.configs], dtype=np.int64).reshape(
-            len(self.configs), len(self.knobs)
-        )
-        raw = np.array([max(0.0, float(prior(c))) for c in self.configs]) if prior is not None else None
-        if raw is not None and (not np.all(np.isfinite(raw)) or raw.max() <= 0):
-            raw = None
-        self.prior: np.ndarray | None = raw / raw.max() if raw is not None else None
-        self.prior_raw = raw
-        self.prior_rank = (
-            {int(i): r + 1 for r, i in enumerate(np.argsort(-raw, kind="stable"))} if raw is not None else {}
-        )
-
-    def __len__(self) -> int:
-        return len(self.configs)
-
-    def encode(self, config: EngineConfig) -> list[int]:
-        """Value index per knob; -1 for a value the space does not have (e.g. the stock baseline)."""
-        d = config.model_dump()
-        out = []
-        for k in self.knobs:
-            vals = self.values[k]
-            out.append(vals.index(d[k]) if d[k] in vals else -1)
-        return out
-
-    def distance(self, codes: np.ndarray) -> np.ndarray:
-        """Hamming fraction between every candidate and each row of ``codes`` -> (N, len(codes))."""
-        if not self.knobs:
-            return np.zeros((len(self.configs), len(codes)))
-        diff = self.codes[:, None, :] != codes[None, :, :]
-        result: np.ndarray = diff.mean(axis=2)
-        return result
-
-
-def _fit_amplitudes(
-    corr: np.ndarray, fixed: np.ndarray, r: np.ndarray, w0: np.ndarray, s_pair: float, sp: float | None
-) -> np.ndarray:
-    """Per-input main-effect variances (ARD) by maximum a posteriori marginal likelihood: ``w0`` scaled per input
-    by ``exp(2 theta_i)``, ``theta_i`` with a normal prior (sd ``_ARD_SD``) and bounded by ``_ARD_BOUND``, fitted
-    by normalised gradient ascent on the log marginal likelihood (analytic gradient). ``corr``: the per-input
-    correlations among the observations (n, n, inputs); ``fixed``: the covariance terms that do not scale."""
-    base = fixed + covariance(corr, np.zeros_like(w0), s_pair, sp)
-    theta = np.zeros(len(w0))
-    step = 0.5
-    for _ in range(_ARD_STEPS):
-        w = w0 * np.exp(2 * theta)
-        K = base + corr @ w
-        try:
-            L = np.linalg.cholesky(K)
-        except np.linalg.LinAlgError:
-            break
-        inv = np.linalg.solve(L.T, np.linalg.solve(L, np.eye(len(r))))
-        alpha = inv @ r
-        a = np.outer(alpha, alpha) - inv
-        grad = w * np.einsum("ab,abi->i", a, corr) - theta / _ARD_SD**2
-        top = float(np.abs(grad).max())
-        if top < 1e-4:
-            break
-        theta = np.clip(theta + step * grad / max(top, 1.0), -_ARD_BOUND, _ARD_BOUND)
-        step *= 0.93
-    out: np.ndarray = w0 * np.exp(2 * theta)
-    return out
 
 
 def _norm_pdf(z: np.ndarray) -> np.ndarray:
@@ -374,7 +281,7 @@ class GpSearch:
         w = mains(mult)
         corr_oo = correlations(X, X, ell, with_shape=with_shape)
         if c.prior is None and len(ys) >= _ARD_MIN:
-            w = _fit_amplitudes(corr_oo, base_oo + np.diag(sn * sn + 1e-9 + extra), r, w, mult * s_pair, sp)
+            w = fit_amplitudes(corr_oo, base_oo + np.diag(sn * sn + 1e-9 + extra), r, w, mult * s_pair, sp)
         K = base_oo + covariance(corr_oo, w, mult * s_pair, sp)
         K = K + np.diag(sn * sn + 1e-9 + extra)
         Ks = _S_BIAS**2 + _S_PRIOR_SCALE**2 * np.outer(lp_all, lp_obs)
@@ -458,4 +365,4 @@ class GpSearch:
         )
 
 
-__all__ = ["CandidateSet", "GpSearch", "Prior", "Suggestion"]
+__all__ = ["GpSearch", "Suggestion"]

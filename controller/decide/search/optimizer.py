@@ -5,25 +5,25 @@ Canary trials cost GPU-minutes, so the optimizer works on the *enumerated* set o
 a pool of that many drawn from it; every config it can propose is in policy by construction) and picks each next
 trial by Bayesian optimisation:
 
-* **Surrogate** (``optimizer_gp``, kernel in ``optimizer_kernel``): a Gaussian process on log goodput whose
-  kernel knows what the knobs are: ordered knobs (depth, ``max_num_seqs``, batched tokens, capture size, ...) on
-  a log scale with a distance-aware correlation, unordered ones equal-or-not, speculation as one structured knob
-  (method, then depth), and the traffic shape (concurrency, lengths, repetitiveness) as an input when the trials
-  span several shapes. One main effect per input and one interaction per pair of inputs (so depth x concurrency
-  and batch limits x prompt length are representable). Its mean is a fitted multiple of the **prior** (e.g. the
-  simulator's performance-model estimate of tokens/s; any ``EngineConfig -> float``), else the observed mean.
-  Amplitude, length-scale and (without a repeat) the noise are chosen by marginal likelihood on a small grid.
-  Without a prior, each knob's amplitude is then fitted by marginal likelihood (ARD), failed trials leave the
-  goodput regression for a failure-chance regression that scales the acquisition, and the first three trials
-  are spread over the knobs.
+* **Surrogate** (``search.gp``, kernel in ``search.kernel``, candidates in ``search.candidates``): a Gaussian
+  process on log goodput whose kernel knows what the knobs are: ordered knobs (depth, ``max_num_seqs``, batched
+  tokens, capture size, ...) on a log scale with a distance-aware correlation, unordered ones equal-or-not,
+  speculation as one structured knob (method, then depth), and the traffic shape (concurrency, lengths,
+  repetitiveness) as an input when the trials span several shapes. One main effect per input and one interaction per
+  pair of inputs (so depth x concurrency and batch limits x prompt length are representable). Its mean is a fitted
+  multiple of the **prior** (e.g. the simulator's performance-model estimate of tokens/s; any ``EngineConfig ->
+  float``), else the observed mean. Amplitude, length-scale and (without a repeat) the noise are chosen by marginal
+  likelihood on a small grid. Without a prior, each knob's amplitude is then fitted by marginal likelihood (ARD),
+  failed trials leave the goodput regression for a failure-chance regression that scales the acquisition, and the
+  first three trials are spread over the knobs.
 * **Acquisition**: expected improvement over the best measurement; batches use the "kriging believer" trick.
 * **Warm start**: the first trial is the prior's top pick (or the baseline, or a seeded random config).
 * **Noise**: pooled from repeated measurements of one config on one shape among the observations (every tuning
   round measures its baseline twice, ``controller.decide.signals.noise``, clamped to 1-25 %); :class:`OptimizerAdvisor`
   falls back to the figure of the whole history (the round's ``status.noise``), else assumes 4 %.
 
-``strategy="tpe"`` runs optuna's TPE sampler instead (ask/tell, warm-started with ``enqueue_trial`` from the
-prior's top picks); a suggestion that is invalid or already tried is snapped to the nearest untried valid
+``strategy="tpe"`` runs optuna's TPE sampler instead (``search.tpe``: ask/tell, warm-started with ``enqueue_trial``
+from the prior's top picks); a suggestion that is invalid or already tried is snapped to the nearest untried valid
 config. The benchmark (``bench/search_efficiency.py``) reports both.
 
 Everything is deterministic for a given seed, and :class:`OptimizerAdvisor` keeps no state between calls: it
@@ -38,24 +38,26 @@ Public API::
 from __future__ import annotations
 
 import itertools
-import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-import optuna
-
-from controller.decide.search.gp import CandidateSet, GpSearch, Prior, Suggestion
+from controller.decide.search.candidates import (
+    SHARED_CANDIDATES,
+    CandidateCache,
+    CandidateSet,
+    Prior,
+    candidate_configs,
+)
+from controller.decide.search.gp import GpSearch, Suggestion
+from controller.decide.search.tpe import TpeSearch
 from controller.decide.signals import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.policy.models import Policy
-from controller.policy.space import MAX_POOL_CONFIGS, Feasibility, SearchSpace
+from controller.policy.space import Feasibility, SearchSpace
 
 ShapePrior = Callable[[EngineConfig, TrafficShape], float]
 Objective = Callable[[EngineConfig], TrialResult]
@@ -78,151 +80,6 @@ class OptimizationResult:
     rationales: tuple[str, ...] = ()
 
 
-class TpeSearch:
-    """optuna TPE (ask/tell) over the knob codes; suggestions snapped to the nearest untried valid config."""
-
-    def __init__(self, candidates: CandidateSet, *, seed: int = 0, warm_start: int = 3) -> None:
-        self.c = candidates
-        self.seed = seed
-        self.warm_start = warm_start
-
-    def suggest(
-        self,
-        observed: Sequence[tuple[EngineConfig, float]],
-        *,
-        exclude: Iterable[str] = (),
-        n: int = 1,
-        baseline: EngineConfig | None = None,
-        noise: float | None = None,  # the common interface; TPE does not model measurement noise
-        shapes: Sequence[TrafficShape | None] | None = None,  # nor the traffic shape
-    ) -> list[Suggestion]:
-        c = self.c
-        optuna.logging.set_verbosity(logging.WARNING)
-        dists: dict[str, optuna.distributions.BaseDistribution] = {
-            k: optuna.distributions.CategoricalDistribution(list(range(len(c.values[k])))) for k in c.knobs
-        }
-        sampler = optuna.samplers.TPESampler(seed=self.seed + 7919 * len(observed), n_startup_trials=5)
-        study = optuna.create_study(direction="maximize", sampler=sampler)
-        blocked = {*exclude, *(cfg.key() for cfg, _ in observed)}
-        for cfg, y in observed:
-            codes = c.encode(cfg)
-            if min(codes, default=0) < 0:
-                continue
-            params = dict(zip(c.knobs, codes, strict=True))
-            study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=float(y)))
-        if baseline is not None and not observed and baseline.key() in c.index:
-            study.enqueue_trial(dict(zip(c.knobs, c.encode(baseline), strict=True)))
-        if c.prior is not None and len(observed) < self.warm_start:
-            top = [int(i) for i in np.argsort(-c.prior, kind="stable") if c.configs[int(i)].key() not in blocked]
-            for idx in top[: self.warm_start - len(observed)]:
-                if c.configs[idx].key() not in blocked:
-                    study.enqueue_trial(dict(zip(c.knobs, c.codes[idx].tolist(), strict=True)))
-        out: list[Suggestion] = []
-        for _ in range(n):
-            trial = study.ask(dists)
-            want = np.array([trial.params[k] for k in c.knobs], dtype=np.int64)
-            d = c.distance(want[None, :])[:, 0]
-            tie = -c.prior if c.prior is not None else np.zeros(len(c))
-            order = np.lexsort((tie, d))
-            found = next((int(i) for i in order if c.configs[int(i)].key() not in blocked), None)
-            if found is None:
-                break
-            idx = found
-            snapped = float(d[idx]) > 0
-            blocked.add(c.configs[idx].key())
-            why = (
-                "TPE"
-                + (" (snapped to the nearest untried valid config)" if snapped else "")
-                + (f"; prior rank {c.prior_rank.get(idx, '?')}" if c.prior is not None else "")
-            )
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            out.append(Suggestion(c.configs[idx], why))
-        return out
-
-
-def candidate_configs(
-    space: Policy | SearchSpace | Sequence[EngineConfig], feasibility: Feasibility | None = None
-) -> list[EngineConfig]:
-    """The valid configs of a policy / space / explicit list (policy constraints and memory fit applied). A space
-    of more than ``MAX_POOL_CONFIGS`` combinations gives a pool of at most that many (``sampled_configs``), never
-    the whole space."""
-    if isinstance(space, Policy):
-        return space.space.sampled_configs(feasibility or space.feasibility)
-    if isinstance(space, SearchSpace):
-        return space.sampled_configs(feasibility)
-    return [c for c in space if feasibility is None or feasibility(c) is None]
-
-
-#: Most encoded candidate sets one optimizer keeps (one per traffic shape it was asked about).
-MAX_SETS_PER_OPTIMIZER = 16
-
-#: Most candidates that the pools and encoded sets of every optimizer in the process hold together (the least
-#: recently used goes first). A TunedService at the combination limit holds a pool of ``MAX_POOL_CONFIGS`` and a set
-#: of as many per shape; this bound keeps all of them within a fixed amount of memory however many TunedServices
-#: the operator tunes (a dropped one is rebuilt, the same, when next needed).
-MAX_CACHED_CANDIDATES = 16 * MAX_POOL_CONFIGS
-
-
-class CandidateCache:
-    """Each optimizer's pool of valid configs and its encoded candidate sets (one per traffic shape), bounded per
-    optimizer and in total; least recently used first out. A pure cache: whatever it drops is rebuilt the same on
-    the next call. Thread-safe."""
-
-    def __init__(
-        self, *, max_candidates: int = MAX_CACHED_CANDIDATES, max_per_owner: int = MAX_SETS_PER_OPTIMIZER
-    ) -> None:
-        self.max_candidates = max_candidates
-        self.max_per_owner = max_per_owner
-        self._entries: OrderedDict[tuple[int, str | None], CandidateSet | list[EngineConfig]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _get(self, key: tuple[int, str | None]) -> CandidateSet | list[EngineConfig] | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def _put(self, key: tuple[int, str | None], value: CandidateSet | list[EngineConfig]) -> None:
-        with self._lock:
-            self._entries[key] = value
-            self._entries.move_to_end(key)
-            sets = [k for k in self._entries if k[0] == key[0] and k[1] is not None]
-            for old in sets[: max(0, len(sets) - self.max_per_owner)]:
-                del self._entries[old]
-            while len(self._entries) > 1 and self._total() > self.max_candidates:
-                self._entries.popitem(last=False)
-
-    def pool(self, owner: int) -> list[EngineConfig] | None:
-        found = self._get((owner, None))
-        return found if isinstance(found, list) else None
-
-    def put_pool(self, owner: int, configs: list[EngineConfig]) -> None:
-        self._put((owner, None), configs)
-
-    def candidate_set(self, owner: int, shape: str) -> CandidateSet | None:
-        found = self._get((owner, shape))
-        return found if isinstance(found, CandidateSet) else None
-
-    def put_candidate_set(self, owner: int, shape: str, candidates: CandidateSet) -> None:
-        self._put((owner, shape), candidates)
-
-    def _total(self) -> int:
-        return sum(len(c) for c in self._entries.values())
-
-    def candidates(self) -> int:
-        """Configs held in all pools and sets."""
-        with self._lock:
-            return self._total()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-
-#: The process's cache: every optimizer shares it unless given its own, so the operator's bound holds for all of
-#: its TunedServices together.
-SHARED_CANDIDATES = CandidateCache()
 _owners = itertools.count()
 
 
@@ -407,20 +264,10 @@ def expected_gain(predicted: float | None, best: float | None) -> float | None:
 
 
 __all__ = [
-    "MAX_CACHED_CANDIDATES",
-    "MAX_SETS_PER_OPTIMIZER",
-    "SHARED_CANDIDATES",
-    "CandidateCache",
-    "CandidateSet",
-    "GpSearch",
     "OptimizationResult",
     "OptimizerAdvisor",
-    "Prior",
     "ShapePrior",
-    "Suggestion",
-    "TpeSearch",
     "best_measured",
-    "candidate_configs",
     "default_score",
     "expected_gain",
     "optimize",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from controller.decide.rollout.analysis import judged_latency
+from controller.decide.signals.latency import judged_latency
 from controller.domain.observation import P95, LatencyMetric, Observation, VariantStats
 from controller.domain.slo import SLO
 

@@ -7,20 +7,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from controller.decide.capacity.sizing import ScalingRules, replicas_for
+from controller.decide.capacity.sizing import replicas_for
+from controller.decide.rules import ApiPrice, ScalingRules
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TimeWindow
-
-
-@dataclass(frozen=True)
-class ApiPrice:
-    """What an API provider charges, in USD per million tokens."""
-
-    input_per_million: float
-    output_per_million: float
-
-    def cost(self, *, input_tokens: float, output_tokens: float) -> float:
-        return (input_tokens * self.input_per_million + output_tokens * self.output_per_million) / 1e6
 
 
 @dataclass(frozen=True)

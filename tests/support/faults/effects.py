@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.decide.capacity.sizing import ScalingRules
+from controller.decide import ScalingRules
 from controller.domain.trial import TrialResult
 from controller.ports import LoadTester, TrialRequest
 from controller.testing.faults import ConflictBudget, ConflictingCluster
