@@ -1,4 +1,12 @@
-"""The Kubernetes reactor: kopf handlers and the per-TunedService loop wiring observe -> decide -> act.
+"""The operator: kopf wiring and the composition of the adapters into one runtime per TunedService.
 
-This package is the only place that imports kopf.
+* :mod:`.handlers` and :mod:`.run`: the kopf registry (one daemon per TunedService), login, start and stop, with
+  leader election, the health and metrics endpoints and the notifiers from the settings.
+* :mod:`.loop`: one cycle for one TunedService: read, screen approvals, reconcile, one guarded status write, mirrors.
+* :mod:`.backends`, :mod:`.simulator_backend`, :mod:`.kubernetes_backend`, :mod:`.runtime`, :mod:`.policy_source`:
+  the ports, policy and reconciler each TunedService runs with.
+* :mod:`.settings`, :mod:`.metrics`, :mod:`.stats`, :mod:`.policy_refusals`: settings from the environment, the
+  operator's metrics, cycle durations, refused policies remembered.
+
+This package is the only one that imports kopf; it reaches Kubernetes through :mod:`controller.adapters.kube`.
 """

@@ -8,8 +8,8 @@ import logging
 from typing import Any
 
 import kopf
-from kubernetes import client
 
+from controller.adapters.kube.client import ApiClient
 from controller.crd.models import GROUP, PLURAL_TUNED_SERVICE, VERSION
 from controller.reactor.loop import ControlLoop
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 DAEMON_THREADS = 1024
 
 
-def connection_info(api: client.ApiClient) -> kopf.ConnectionInfo:
+def connection_info(api: ApiClient) -> kopf.ConnectionInfo:
     """kopf credentials equivalent to an official-client configuration (kubeconfig or in-cluster)."""
     cfg = api.configuration
     auth = (cfg.api_key or {}).get("authorization") or (cfg.api_key or {}).get("BearerToken") or ""
@@ -40,7 +40,7 @@ def connection_info(api: client.ApiClient) -> kopf.ConnectionInfo:
     )
 
 
-def build_registry(loop: ControlLoop, api: client.ApiClient) -> kopf.OperatorRegistry:
+def build_registry(loop: ControlLoop, api: ApiClient) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.startup(registry=registry)

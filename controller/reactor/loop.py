@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from kubernetes import client
-
 from controller.adapters.kube.approvals import ApprovalGate
+from controller.adapters.kube.client import ApiClient
 from controller.adapters.kube.events import KubeEvents
 from controller.adapters.kube.mirror import CRMirror, rollout_ended, rollout_outcome
 from controller.adapters.kube.status import Refusal, StatusStore
@@ -33,8 +32,8 @@ from controller.errors import (
     ShiftlightError,
     TemporaryError,
 )
-from controller.reactor.backends import Backend
 from controller.reactor.metrics import OperatorMetrics
+from controller.reactor.runtime import Backend
 from controller.reactor.settings import OperatorSettings
 from controller.reactor.stats import DurationHistogram
 from controller.reconcile import CycleResult
@@ -61,7 +60,7 @@ class ControlLoop:
     def __init__(
         self,
         settings: OperatorSettings,
-        api: client.ApiClient,
+        api: ApiClient,
         backend: Backend,
         leadership: Leadership,
         metrics: OperatorMetrics,

@@ -12,17 +12,17 @@ from collections.abc import Sequence
 
 import kopf
 from kopf._core.engines.peering import Identity  # kopf.run's identity type (a NewType of str)
-from kubernetes import client
 
-from controller.adapters.kube.client import load_api_client
+from controller.adapters.kube.client import ApiClient, load_api_client
 from controller.adapters.kube.lease import AlwaysLeader, LeaderElector
 from controller.adapters.notify.grafana import FanOutNotifier, GrafanaAnnotator
 from controller.adapters.notify.slack import SlackNotifier
 from controller.ports import Notifier
-from controller.reactor.backends import Backend, make_backend
+from controller.reactor.backends import make_backend
 from controller.reactor.handlers import build_registry
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import HealthServer, OperatorMetrics
+from controller.reactor.runtime import Backend
 from controller.reactor.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ class OperatorRuntime:
         self,
         settings: OperatorSettings,
         *,
-        api: client.ApiClient | None = None,
+        api: ApiClient | None = None,
         backend: Backend | None = None,
         notifier: Notifier | None = None,
     ) -> None:

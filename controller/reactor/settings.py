@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from controller.adapters.kube.lease import LeaderSettings
 from controller.advisor.endpoints import AdvisorEndpoint, advisor_endpoints_from_env
 from controller.crd.models import Toleration
 from controller.domain.slo import SLO
@@ -32,22 +33,6 @@ class ConnectionSettings:
 
     kubeconfig: str | None = None
     context: str | None = None
-
-
-@dataclass(frozen=True)
-class LeaderSettings:
-    """Lease-based leader election (``coordination.k8s.io/v1``)."""
-
-    enabled: bool = True
-    lease_name: str = "shiftlight-leader"
-    lease_namespace: str = "default"
-    identity: str = field(default_factory=socket.gethostname)
-    lease_duration_s: float = 15.0
-    """How long a lease stays valid after its last renewal; other replicas take over after that."""
-    renew_deadline_s: float = 10.0
-    """A leader that could not renew for this long stops acting (before anyone else may take over)."""
-    retry_period_s: float = 2.0
-    """How often every replica tries to acquire or renew."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import yaml
 from controller.adapters.kube.canary.manifest import OwnerRef
 from controller.adapters.kube.pod_template import selector_matches
 from controller.adapters.routing.gateway import set_route_weights
-from controller.adapters.routing.inference_pool import (
+from controller.adapters.routing.pool_manifests import (
     candidate_name,
     candidate_pool_manifest,
     epp_deployment_clone,

@@ -24,11 +24,13 @@ import yaml
 from kopf.testing import KopfRunner
 from kubernetes import client, config
 
-from controller.reactor.backends import Backend, make_backend
+from controller.adapters.kube.lease import LeaderSettings
+from controller.reactor.backends import make_backend
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.run import OperatorRuntime
-from controller.reactor.settings import ConnectionSettings, LeaderSettings, LoopSettings, OperatorSettings
+from controller.reactor.runtime import Backend
+from controller.reactor.settings import ConnectionSettings, LoopSettings, OperatorSettings
 from tests.support.kube_api import APICall, KubeAPI, KubeAPIServer, running_kube_api
 
 G, V = "shiftlight.dev", "v1alpha1"

@@ -16,11 +16,11 @@ from controller.adapters.kube.canary.manifest import OwnerRef
 from controller.adapters.kube.cluster import KubeCluster
 from controller.adapters.kube.pod_template import selector_matches
 from controller.adapters.routing.gateway import GatewayRouter
-from controller.adapters.routing.inference_pool import POOL_GROUP, POOL_KIND
+from controller.adapters.routing.pool_manifests import POOL_GROUP, POOL_KIND
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
-from controller.reactor.backends import route_through_pools
+from controller.reactor.kubernetes_backend import route_through_pools
 from controller.trials.cache import CachedTrials
 from tests.support.crd_schema import schema_errors
 
@@ -271,7 +271,7 @@ def test_the_kubernetes_backend_keeps_candidates_and_trials_out_of_the_stable_po
     from controller.adapters.kube.canary.pods import KubernetesLauncher
     from controller.adapters.kube.canary.progress import ReportingLoadTester
     from controller.crd.models import parse_tuned_service
-    from controller.reactor.backends import KubernetesBackend
+    from controller.reactor.kubernetes_backend import KubernetesBackend
     from controller.reactor.settings import ConnectionSettings, OperatorSettings
     from controller.trials.runner import TrialRunner
 

@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kubernetes import client
 
-from controller.adapters.kube.lease import LeaderElector
-from controller.reactor.settings import LeaderSettings
+from controller.adapters.kube.lease import LeaderElector, LeaderSettings
 
 pytestmark = pytest.mark.kube
 

@@ -21,8 +21,8 @@ from controller.cli.shiftctl import app as shiftctl
 from controller.crd.models import parse_tuned_service
 from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus
-from controller.reactor.backends import SimulatorBackend
 from controller.reactor.settings import OperatorSettings
+from controller.reactor.simulator_backend import SimulatorBackend
 from tests.support.kube_api import KubeAPIServer
 
 from .conftest import G, V, http_route, operator, tuned_service, wait_for

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from controller.reactor.backends import KubernetesBackend
+from controller.reactor.kubernetes_backend import KubernetesBackend
 from tests.support.kube_api import KubeAPIServer
 
 from .conftest import G, V, free_port, kubernetes_loop, tuned_service

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from controller.reactor.backends import SimulatorBackend
 from controller.reactor.settings import OperatorSettings
+from controller.reactor.simulator_backend import SimulatorBackend
 from tests.support.kube_api import KubeAPIServer
 
 from .conftest import OPERATOR_USER, G, V, operator, tuned_service, wait_for

@@ -18,7 +18,7 @@ from controller.crd.models import parse_tuned_service
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
 from controller.observe.prometheus import PrometheusMetrics
-from controller.reactor.backends import KubernetesBackend
+from controller.reactor.kubernetes_backend import KubernetesBackend
 from controller.reactor.metrics import HealthServer, OperatorMetrics
 from controller.reactor.run import log_formatter
 from controller.reactor.settings import OperatorSettings

@@ -19,10 +19,10 @@ from controller.crd.models import parse_tuned_service
 from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
 from controller.errors import InvalidInput
-from controller.reactor.backends import SimulatorBackend
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.settings import ConnectionSettings, LoopSettings, OperatorSettings
+from controller.reactor.simulator_backend import SimulatorBackend
 from tests.support.kube_api import KubeAPIServer
 
 from .conftest import AlwaysLeader, G, V, tuned_service

@@ -21,8 +21,8 @@ from kubernetes import client
 
 from controller.advisor.endpoints import AdvisorEndpoint
 from controller.errors import InvalidInput
-from controller.reactor.backends import preset_path
 from controller.reactor.loop import ControlLoop
+from controller.reactor.policy_source import preset_path
 from controller.reactor.settings import OperatorSettings
 from tests.support.kube_api import KubeAPIServer
 

@@ -25,7 +25,8 @@ from controller.crd.models import parse_tuned_service
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.domain.trial import Percentiles, QualityReport, TrialResult
 from controller.ports import LoadTester, TrialBudget, TrialRequest
-from controller.reactor.backends import KubernetesBackend, TargetRuntime
+from controller.reactor.kubernetes_backend import KubernetesBackend
+from controller.reactor.runtime import TargetRuntime
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
 from controller.trials.cache import TrialCache
 from controller.trials.launchers import Launch

@@ -25,7 +25,8 @@ from controller.crd.models import parse_tuned_service
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.domain.trial import Percentiles, TrialResult
 from controller.ports import TrialBudget, TrialRequest
-from controller.reactor.backends import KubernetesBackend, TargetRuntime
+from controller.reactor.kubernetes_backend import KubernetesBackend
+from controller.reactor.runtime import TargetRuntime
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
 from controller.trials.background import BackgroundLoadTester
 from controller.trials.cache import CachedTrials, TrialCache

@@ -1,5 +1,7 @@
 """The Kubernetes API client and the adapter boundary for its errors.
 
+* :data:`ApiClient`: the official client's API client, the handle every Kubernetes adapter is built from (the
+  operator's composition passes it along without importing ``kubernetes`` itself).
 * :func:`load_api_client`: in-cluster config, or a kubeconfig (and context).
 * :func:`kube_errors`: translates ``ApiException`` / urllib3 errors into :mod:`controller.errors` types
   (404 -> NotFound, 409/422 -> ClusterConflict, 403 -> KubeForbidden, 401 -> KubeUnauthorized,
@@ -23,6 +25,8 @@ from controller.errors import (
     ShiftlightError,
     TemporaryError,
 )
+
+ApiClient = client.ApiClient
 
 
 class KubeForbidden(PermanentError):
@@ -78,7 +82,7 @@ def kube_errors(what: str = "") -> Iterator[None]:
         raise translate(exc, what) from None
 
 
-def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
+def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> ApiClient:
     """An API client: the given kubeconfig/context, else in-cluster config, else the default kubeconfig."""
     import os
 
@@ -96,6 +100,7 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
 
 
 __all__ = [
+    "ApiClient",
     "KubeForbidden",
     "KubeUnauthorized",
     "KubeUnavailable",

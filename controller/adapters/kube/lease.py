@@ -11,18 +11,35 @@ On a clean shutdown the leader releases the lease (empty holder), so a successor
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from kubernetes import client
 
 from controller.adapters.kube.client import kube_errors
 from controller.errors import ClusterConflict, NotFound, ShiftlightError
-from controller.reactor.settings import LeaderSettings
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaderSettings:
+    """Lease-based leader election (``coordination.k8s.io/v1``)."""
+
+    enabled: bool = True
+    lease_name: str = "shiftlight-leader"
+    lease_namespace: str = "default"
+    identity: str = field(default_factory=socket.gethostname)
+    lease_duration_s: float = 15.0
+    """How long a lease stays valid after its last renewal; other replicas take over after that."""
+    renew_deadline_s: float = 10.0
+    """A leader that could not renew for this long stops acting (before anyone else may take over)."""
+    retry_period_s: float = 2.0
+    """How often every replica tries to acquire or renew."""
 
 
 class LeaderElector:

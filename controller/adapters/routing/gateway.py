@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kubernetes import client
-
 from controller.adapters.checks import check_weight
 from controller.adapters.kube.canary.manifest import OwnerRef
-from controller.adapters.kube.client import kube_errors
+from controller.adapters.kube.client import ApiClient
 from controller.adapters.kube.cluster import KubeCluster
-from controller.adapters.routing.inference_pool import InferencePools, candidate_name, stable_pool_name
+from controller.adapters.kube.objects import KubeObjects
+from controller.adapters.routing.inference_pool import InferencePools
+from controller.adapters.routing.pool_manifests import candidate_name, stable_pool_name
 from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, NotFound
 
@@ -36,14 +36,12 @@ GROUP, VERSION, PLURAL = "gateway.networking.k8s.io", "v1", "httproutes"
 JSON = dict[str, Any]
 
 
-def gateway_installed(api: client.ApiClient) -> bool:
+def gateway_installed(api: ApiClient) -> bool:
     """Whether the API server serves HTTPRoutes (the Gateway API CRDs are installed)."""
     try:
-        with kube_errors("discovery"):
-            resources = client.CustomObjectsApi(api).get_api_resources(GROUP, VERSION)
+        return PLURAL in KubeObjects(api).served(GROUP, VERSION, what="discovery")
     except NotFound:
         return False
-    return any(r.name == PLURAL for r in (resources.resources or []))
 
 
 def set_route_weights(
@@ -97,7 +95,7 @@ class GatewayRouter:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: ApiClient,
         cluster: KubeCluster,
         *,
         route: str | None,
@@ -110,7 +108,7 @@ class GatewayRouter:
     ) -> None:
         """``manage_pools=False`` (the simulator backend's mirror): a route whose stable backend is an InferencePool
         is left alone, since no candidate pods exist for a candidate pool to select."""
-        self.custom = client.CustomObjectsApi(api)
+        self.objects = KubeObjects(api)
         self.pools = InferencePools(api, owner=owner)
         """Candidate InferencePools, when the route's stable backend is one (owned by ``owner``)."""
         self.cluster = cluster
@@ -123,11 +121,9 @@ class GatewayRouter:
 
     def _read(self, target: TargetRef) -> JSON:
         assert self.route is not None
-        with kube_errors(f"httproute {target.namespace}/{self.route}"):
-            route: JSON = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
-                GROUP, VERSION, target.namespace, PLURAL, self.route
-            )
-        return route
+        return self.objects.get(
+            GROUP, VERSION, target.namespace, PLURAL, self.route, what=f"httproute {target.namespace}/{self.route}"
+        )
 
     def _backends(self, route: JSON) -> tuple[str, str, bool]:
         """(stable, candidate, whether they are InferencePools) as the route names them."""
@@ -206,10 +202,15 @@ class GatewayRouter:
                 drop_candidate_at_zero=pool,
             )
             try:
-                with kube_errors(f"httproute {target.namespace}/{self.route}"):
-                    self.custom.replace_namespaced_custom_object(
-                        GROUP, VERSION, target.namespace, PLURAL, self.route, updated
-                    )
+                self.objects.replace(
+                    GROUP,
+                    VERSION,
+                    target.namespace,
+                    PLURAL,
+                    self.route,
+                    updated,
+                    what=f"httproute {target.namespace}/{self.route}",
+                )
             except ClusterConflict:
                 if attempt == self.retries - 1:
                     raise

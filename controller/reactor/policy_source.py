@@ -1,0 +1,85 @@
+"""A TunedService's policy: a preset file of the admin's policy directory or a key of a ConfigMap in its namespace,
+with the spec's approval, dry-run and SLO on top."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from controller.adapters.kube.client import ApiClient
+from controller.adapters.kube.objects import KubeObjects
+from controller.crd.models import TunedServiceSpec
+from controller.errors import InvalidInput
+from controller.policy import Policy, load_policy, parse_policy, profile_feasibility
+from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
+from controller.reactor.settings import OperatorSettings
+
+#: What a preset is called: a name, never a path.
+PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def preset_path(settings: OperatorSettings, preset: str) -> Path:
+    """The file of the policy preset named ``preset``, inside the admin's policy directory and nowhere else.
+
+    A preset is a name (``[a-z0-9][a-z0-9-]*``): a tenant cannot reach another file of the operator's Pod with
+    ``../`` or an absolute path, and a symlink that leaves the directory is refused too."""
+    if not PRESET_NAME.fullmatch(preset):
+        raise InvalidInput(
+            f"a preset is a name ([a-z0-9][a-z0-9-]*, at most 63 characters), got {preset!r}",
+            field="spec.policy.preset",
+        )
+    root = Path(settings.policy_dir).resolve()
+    path = (root / f"{preset}.yaml").resolve()
+    if path.parent != root or not path.is_file():
+        offered = sorted(p.stem for p in root.glob("*.yaml")) if root.is_dir() else []
+        raise InvalidInput(
+            f"unknown policy preset {preset!r}; presets: {', '.join(offered)}", field="spec.policy.preset"
+        )
+    return path
+
+
+def resolve_policy(
+    api: ApiClient,
+    settings: OperatorSettings,
+    spec: TunedServiceSpec,
+    body: Mapping[str, Any],
+    *,
+    refusals: PolicyRefusals = POLICY_REFUSALS,
+) -> Policy:
+    """The TunedService's policy: a preset file or a ConfigMap key, with the spec's approval/dry-run/SLO on top.
+    A ConfigMap policy refused before, at the same resourceVersion and text, is refused again without re-judging it."""
+    namespace = body["metadata"]["namespace"]
+    if spec.policy.config_map_ref is not None:
+        ref = spec.policy.config_map_ref
+        cm = KubeObjects(api).read_config_map(namespace, ref.name, what=f"configmap {namespace}/{ref.name}")
+        text = (cm.get("data") or {}).get(ref.key)
+        if text is None:
+            raise InvalidInput(f"key {ref.key!r} not found", source=f"configmap {namespace}/{ref.name}")
+        source = f"configmap {namespace}/{ref.name}:{ref.key}"
+        version = ((cm.get("metadata") or {}).get("resourceVersion"), hashlib.sha256(text.encode()).hexdigest())
+        policy = refusals.judged(("configmap", source, *version), lambda: parse_policy(text, source=source))
+        policy = policy.with_feasibility(profile_feasibility(policy))
+    else:
+        policy = load_policy(preset_path(settings, spec.policy.preset or settings.default_policy))
+    size, budget = policy.space.product_size(), settings.max_space_combinations
+    if size > budget:
+        raise InvalidInput(
+            f"the space has {size:,} combinations, more than the {budget:,} this operator allows one TunedService "
+            "(SHIFTLIGHT_MAX_SPACE_COMBINATIONS); list fewer values or use coarser ranges",
+            source=f"policy {policy.name}",
+            field="space",
+        )
+    raw_spec = body.get("spec") or {}
+    update: dict[str, object] = {
+        "approval": spec.approval_mode,
+        "dry_run": bool(spec.dry_run or policy.dry_run),
+    }
+    if "slo" in raw_spec:
+        update["slo"] = spec.slo
+    return policy.model_copy(update=update).with_feasibility(policy.feasibility)
+
+
+__all__ = ["PRESET_NAME", "preset_path", "resolve_policy"]
