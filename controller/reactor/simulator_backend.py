@@ -71,6 +71,7 @@ class SimulatorBackend:
         from controller.adapters.simulated.loadtester import SimulatedLoadTester
         from controller.clock import FakeClock
         from controller.decide import OptimizerAdvisor
+        from controller.decide.signals.window import MAX_ANALYSIS_WINDOW_S
         from controller.simulator.fleet import SimulatedFleet
         from controller.simulator.perf import PerformanceModel
         from controller.simulator.profiles import load_gpu, load_model
@@ -103,6 +104,7 @@ class SimulatorBackend:
                 slo=policy.slo,
                 stable_replicas=max(1, spec.replicas.min_replicas),
                 cold_start_s=sim.cold_start_s,
+                history_s=MAX_ANALYSIS_WINDOW_S,  # the longest window a cycle reads: memory stays bounded
             )
             fleet.advance(300.0)  # a first observation window of traffic before the first cycle
         windows = spec.schedule or fleet.traffic.windows

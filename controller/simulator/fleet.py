@@ -67,6 +67,7 @@ class SimulatedFleet:
         cold_start_s: float = 180.0,
         tick_s: float = 60.0,
         perf: Estimator | None = None,
+        history_s: float | None = None,
     ) -> None:
         if cold_start_s < 0:
             raise InvalidInput(f"must be >= 0, got {cold_start_s}", field="cold_start_s")
@@ -83,6 +84,9 @@ class SimulatedFleet:
         self.faults = Faults()
         self.perf: Estimator = perf if perf is not None else default_estimator(model, gpu)
         self.ticks: list[FleetTick] = []
+        self.history_s = history_s
+        """Keep only the ticks that started in the last ``history_s`` seconds (None: all of them); a long-running
+        fleet (the operator's ``simulator`` backend) then holds a bounded history, as Prometheus keeps a retention."""
         self._weight = 0
         self._cursor = clock.now()
         self._estimates = EstimateCache()
@@ -181,6 +185,9 @@ class SimulatedFleet:
             self._cursor = tick_end
             if move_clock:
                 self.clock.set(tick_end)
+        if self.history_s is not None:
+            cutoff = self._cursor - timedelta(seconds=self.history_s)
+            del self.ticks[: bisect.bisect_left(self.ticks, cutoff, key=_tick_start)]
 
     # ----- reading back -------------------------------------------------------------------------------------------
     def ticks_between(self, start: datetime, end: datetime) -> list[FleetTick]:
