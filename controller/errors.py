@@ -1,14 +1,23 @@
-"""Shiftlight's error tree.
+"""Shiftlight's error tree: every error Shiftlight raises on purpose, with the module that defines it when that is
+not this one (``tests/test_errors_tree.py`` checks the drawing against the classes).
 
     ShiftlightError
-    ├── TemporaryError(delay_s)        retry later; the world may fix itself
-    │   ├── MetricsUnavailable         Prometheus down, slow, empty, NaN or partial
-    │   ├── AdvisorUnavailable         the LLM endpoint failed or timed out
-    │   └── ClusterConflict            a write lost a race (HTTP 409); re-read and retry
-    └── PermanentError                 retrying the same input cannot help
-        ├── InvalidInput(source, field) a CR, policy file, CLI argument or answer failed validation
-        ├── InvalidTransition          the phase table forbids this move
-        └── NotFound                   the named object does not exist
+    ├── TemporaryError(delay_s)             retry later; the world may fix itself
+    │   ├── MetricsUnavailable              Prometheus down, slow, empty, NaN or partial
+    │   │   └── GrafanaUnavailable          observe.grafana: metrics could not be read through Grafana
+    │   ├── AdvisorUnavailable              the LLM endpoint failed or timed out
+    │   ├── ClusterConflict                 a write lost a race (HTTP 409/422); re-read and retry
+    │   ├── KubeUnavailable                 adapters.kube.client: the API server unreachable or answering 5xx
+    │   ├── ActInterrupted                  act.executor: a port call failed part-way through a plan
+    │   └── BenchFailed                     trials.vllm_bench: ``vllm bench serve`` produced no result
+    ├── PermanentError                      retrying the same input cannot help
+    │   ├── InvalidInput(source, field)     a CR, policy file, CLI argument or answer failed validation
+    │   │   └── PolicyError                 policy.loading: a policy file failed to parse or validate
+    │   ├── InvalidTransition               the phase table forbids this move
+    │   ├── NotFound                        the named object does not exist
+    │   ├── KubeForbidden                   adapters.kube.client: RBAC refused the request (HTTP 403)
+    │   └── KubeUnauthorized                adapters.kube.client: the credentials were not accepted (HTTP 401)
+    └── LoadClientFailed                    trials.loadgen_process: the load generator delivered no valid report
 
 Adapters translate third-party exceptions into these at their boundary; the domain never sees an
 ``httpx`` or ``kubernetes`` exception.

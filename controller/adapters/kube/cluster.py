@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from kubernetes import client
 
@@ -269,18 +268,6 @@ class KubeCluster:
 
     def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
         self.events.record(target, reason, message, warning=warning)
-
-    # ----- canary trial pods ------------------------------------------------------------------------
-    def create_trial_pod(self, target: TargetRef, manifest: Mapping[str, Any]) -> None:
-        with kube_errors(f"trial pod {target.namespace}/{manifest['metadata']['name']}"):
-            self.core.create_namespaced_pod(target.namespace, client.V1Pod.model_validate(dict(manifest)))
-
-    def delete_trial_pod(self, target: TargetRef, name: str) -> None:
-        try:
-            with kube_errors(f"trial pod {target.namespace}/{name}"):
-                self.core.delete_namespaced_pod(name, target.namespace, _preload_content=False)
-        except NotFound:
-            pass
 
 
 __all__ = ["KubeCluster"]

@@ -8,9 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from controller.adapters.kube.client import kube_errors
 from controller.adapters.kube.manifests import JSON, TS_GROUP, TS_PLURAL, TS_VERSION, event_manifest
@@ -54,10 +52,11 @@ class KubeEvents:
         key = (target.namespace, target.name)
         if key not in self._uids:
             try:
-                body: JSON = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
-                    TS_GROUP, TS_VERSION, target.namespace, TS_PLURAL, target.name
-                )
-            except (ApiException, urllib3.exceptions.HTTPError):
+                with kube_errors(f"tunedservice {target}"):
+                    body: JSON = self.custom.get_namespaced_custom_object(  # type: ignore[assignment]
+                        TS_GROUP, TS_VERSION, target.namespace, TS_PLURAL, target.name
+                    )
+            except ShiftlightError:  # an Event without its object's uid is still an Event
                 return None
             self._uids[key] = str(body.get("metadata", {}).get("uid", ""))
         return self._uids[key] or None
