@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +31,7 @@ from typing import Any
 import requests
 
 from controller.adapters.notify import slack_format
-from controller.adapters.notify.delivery_queue import DeliveryQueue
-from controller.adapters.notify.slack import TokenBucket
+from controller.adapters.notify.delivery_queue import DeliveryStats, Outbox, Voice
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.errors import MetricsUnavailable
@@ -85,15 +83,9 @@ def annotation_tags(target: TargetRef, notification: Notify) -> list[str]:
 
 
 @dataclass
-class AnnotationStats:
+class AnnotationStats(DeliveryStats):
     """Counters for tests and debugging (never contains the token)."""
 
-    enqueued: int = 0
-    sent: int = 0
-    failed: int = 0
-    dropped_duplicate: int = 0
-    dropped_rate_limited: int = 0
-    dropped_queue_full: int = 0
     skipped: int = 0
 
 
@@ -121,17 +113,22 @@ class GrafanaAnnotator:
     ) -> None:
         self.settings = settings
         self.dashboard_uids = tuple(dict.fromkeys((dashboard_uid, *settings.dashboard_uids)))
-        self.dedup_window_s = dedup_window_s
         self.timeout_s = timeout_s
         self.stats = AnnotationStats()
-        self._clock = clock
         self._wall_ms = wall_clock_ms
-        self._bucket = TokenBucket(capacity=burst, rate_per_s=rate_per_s, clock=clock)
-        self._seen: dict[tuple[str, str, str], float] = {}
-        self._lock = threading.Lock()
         self._session = requests.Session()
         self._url = f"{settings.url.rstrip('/')}/api/annotations"
-        self._delivery = DeliveryQueue(self._deliver_job, name="grafana-annotator", size=queue_size)
+        self._outbox: Outbox[_Job] = Outbox(
+            self._deliver_job,
+            stats=self.stats,
+            voice=Voice(logger, "grafana", "annotator", "annotated"),
+            name="grafana-annotator",
+            size=queue_size,
+            dedup_window_s=dedup_window_s,
+            burst=burst,
+            rate_per_s=rate_per_s,
+            clock=clock,
+        )
 
     def __repr__(self) -> str:
         return f"GrafanaAnnotator(url={self.settings.url!r}, dashboards={list(self.dashboard_uids)})"
@@ -143,19 +140,10 @@ class GrafanaAnnotator:
         if phase is None:
             self.stats.skipped += 1
             return
+        urgent = notification.severity is Severity.CRITICAL or phase in ("rollback", "approval")
         key = (str(target), notification.title, notification.reason)
-        now = self._clock()
-        with self._lock:
-            self._seen = {k: t for k, t in self._seen.items() if now - t < self.dedup_window_s}
-            if key in self._seen:
-                self.stats.dropped_duplicate += 1
-                return
-            urgent = notification.severity is Severity.CRITICAL or phase in ("rollback", "approval")
-            if not self._bucket.take() and not urgent:
-                self.stats.dropped_rate_limited += 1
-                logger.warning("grafana: rate limit reached; %r for %s not annotated", notification.title, target)
-                return
-            self._seen[key] = now
+        if not self._outbox.admit(key, urgent=urgent, title=notification.title, target=target):
+            return
         at = self._wall_ms()
         tags = annotation_tags(target, notification)
         payloads = tuple(
@@ -168,19 +156,8 @@ class GrafanaAnnotator:
             }
             for uid in self.dashboard_uids
         )
-        self._enqueue(_Job(f"{phase} {notification.title!r} for {target}", payloads))
-
-    def _enqueue(self, job: _Job) -> None:
-        if self._delivery.closed:
-            logger.warning("grafana: annotator closed; %s not annotated", job.label)
-            return
-        if not self._delivery.submit(job):
-            with self._lock:
-                self.stats.dropped_queue_full += 1
-            logger.warning("grafana: queue full; %s not annotated", job.label)
-            return
-        with self._lock:
-            self.stats.enqueued += 1
+        label = f"{phase} {notification.title!r} for {target}"
+        self._outbox.submit(_Job(label, payloads), label)
 
     # ----- delivery -------------------------------------------------------------------------------------
     def _deliver_job(self, job: _Job) -> None:
@@ -213,11 +190,11 @@ class GrafanaAnnotator:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued annotation is delivered (or given up); ``False`` on timeout."""
-        return self._delivery.flush(timeout)
+        return self._outbox.flush(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what is queued (up to ``timeout``), then stop the worker."""
-        self._delivery.close(timeout)
+        self._outbox.close(timeout)
         self._session.close()
 
 

@@ -35,7 +35,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
 from controller.adapters.notify import slack_format
-from controller.adapters.notify.delivery_queue import DeliveryQueue
+from controller.adapters.notify.delivery_queue import DeliveryStats, Outbox, Voice
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
@@ -83,38 +83,10 @@ def _secret_variants(url: str) -> list[str]:
 
 
 @dataclass
-class SlackStats:
+class SlackStats(DeliveryStats):
     """Counters for tests, ``/metrics`` and debugging (never contains the URL)."""
 
-    enqueued: int = 0
-    sent: int = 0
-    failed: int = 0
     retries: int = 0
-    dropped_duplicate: int = 0
-    dropped_rate_limited: int = 0
-    dropped_queue_full: int = 0
-
-
-class TokenBucket:
-    """``capacity`` tokens, refilled continuously at ``rate_per_s``; ``clock`` is a monotonic seconds source."""
-
-    def __init__(self, *, capacity: float, rate_per_s: float, clock: Callable[[], float]) -> None:
-        if capacity < 1 or rate_per_s <= 0:
-            raise ValueError("a token bucket needs capacity >= 1 and rate_per_s > 0")
-        self.capacity = capacity
-        self.rate_per_s = rate_per_s
-        self._clock = clock
-        self._tokens = capacity
-        self._at = clock()
-
-    def take(self) -> bool:
-        now = self._clock()
-        self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate_per_s)
-        self._at = now
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
 
 
 # ----- retries ----------------------------------------------------------------------------------------
@@ -269,11 +241,7 @@ class SlackNotifier:
         if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
             raise InvalidInput("the Slack webhook URL must be an http(s) URL", field="webhook")
         self.channel = channel
-        self.dedup_window_s = dedup_window_s
         self.stats = SlackStats()
-        self._clock = clock
-        self._bucket = TokenBucket(capacity=burst, rate_per_s=rate_per_s, clock=clock)
-        self._seen: dict[tuple[str, str, str], float] = {}
         self._digests: set[date] = set()
         self._lock = threading.Lock()
         self._stop = threading.Event()  # set on close: pending retries give up
@@ -291,7 +259,17 @@ class SlackNotifier:
                 ConnectionRetry(stop=self._stop, stats=self.stats, **common),
             ],
         )
-        self._delivery = DeliveryQueue(self._deliver, name="slack-notifier", size=queue_size)
+        self._outbox: Outbox[_Job] = Outbox(
+            self._deliver,
+            stats=self.stats,
+            voice=Voice(logger, "slack", "notifier", "sent"),
+            name="slack-notifier",
+            size=queue_size,
+            dedup_window_s=dedup_window_s,
+            burst=burst,
+            rate_per_s=rate_per_s,
+            clock=clock,
+        )
 
     # ----- construction from a Secret -------------------------------------------------------------------
     @classmethod
@@ -321,49 +299,28 @@ class SlackNotifier:
     def post(self, target: TargetRef, notification: Notify) -> None:
         """Queue a notification for delivery; returns at once. Never raises for delivery problems."""
         kind = slack_format.classify(notification)
+        urgent = notification.severity is Severity.CRITICAL or kind in (
+            slack_format.Kind.ROLLBACK,
+            slack_format.Kind.APPROVAL,
+            slack_format.Kind.DIGEST,  # once a day per target: bounded already
+        )
         key = (str(target), notification.title, notification.reason)
-        now = self._clock()
-        with self._lock:
-            self._seen = {k: t for k, t in self._seen.items() if now - t < self.dedup_window_s}
-            if key in self._seen:
-                self.stats.dropped_duplicate += 1
-                logger.debug("slack: duplicate %r for %s dropped", notification.title, target)
-                return
-            urgent = notification.severity is Severity.CRITICAL or kind in (
-                slack_format.Kind.ROLLBACK,
-                slack_format.Kind.APPROVAL,
-                slack_format.Kind.DIGEST,  # once a day per target: bounded already
-            )
-            if not self._bucket.take() and not urgent:
-                self.stats.dropped_rate_limited += 1
-                logger.warning("slack: rate limit reached; %r for %s not sent", notification.title, target)
-                return
-            self._seen[key] = now
+        if not self._outbox.admit(key, urgent=urgent, title=notification.title, target=target):
+            return
         payload = slack_format.build_message(target, notification, channel=self.channel)
-        self._enqueue(_Job(f"{kind.value} {notification.title!r} for {target}", payload))
+        label = f"{kind.value} {notification.title!r} for {target}"
+        self._outbox.submit(_Job(label, payload), label)
 
     def post_digest(self, day: date, entries: Sequence[slack_format.DigestEntry]) -> None:
         """Queue the daily digest (not rate-limited; sent once per day)."""
         with self._lock:
-            if day in self._digests:
-                self.stats.dropped_duplicate += 1
-                return
+            seen = day in self._digests
             self._digests.add(day)
-        self._enqueue(
-            _Job(f"digest {day.isoformat()}", slack_format.digest_message(day, entries, channel=self.channel))
-        )
-
-    def _enqueue(self, job: _Job) -> None:
-        if self._delivery.closed:
-            logger.warning("slack: notifier closed; %s not sent", job.label)
+        if seen:
+            self._outbox.count_duplicate()
             return
-        if not self._delivery.submit(job):
-            with self._lock:
-                self.stats.dropped_queue_full += 1
-            logger.warning("slack: queue full; %s not sent", job.label)
-            return
-        with self._lock:
-            self.stats.enqueued += 1
+        label = f"digest {day.isoformat()}"
+        self._outbox.submit(_Job(label, slack_format.digest_message(day, entries, channel=self.channel)), label)
 
     # ----- delivery -------------------------------------------------------------------------------------
 
@@ -384,11 +341,11 @@ class SlackNotifier:
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued message is delivered (or given up); ``False`` on timeout."""
-        return self._delivery.flush(timeout)
+        return self._outbox.flush(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         """Deliver what is queued (up to ``timeout``), then stop the worker; pending retries are abandoned."""
-        self._delivery.close(timeout, before_join=self._stop.set)
+        self._outbox.close(timeout, before_join=self._stop.set)
         for log in (logger, sdk_logger):
             log.removeFilter(self._redactor)
 
