@@ -23,8 +23,9 @@ from controller.act import ActInterrupted, ActPorts, Executor, TrialSettings, fo
 from controller.act.effects import Effect, TrialRecorded
 from controller.decide import TRIAL_POLL_S, Rules, observe_window, requeue_after, screened_proposals
 from controller.domain.actions import Action, Plan
+from controller.domain.codes import Code
 from controller.domain.observation import Observation, TargetRef
-from controller.domain.status import TargetStatus
+from controller.domain.status import Reason, TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
 from controller.errors import MetricsUnavailable, ShiftlightError, TemporaryError
@@ -163,7 +164,7 @@ class Reconciler:
             forecast=forecast,
         )
         self.last_decide_s = time.perf_counter() - began
-        plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes))
+        plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes), codes=decision.codes)
         try:
             effects = self.executor.execute(target, decision.actions)
         except ActInterrupted as exc:
@@ -199,8 +200,10 @@ class Reconciler:
     ) -> CycleResult:
         why = f"could not act ({type(exc).__name__}: {exc}); {what}, retry in {exc.delay_s:g} s"
         log.warning("%s: %s", target, why)
-        kept = stamped(status, status.model_copy(update={"last_reasons": (why,)}), now)
-        plan = Plan(actions=actions, requeue_after_s=exc.delay_s, notes=(why,))
+        kept = stamped(
+            status, status.model_copy(update={"last_reasons": (Reason(code=Code.ACT_RETRY, message=why),)}), now
+        )
+        plan = Plan(actions=actions, requeue_after_s=exc.delay_s, notes=(why,), codes=(Code.ACT_RETRY,))
         return CycleResult(kept, plan, exc.delay_s, (), tuple(screen_notes))
 
     def _observe(self, target: TargetRef, status: TargetStatus) -> tuple[Observation | None, str | None]:
@@ -225,18 +228,20 @@ class Reconciler:
         if waiting:
             self._in_flight[str(target)] = acted
             note = f"waiting for {len(waiting)} trial(s): " + ", ".join(t.action.config.label() for t in waiting)
-            kept = status.model_copy(update={"last_reasons": (note,)})
-            return CycleResult(kept, Plan(requeue_after_s=TRIAL_POLL_S, notes=(note,)), TRIAL_POLL_S)
+            kept = status.model_copy(update={"last_reasons": (Reason(code=Code.TRIALS_RUNNING, message=note),)})
+            plan = Plan(requeue_after_s=TRIAL_POLL_S, notes=(note,), codes=(Code.TRIALS_RUNNING,))
+            return CycleResult(kept, plan, TRIAL_POLL_S)
         new_status = fold(acted.decided, acted.effects, keep_trials=self.rules.tuning.keep_trials)
         trials = tuple(e.result for e in acted.effects if isinstance(e, TrialRecorded))
         if self.on_trial is not None:
             for result in trials:
                 self.on_trial(result)
         if acted.screen_notes:
-            new_status = new_status.model_copy(update={"last_reasons": (*new_status.last_reasons, *acted.screen_notes)})
+            screened = tuple(Reason(code=Code.PROPOSALS_SCREENED, message=n) for n in acted.screen_notes)
+            new_status = new_status.model_copy(update={"last_reasons": (*new_status.last_reasons, *screened)})
         new_status = stamped(status, new_status, acted.decided.updated_at)
         requeue = requeue_after(new_status.phase, analysis_interval_s=self.rules.rollout.analysis_interval_s)
-        plan = Plan(actions=acted.plan.actions, requeue_after_s=requeue, notes=acted.plan.notes)
+        plan = replace(acted.plan, requeue_after_s=requeue)
         return CycleResult(new_status, plan, requeue, trials, acted.screen_notes)
 
 

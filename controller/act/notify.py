@@ -7,6 +7,7 @@ import logging
 from controller.act.context import ActContext
 from controller.act.effects import Effect, EventFailed, EventRecorded, Notified
 from controller.domain.actions import Action, Notify, Rollback
+from controller.domain.codes import event_reason
 from controller.errors import ShiftlightError
 
 log = logging.getLogger(__name__)
@@ -18,12 +19,14 @@ def notify(action: Notify, ctx: ActContext) -> tuple[Effect, ...]:
 
 
 def record_event(action: Action, ctx: ActContext) -> Effect:
-    """The Event every action leaves (reason: the action's type, message: its reason). A failure to record one is
-    an effect, not an error: the cycle goes on."""
+    """The Event every action leaves (reason: the action's code in CamelCase, as Kubernetes Event reasons are
+    written, e.g. ``SloBreach``; the action's type when it has no code; message: its reason). A failure to record
+    one is an effect, not an error: the cycle goes on."""
     kind = type(action).__name__
+    reason = event_reason(action.code) if action.code else kind
     warning = isinstance(action, Rollback) or (isinstance(action, Notify) and action.severity != "info")
     try:
-        ctx.ports.cluster.record_event(ctx.target, kind, action.reason, warning=warning)
+        ctx.ports.cluster.record_event(ctx.target, reason, action.reason, warning=warning)
     except ShiftlightError as exc:
         log.warning("%s: could not record an Event (%s)", ctx.target, exc)
         return EventFailed(kind, str(exc))

@@ -18,7 +18,7 @@ from rich.text import Text
 from controller.crd.models import TunedServiceSpec, parse_tuned_service, summarize
 from controller.decide import ApiPrice, describe_account, schedule_economics
 from controller.domain.config import STOCK, EngineConfig
-from controller.domain.status import TargetStatus
+from controller.domain.status import Reason, TargetStatus
 from controller.domain.text import block, one_line
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
@@ -93,7 +93,7 @@ def row(body: Mapping[str, Any], *, wide: bool, all_namespaces: bool, now: datet
             spec.model.name,
             status.window or "",
             str(len(status.trials)),
-            (status.frozen_reason or (status.last_reasons[-1] if status.last_reasons else ""))[:80],
+            (status.frozen_reason or (status.last_reasons[-1].message if status.last_reasons else ""))[:80],
         ]
     return cells
 
@@ -196,7 +196,7 @@ def describe_text(body: Mapping[str, Any], events: Sequence[Mapping[str, Any]] =
     if status.last_reasons:
         out.append("Last reasons:\n", style="bold")
         for reason in status.last_reasons[-8:]:
-            out.append(f"  - {safe(reason)}\n")
+            out.append(f"  - {reason_line(reason)}\n")
     if events:
         out.append("Events:\n", style="bold")
         for e in events[-10:]:
@@ -252,8 +252,13 @@ def explain_text(body: Mapping[str, Any]) -> Text:
     if status.last_reasons:
         out.append("Latest decisions:\n", style="bold")
         for reason in status.last_reasons[-5:]:
-            out.append(f"  - {safe(reason)}\n")
+            out.append(f"  - {reason_line(reason)}\n")
     return out
+
+
+def reason_line(reason: Reason) -> str:
+    """One reason as ``[code] message`` (the code first, as the Event's reason and Slack show it), made safe."""
+    return f"[{safe(reason.code)}] {safe(reason.message)}" if reason.code else safe(reason.message)
 
 
 def history_lines(status: TargetStatus) -> list[str]:

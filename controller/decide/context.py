@@ -14,6 +14,7 @@ from datetime import datetime
 
 from controller.decide.rules import Rules
 from controller.domain.actions import Action
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation
 from controller.domain.phases import Phase, transition
@@ -53,7 +54,7 @@ class PlanContext:
 class Intent:
     """What one concern decided: the status it leads to, its actions and notes, and a machine-readable reason."""
 
-    code: str
+    code: Code
     status: TargetStatus
     actions: tuple[Action, ...] = ()
     notes: tuple[str, ...] = ()

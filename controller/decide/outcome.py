@@ -11,6 +11,7 @@ from controller.decide.rollout import lifecycle as rolling
 from controller.decide.tuning import probe, selection
 from controller.decide.tuning import rounds as tuning
 from controller.domain.actions import Notify, Severity
+from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduledConfig, TuningRound
@@ -49,7 +50,7 @@ def select(ctx: PlanContext, round_: TuningRound) -> Intent:
                 "tuning_paused_reason": why,
             }
         )
-        return Intent("trials-paused", status, (Notify(Severity.WARNING, "Trials paused", why),), (why,))
+        return Intent(Code.TRIALS_PAUSED, status, (Notify(Severity.WARNING, "Trials paused", why),), (why,))
     by_capacity = ""
     if ctx.rules.scaling is not None and best.config.key() != active.key():
         best, by_capacity = probe.fewest_replicas(ctx, round_, best)
@@ -74,7 +75,7 @@ def select(ctx: PlanContext, round_: TuningRound) -> Intent:
     if round_.window != ctx.window.name:
         note = f"scheduled {best.config.label()} for window '{round_.window}' ({gain:.2f}x): {why}"
         notify = Notify(Severity.INFO, f"Config scheduled for '{round_.window}'", note, evidence)
-        return Intent("scheduled-for-window", observing(status), (notify,), (note,))
+        return Intent(Code.SCHEDULED_FOR_WINDOW, observing(status), (notify,), (note,))
     benefit_s = (gain - 1) * remaining_s(ctx.now, ctx.window)
     if benefit_s < ctx.rules.schedule.switch_cost_s:
         note = (
@@ -82,23 +83,23 @@ def select(ctx: PlanContext, round_: TuningRound) -> Intent:
             f"{gain:.2f}x over the {remaining_s(ctx.now, ctx.window) / 3600:.1f} h left in the window is worth "
             f"{benefit_s:.0f} s of traffic, less than a switch costs ({ctx.rules.schedule.switch_cost_s:.0f} s)"
         )
-        return Intent("not-worth-switching", observing(status), notes=(note,))
+        return Intent(Code.NOT_WORTH_SWITCHING, observing(status), notes=(note,))
     short = short_of_replicas(ctx, capacity[0])
     if short:
         note = f"scheduled {best.config.label()} for window '{round_.window}' but not rolling it out: {short}"
         notify = Notify(Severity.WARNING, "Too few replicas", note, evidence)
-        return Intent("too-few-replicas", observing(status), (notify,), (note,))
+        return Intent(Code.TOO_FEW_REPLICAS, observing(status), (notify,), (note,))
     account = ctx.status.schedule_account
     if account is not None and account.falls_back(ctx.now) and best.config != account.fallback_config:
         note = (
             f"scheduled {best.config.label()} for window '{round_.window}' but not rolling it out: "
             f"{account.fallback_reason}"
         )
-        return Intent("schedule-not-paying", observing(status), notes=(note,))
+        return Intent(Code.SCHEDULE_NOT_PAYING, observing(status), notes=(note,))
     if ctx.rules.tuning.dry_run:
         note = f"dry-run: would roll out {best.config.label()}: {why}"
         return Intent(
-            "dry-run", observing(status), (Notify(Severity.INFO, "Dry-run decision", note, evidence),), (note,)
+            Code.DRY_RUN, observing(status), (Notify(Severity.INFO, "Dry-run decision", note, evidence),), (note,)
         )
     started = rolling.begin(ctx.with_status(status), best.config, why, proposed_by=proposer, gain=gain)
     actions = (Notify(Severity.INFO, "New config chosen", why, evidence), *started.actions)
@@ -124,9 +125,9 @@ def _keep(
     )
     if min_gain > ctx.rules.tuning.min_gain:
         why += f" (the measurement noise is {ctx.status.noise.relative if ctx.status.noise else 0:.1%})"
-    code = "keep-active"
+    code = Code.KEEP_ACTIVE
     if no_saving and gain >= min_gain:
-        why, code = f"round {round_.id}: keeping {active.label()}: {no_saving}", "no-replicas-saved"
+        why, code = f"round {round_.id}: keeping {active.label()}: {no_saving}", Code.NO_REPLICAS_SAVED
     capacity = probe.capacity(ctx, round_, baseline) if baseline else (None, None)
     base_goodput = baseline.objective() if baseline else 0.0
     entry = _entry(ctx, round_, active, base_goodput, why, capacity, stock.objective() if stock else 0.0)

@@ -13,7 +13,7 @@ stamps the cycle's window, time and reasons on the last intent's status and retu
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from controller.decide import outcome
@@ -27,11 +27,12 @@ from controller.decide.schedule.digest import digest
 from controller.decide.tuning import probe
 from controller.decide.tuning import rounds as tuning
 from controller.domain.actions import Action, Scale
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation
 from controller.domain.phases import Phase
 from controller.domain.proposal import Proposal
-from controller.domain.status import TargetStatus
+from controller.domain.status import Reason, TargetStatus
 from controller.domain.traffic import TrafficShape
 
 
@@ -43,7 +44,7 @@ class Decision:
     status: TargetStatus
     actions: tuple[Action, ...]
     notes: tuple[str, ...]
-    codes: tuple[str, ...] = ()
+    codes: tuple[Code, ...] = ()
 
 
 def plan(
@@ -86,7 +87,7 @@ def plan(
         ctx = ctx.with_status(counted.status)
     trialling_now = status.phase is Phase.TRIALLING and observation is not None
     intents = trialling_steps(ctx) if trialling_now else [dispatch(ctx)]
-    if counted is not None and counted.code == "schedule-not-paying":
+    if counted is not None and counted.code == Code.SCHEDULE_NOT_PAYING:
         intents.insert(0, counted)
     if status.phase not in (Phase.OBSERVING, Phase.FROZEN) and observation is not None and rules.scaling is not None:
         intents.append(follow_load(ctx.with_status(intents[-1].status)))
@@ -103,7 +104,7 @@ def dispatch(ctx: PlanContext) -> Intent:
         return rolling.advance(ctx)
     if phase is Phase.ROLLED_BACK:
         status = ctx.status.model_copy(update={"phase": move(phase, Phase.OBSERVING), "rollout": None})
-        return Intent("observing-after-rollback", status)
+        return Intent(Code.OBSERVING_AFTER_ROLLBACK, status)
     if ctx.observation is None:
         return observing.freeze(ctx)
     if phase is Phase.FROZEN:
@@ -124,7 +125,7 @@ def trialling_steps(ctx: PlanContext) -> list[Intent]:
     choice (with managed replicas) and settle the round when nothing is left to run."""
     round_ = ctx.status.tuning
     if round_ is None:
-        return [Intent("no-round", ctx.status.model_copy(update={"phase": move(ctx.status.phase, Phase.OBSERVING)}))]
+        return [Intent(Code.NO_ROUND, ctx.status.model_copy(update={"phase": move(ctx.status.phase, Phase.OBSERVING)}))]
     ctx = ctx.with_status(tuning.with_noise(ctx.status, round_, ctx.now))
     step = tuning.next_trials(ctx, round_)
     if step is not None:
@@ -139,7 +140,7 @@ def trialling_steps(ctx: PlanContext) -> list[Intent]:
         step = probe.capacity_probe(ctx, round_)
     if step is None:
         step = outcome.select(ctx, round_)
-    return [stopped, step] if stopped is not None and stopped.code == "search-stopped" else [step]
+    return [stopped, step] if stopped is not None and stopped.code == Code.SEARCH_STOPPED else [step]
 
 
 def follow_load(ctx: PlanContext) -> Intent:
@@ -153,17 +154,20 @@ def follow_load(ctx: PlanContext) -> Intent:
             if isinstance(a, Scale) and a.variant == "stable":
                 need = rollouts.candidate_replicas_for(a.replicas, rollout.weight)
                 why = f"the fleet scales to {a.replicas}: the candidate keeps {rollout.weight}% of it"
-                actions.append(Scale("candidate", need, why))
+                actions.append(Scale("candidate", need, why, code=sized.code))
     return Intent(sized.code, sized.status, tuple(actions), sized.notes)
 
 
 def fold(intents: Sequence[Intent], *, window_name: str, now: datetime) -> Decision:
     """The cycle's decision: the last intent's status (each intent builds on the one before), every intent's
-    actions and notes in order, and the cycle's bookkeeping (time, window, reasons, when replicas changed)."""
+    actions and notes in order, and the cycle's bookkeeping (time, window, reasons, when replicas changed). Each
+    action carries a code: its own, else the code of the intent that asked for it; each reason in status carries
+    the code of the action or the intent it came from."""
     status = intents[-1].status
-    actions = tuple(a for i in intents for a in i.actions)
+    actions = tuple(a if a.code else replace(a, code=i.code) for i in intents for a in i.actions)
     notes = tuple(n for i in intents for n in i.notes)
-    reasons = tuple(a.reason for a in actions) + notes
+    noted = tuple(Reason(code=i.code, message=n) for i in intents for n in i.notes)
+    reasons = tuple(Reason(code=a.code, message=a.reason) for a in actions) + noted
     rescaled = any(isinstance(a, Scale) and a.variant == "stable" for a in actions)
     final = status.model_copy(
         update={

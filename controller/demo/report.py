@@ -9,7 +9,6 @@ from datetime import datetime
 from pathlib import Path
 
 from controller.adapters.notify.recording import RecordingNotifier
-from controller.adapters.simulated.fleet import SimulatedCluster
 from controller.decide import ApiPrice, window_economics
 from controller.demo.chart import write_chart, write_html
 from controller.demo.model import DemoSettings, TimelinePoint
@@ -176,10 +175,10 @@ def build_report(
     timeline: list[TimelinePoint],
     trials: list[tuple[datetime, TrialResult]],
     notifier: RecordingNotifier,
-    cluster: SimulatedCluster,
+    actions: list[tuple[datetime, str, str]],
 ) -> DemoReport:
     windows = DiurnalTraffic(settings.seed, settings.traffic_profile).windows
-    events = [(e.at, e.reason, e.message) for e in cluster.events if e.at is not None]
+    events = actions
     t = totals(timeline, events, len(trials))
     text = render_text(settings, status, timeline, trials, events, windows, t)
     out = settings.out_dir

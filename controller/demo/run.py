@@ -41,6 +41,8 @@ class DemoRun:
     status: TargetStatus = field(default_factory=TargetStatus)
     timeline: list[TimelinePoint] = field(default_factory=list)
     trials: list[tuple[datetime, TrialResult]] = field(default_factory=list)
+    actions: list[tuple[datetime, str, str]] = field(default_factory=list)
+    """Each action the operator took: when, its type and its reason (what its Event says)."""
 
 
 def demo_policy(settings: DemoSettings) -> Policy:
@@ -52,7 +54,7 @@ def demo_policy(settings: DemoSettings) -> Policy:
 
 def run_demo(settings: DemoSettings) -> DemoReport:
     run = simulate_day(settings)
-    return build_report(run.settings, run.status, run.timeline, run.trials, run.notifier, run.cluster)
+    return build_report(run.settings, run.status, run.timeline, run.trials, run.notifier, run.actions)
 
 
 def simulate_day(settings: DemoSettings) -> DemoRun:
@@ -103,6 +105,7 @@ def simulate_day(settings: DemoSettings) -> DemoRun:
             run.timeline.append(_point(tick, perf, stock_cache, run.status))
         result = reconciler.reconcile(target, run.status)
         run.status = result.status
+        run.actions.extend((clock.now(), type(a).__name__, a.reason) for a in result.plan.actions)
     return run
 
 

@@ -1,7 +1,7 @@
 """Decisions as data: every action the decide layer can ask for, each with a human-readable reason.
 
 The act layer executes these through ports; status, Kubernetes Events, `shiftctl explain` and Slack all
-show the same ``reason`` strings.
+show the same ``reason`` strings, and each action's ``code`` (:mod:`controller.domain.codes`) next to it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ class RunTrial:
     repeat: bool = False
     """A second measurement of a config already measured on this shape (to measure the noise): run it again,
     never answer it from a result cache."""
+    code: str = ""
+    """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class SetWeights:
     candidate_weight: int
     reason: str
     step: int = 0
+    code: str = ""
+    """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,8 @@ class Scale:
     variant: str
     replicas: int
     reason: str
+    code: str = ""
+    """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class DeployCandidate:
     config: EngineConfig
     replicas: int
     reason: str
+    code: str = ""
+    """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,8 @@ class Promote:
 
     config: EngineConfig
     reason: str
+    code: str = ""
+    """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,8 @@ class RequestApproval:
     rollout_id: str
     step: int
     reason: str
+    code: str = ""
+    """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,8 @@ class Rollback:
     """Send all traffic back to stable and retire the candidate."""
 
     reason: str
+    code: str = ""
+    """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +109,7 @@ class Notify:
     reason: str
     fields: tuple[tuple[str, str], ...] = ()
     code: str = ""
-    """Machine-readable reason (e.g. a rollout analysis code such as ``slo-breach``); empty when none applies."""
+    """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
 Action = RunTrial | SetWeights | Scale | DeployCandidate | Promote | RequestApproval | Rollback | Notify
@@ -111,6 +125,8 @@ class Plan:
     actions: tuple[Action, ...] = ()
     requeue_after_s: float = 60.0
     notes: tuple[str, ...] = field(default=())
+    codes: tuple[str, ...] = ()
+    """The reason code of each step of the decision that led to it (machine-readable; the notes are sentences)."""
 
     def reasons(self) -> list[str]:
         return [a.reason for a in self.actions]

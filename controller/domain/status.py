@@ -4,9 +4,9 @@ restarted operator resumes mid-rollout with its approvals intact."""
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
@@ -205,6 +205,22 @@ class ScheduleAccount(BaseModel):
         return self.fallback_config is not None and self.fallback_until is not None and now < self.fallback_until
 
 
+class Reason(BaseModel):
+    """One reason the last cycle gave: its machine-readable code (controller/domain/codes.py) and the sentence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str = Field(default="", description="machine-readable reason code (e.g. step, slo-breach, scale)")
+    message: str
+
+
+def _reasons(value: object) -> object:
+    """Reasons stored before they carried codes were plain sentences."""
+    if isinstance(value, list | tuple):
+        return tuple({"message": v} if isinstance(v, str) else v for v in value)
+    return value
+
+
 class TargetStatus(BaseModel):
     """Everything the operator must remember about one target between cycles."""
 
@@ -219,7 +235,9 @@ class TargetStatus(BaseModel):
     replicas: int = Field(default=1, ge=0, description="replicas of the stable variant")
     trials: tuple[TrialResult, ...] = ()
     schedule: tuple[ScheduledConfig, ...] = ()
-    last_reasons: tuple[str, ...] = ()
+    last_reasons: Annotated[tuple[Reason, ...], BeforeValidator(_reasons)] = Field(
+        default=(), description="the last cycle's reasons, each with its code and message"
+    )
     frozen_reason: str | None = None
     history: tuple[str, ...] = Field(default=(), description="one line per finished rollout or rollback")
     drift: DriftState = Field(default_factory=DriftState)

@@ -208,7 +208,7 @@ class ControlLoop:
     def _account(self, target: TargetRef, before: TargetStatus, result: CycleResult) -> None:
         m = self.metrics
         for action in result.plan.actions:
-            m.decisions.labels(action=type(action).__name__).inc()
+            m.decisions.labels(action=type(action).__name__, code=action.code).inc()
             if isinstance(action, Rollback):
                 m.rollbacks.inc()
         for trial in result.trials:

@@ -17,7 +17,10 @@ class OperatorMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.decisions = Counter(
-            "shiftlight_decisions_total", "Actions decided, by action type", ["action"], registry=r
+            "shiftlight_decisions_total",
+            "Actions decided, by action type and reason code",
+            ["action", "code"],
+            registry=r,
         )
         self.trials = Counter("shiftlight_trials_total", "Canary trials finished, by status", ["status"], registry=r)
         self.rollouts = Counter("shiftlight_rollouts_total", "Rollouts finished, by outcome", ["outcome"], registry=r)

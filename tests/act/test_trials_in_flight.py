@@ -170,7 +170,7 @@ def test_a_slow_trial_does_not_block_the_cycle_and_its_result_lands_on_the_third
     assert third.status == instant.status
     assert third.requeue_after_s == instant.requeue_after_s
     assert third.plan.actions == instant.plan.actions
-    assert [e.reason for e in w.cluster.events] == ["RunTrial"]  # one Event, when it started
+    assert [e.reason for e in w.cluster.events] == ["Trials"]  # one Event (the code in CamelCase), when it started
 
     w.cycle(third.status, after_s=third.requeue_after_s)
     assert w.advisor.calls == 2  # the next cycle decides afresh ...

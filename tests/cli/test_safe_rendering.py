@@ -27,7 +27,7 @@ from controller.crd import models as crd
 from controller.crd.models import status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import AnalysisRecord, Approval, TargetStatus, TuningRound
+from controller.domain.status import AnalysisRecord, Approval, Reason, TargetStatus, TuningRound
 from controller.domain.text import BIDI_CONTROLS, block, one_line, slack_mrkdwn
 from controller.domain.trial import TrialStatus
 
@@ -112,7 +112,7 @@ def hostile_status() -> TargetStatus:
         update={
             "rollout": rollout,
             "frozen_reason": HOSTILE,
-            "last_reasons": (HOSTILE, f"canary said {HOSTILE}"),
+            "last_reasons": (Reason(code=HOSTILE, message=HOSTILE), Reason(message=f"canary said {HOSTILE}")),
             "history": (HOSTILE,),
             "window": HOSTILE,
             "trials": (*base.trials, bad),

@@ -15,7 +15,7 @@ from controller.crd import models, schema
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.slo import SLO
-from controller.domain.status import Approval, RolloutState, ScheduledConfig, TargetStatus
+from controller.domain.status import Approval, Reason, RolloutState, ScheduledConfig, TargetStatus
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.errors import InvalidInput
 
@@ -173,7 +173,7 @@ def test_strict_parsing_keeps_numbers_for_floats_and_times_from_rfc3339_strings(
     spec, status = models.parse_tuned_service(body)
     assert spec.slo.ttft_seconds == 2.0
     assert status.updated_at == NOW
-    assert status.last_reasons == ("a",)
+    assert status.last_reasons == (Reason(code="", message="a"),)  # stored before reasons carried codes
 
 
 @pytest.mark.security

@@ -159,4 +159,4 @@ def test_trials_pause_with_a_reason_while_the_canary_pool_is_gone() -> None:
     d = run_scenario("canary-gone").data
     assert d["rounds"] <= 1, f"{d['rounds']} rounds, {d['trial_calls']} trial attempts in {d['cycles']} cycles"
     world = d["world"]
-    assert any("canary pool unavailable" in r for r in world.status.last_reasons)
+    assert any("canary pool unavailable" in r.message for r in world.status.last_reasons)

@@ -46,9 +46,15 @@ def candidate_weights(kube: KubeAPIServer) -> list[int]:
     return out
 
 
-def events(api: client.ApiClient, reason: str) -> list[Any]:
+def events(api: client.ApiClient, reason: str, about: str = "") -> list[Any]:
+    """The TunedService's Events with this reason (a reason code in CamelCase) whose message holds ``about``."""
     listed = client.CoreV1Api(api).list_namespaced_event("prod", field_selector="involvedObject.name=workhorse")
-    return [e for e in listed.items if e.reason == reason]
+    return [e for e in listed.items if e.reason == reason and about in e.message]
+
+
+def events_about(api: client.ApiClient, about: str) -> list[Any]:
+    listed = client.CoreV1Api(api).list_namespaced_event("prod", field_selector="involvedObject.name=workhorse")
+    return [e for e in listed.items if about in e.message]
 
 
 def metric(runtime_metrics: Any, name: str, **labels: str) -> float:
@@ -89,8 +95,8 @@ def test_apply_trial_approve_step_restart_promote(
             ],
         )
         assert [r["status"]["phase"] for r in rollout_cr] == ["AwaitingApproval"]
-        assert events(api, "RunTrial") and events(api, "RequestApproval")
-        assert events(api, "RequestApproval")[0].message.startswith("approval needed before shifting traffic")
+        assert events(api, "TuneNoConfig", "baseline") and events(api, "ApprovalRequired")
+        assert events(api, "ApprovalRequired")[0].message.startswith("approval needed before shifting traffic")
 
         # a human approves through the CLI entry point (identity from the API server: alice)
         result = CliRunner().invoke(shiftctl, ["approve", "workhorse", "--kubeconfig", str(alice_kubeconfig)])
@@ -136,12 +142,14 @@ def test_apply_trial_approve_step_restart_promote(
     steps = [w for w in weights[1:]]
     assert steps[:-1] == [25, 50, 100], f"each step once, in order: {weights}"
     assert steps[-1] == 0  # promoted: all traffic on the new stable
-    assert len(events(api, "SetWeights")) == 3
-    assert not events(api, "Rollback")
+    # one Event per step: its SetWeights and its notification share the reason (the step's code) and message
+    assert len(events_about(api, "% of traffic to")) == 3
+    assert not events_about(api, "rolled back")
     assert promoted == 1
     assert "leader=True" in health
     assert "shiftlight_reconcile_duration_seconds_count" in scrape
-    assert 'shiftlight_decisions_total{action="Promote"} 1.0' in scrape
+    promotes = [line for line in scrape.splitlines() if line.startswith('shiftlight_decisions_total{action="Promote",')]
+    assert len(promotes) == 1 and promotes[0].endswith(" 1.0"), promotes  # labelled with its reason code
     assert cycles_a > 0 and cycles_b > 0
     # at most one guarded status write per cycle (plus one re-try per conflict with a user write); a cycle that
     # changed nothing writes none

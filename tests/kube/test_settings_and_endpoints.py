@@ -58,7 +58,7 @@ def test_settings_from_the_charts_environment() -> None:
 
 def test_health_and_metrics_endpoint() -> None:
     metrics = OperatorMetrics()
-    metrics.decisions.labels(action="SetWeights").inc()
+    metrics.decisions.labels(action="SetWeights", code="step").inc()
     metrics.weight.labels(target="prod/workhorse").set(25)
     healthy = [True]
     server = HealthServer(
@@ -68,7 +68,7 @@ def test_health_and_metrics_endpoint() -> None:
         base = f"http://127.0.0.1:{server.port}"
         body = urllib.request.urlopen(f"{base}/metrics").read().decode()
         for name in (
-            'shiftlight_decisions_total{action="SetWeights"} 1.0',
+            'shiftlight_decisions_total{action="SetWeights",code="step"} 1.0',
             'shiftlight_rollout_weight{target="prod/workhorse"} 25.0',
             "shiftlight_reconcile_duration_seconds_bucket",
             "shiftlight_trials_total",

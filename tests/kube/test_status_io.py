@@ -15,7 +15,7 @@ from controller.cli.shiftctl_patches import build_approval_patch
 from controller.crd.models import parse_tuned_service, status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import Approval, RolloutState, TargetStatus
+from controller.domain.status import Approval, Reason, RolloutState, TargetStatus
 from tests.support.kube_api import KubeAPI, running_kube_api
 
 from .conftest import G, V, tuned_service
@@ -36,12 +36,16 @@ def waiting() -> TargetStatus:
 def test_merge_carries_new_approvals_and_user_flags() -> None:
     base = waiting()
     fresh = base.model_copy(update={"rollout": ROLLOUT.model_copy(update={"approvals": (ALICE,), "paused": True})})
-    ours = base.model_copy(update={"last_reasons": ("waiting for approval of step 1",)})
+    ours = base.model_copy(
+        update={"last_reasons": (Reason(code="rollout-step", message="waiting for approval of step 1"),)}
+    )
     merged = merge_user_changes(base=base, ours=ours, fresh=fresh)
     assert merged.rollout is not None
     assert merged.rollout.approvals == (ALICE,)
     assert merged.rollout.paused
-    assert merged.last_reasons == ("waiting for approval of step 1",)  # the operator's own fields stay ours
+    assert [r.message for r in merged.last_reasons] == [
+        "waiting for approval of step 1"
+    ]  # the operator's own fields stay ours
     # nothing changed by users: ours unchanged; a rollout that ended meanwhile: ours unchanged
     assert merge_user_changes(base=base, ours=ours, fresh=base) == ours
     assert merge_user_changes(base=base, ours=TargetStatus(), fresh=fresh) == TargetStatus()
@@ -71,12 +75,14 @@ def test_concurrent_approval_is_not_lost(api: client.ApiClient, operator_api: cl
     co.patch_namespaced_custom_object_status(  # ... and alice approves meanwhile
         G, V, "prod", "tunedservices", "workhorse", ops, _content_type="application/json-patch+json"
     )
-    ours = base.model_copy(update={"last_reasons": ("waiting for approval of step 1",)})
+    ours = base.model_copy(
+        update={"last_reasons": (Reason(code="rollout-step", message="waiting for approval of step 1"),)}
+    )
     written = store.write(body, base, ours, now=NOW)  # the guarded write fails once (422), merges, retries
     assert store.conflicts == 1
     _, after = parse_tuned_service(written)
     assert after.rollout is not None and [a.by for a in after.rollout.approvals] == ["alice"]
-    assert after.last_reasons == ("waiting for approval of step 1",)
+    assert [r.message for r in after.last_reasons] == ["waiting for approval of step 1"]
     assert written["status"]["observedGeneration"] == 1
     assert {c["type"]: c["status"] for c in written["status"]["conditions"]} == {
         "Ready": "True",

@@ -92,7 +92,7 @@ def refusal_conditions(refusal: Refusal, *, generation: int | None, now: datetim
 
 def conditions_for(status: TargetStatus, *, generation: int | None, now: datetime) -> list[crd.Condition]:
     ready = status.phase is not Phase.FROZEN
-    reason = status.frozen_reason or (status.last_reasons[-1] if status.last_reasons else "")
+    reason = status.frozen_reason or (status.last_reasons[-1].message if status.last_reasons else "")
     out = [
         crd.Condition(
             type="Ready",

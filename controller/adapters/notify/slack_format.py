@@ -252,6 +252,7 @@ def build_message(target: TargetRef, notification: Notify, *, channel: str = "")
     blocks.append(
         _context(
             f"severity *{notification.severity.value}*",
+            f"code `{f(notification.code)}`" if notification.code else "",
             f"`{f(explain_command(target))}` for the full reasoning",
             f"channel {f(channel)}" if channel else "",
         )
@@ -317,5 +318,5 @@ def digest_entry(target: TargetRef, status: TargetStatus, *, rollouts: int = 0, 
         canary_weight=summary.canary_weight,
         rollouts=rollouts,
         rollbacks=rollbacks,
-        note=status.frozen_reason or (status.last_reasons[-1] if status.last_reasons else ""),
+        note=status.frozen_reason or (status.last_reasons[-1].message if status.last_reasons else ""),
     )

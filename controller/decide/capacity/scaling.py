@@ -12,6 +12,7 @@ from controller.decide.capacity.sizing import ScalingDecision, desired_replicas,
 from controller.decide.context import Intent, PlanContext, remaining_s, window_at, with_schedule
 from controller.decide.signals.breach import slo_breach
 from controller.domain.actions import Scale
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TrafficShape
@@ -27,7 +28,7 @@ def scale(ctx: PlanContext) -> Intent:
     rules = ctx.rules.scaling
     status = ctx.status
     if rules is None or ctx.observation is None:
-        return Intent("replicas-unmanaged", status)
+        return Intent(Code.REPLICAS_UNMANAGED, status)
     observation = ctx.observation
     entry = status.schedule_for(ctx.window.name)
     capacity, basis = active_capacity(ctx)
@@ -95,8 +96,8 @@ def scale(ctx: PlanContext) -> Intent:
     if decision.changes(status.replicas):
         if entry is not None:
             status = with_schedule(status, entry.model_copy(update={"replicas": decision.replicas}))
-        return Intent("scale", status, (Scale("stable", decision.replicas, decision.reason),))
-    return Intent("replicas-kept", status, notes=(decision.reason,))
+        return Intent(Code.SCALE, status, (Scale("stable", decision.replicas, decision.reason, code=Code.SCALE),))
+    return Intent(Code.REPLICAS_KEPT, status, notes=(decision.reason,))
 
 
 def window_end_rate(ctx: PlanContext, left_s: float) -> float | None:
@@ -208,8 +209,8 @@ def correct_capacity(ctx: PlanContext, breach: str) -> Intent | None:
     status = with_schedule(ctx.status, entry.model_copy(update={"capacity_rps": lowered}))
     sized = scale(ctx.with_status(status))
     if not scales_up(sized, sized.status.replicas):
-        return Intent("capacity-lowered", sized.status)
-    return Intent("capacity-corrected", sized.status, sized.actions, (note, *sized.notes))
+        return Intent(Code.CAPACITY_LOWERED, sized.status)
+    return Intent(Code.CAPACITY_CORRECTED, sized.status, sized.actions, (note, *sized.notes))
 
 
 def short_of_replicas(ctx: PlanContext, capacity_rps: float | None) -> str:

@@ -16,30 +16,19 @@ from typing import Literal
 
 from controller.decide.rules import RolloutRules
 from controller.decide.signals.latency import judged_latency
+from controller.domain.codes import Code
 from controller.domain.observation import P95, DataProblem, LatencyMetric, VariantStats
 from controller.domain.slo import SLO
 
 AnalysisVerdict = Literal["Successful", "Failed", "Inconclusive", "Pending"]
-AnalysisCode = Literal[
-    "within-slo",
-    "low-traffic",
-    "too-few-samples",
-    "slo-breach",
-    "beyond-top-bucket",
-    "regression",
-    "error-rate",
-    "goodput-ratio",
-    "stable-breach",
-    "missing-data",
-    "non-finite",
-    "no-candidate-samples",
-    "no-candidate-series",
-]
-DATA_CODES: frozenset[AnalysisCode] = frozenset(
-    {"missing-data", "non-finite", "no-candidate-samples", "no-candidate-series"}
+AnalysisCode = Code
+"""An analysis's code: ``within-slo``, ``low-traffic``, ``too-few-samples``, ``slo-breach``, ``beyond-top-bucket``,
+``regression``, ``error-rate``, ``goodput-ratio``, ``stable-breach``, or one of :data:`DATA_CODES`."""
+DATA_CODES: frozenset[Code] = frozenset(
+    {Code.MISSING_DATA, Code.NON_FINITE, Code.NO_CANDIDATE_SAMPLES, Code.NO_CANDIDATE_SERIES}
 )
 """Codes of an analysis that could not judge the candidate: the step holds (or rolls back, by policy)."""
-_COMPARATIVE: frozenset[AnalysisCode] = frozenset({"regression"})
+_COMPARATIVE: frozenset[Code] = frozenset({Code.REGRESSION})
 """Failures against stable's latency, already scaled to the load each variant carries: a stable breach of the SLO
 does not excuse them. (A goodput ratio is not load-scaled: under a load that breaks stable too it is load.)"""
 
@@ -48,7 +37,7 @@ does not excuse them. (A goodput ratio is not load-scaled: under a load that bre
 class Analysis:
     verdict: AnalysisVerdict
     reason: str
-    code: AnalysisCode = "within-slo"
+    code: AnalysisCode = Code.WITHIN_SLO
     """Machine-readable reason (the sentence is for people)."""
 
     @property
@@ -85,13 +74,13 @@ def _latency_failure(
     if tail is None and percentile > P95 and cand_p95 is not None and cand_p95 > bound:
         tail, label = cand_p95, _pname(P95)
     if tail is not None and tail > bound:
-        code: AnalysisCode = "beyond-top-bucket" if math.isinf(tail) else "slo-breach"
+        code: AnalysisCode = Code.BEYOND_TOP_BUCKET if math.isinf(tail) else Code.SLO_BREACH
         return code, f"candidate {name} {label} {_ms(tail)} exceeds the SLO {bound * 1000:.0f} ms"
     if tail is not None and tail <= headroom * bound:
         return None
     if cand_p95 is not None and stable_p95 and cand_p95 > stable_p95 * (1 + allowed):
         return (
-            "regression",
+            Code.REGRESSION,
             f"candidate {name} p95 {_ms(cand_p95)} is {cand_p95 / stable_p95:.2f}x stable's {_ms(stable_p95)} "
             f"(allowed {1 + allowed:.2f}x)",
         )
@@ -99,7 +88,7 @@ def _latency_failure(
 
 
 def _data_code(problem: DataProblem) -> AnalysisCode:
-    return "missing-data" if problem.kind == "missing" else "non-finite"
+    return Code.MISSING_DATA if problem.kind == "missing" else Code.NON_FINITE
 
 
 def goodput_ratio(candidate: VariantStats, stable: VariantStats) -> float | None:
@@ -205,16 +194,16 @@ def analyse(
     traffic and only the absolute bounds apply.
     """
     if candidate is None:
-        return _lacking(rules, "no-candidate-series", "no candidate series in the metrics", step_age_s)
+        return _lacking(rules, Code.NO_CANDIDATE_SERIES, "no candidate series in the metrics", step_age_s)
     if candidate.requests == 0:
-        return _lacking(rules, "no-candidate-samples", "no candidate requests observed yet", step_age_s)
+        return _lacking(rules, Code.NO_CANDIDATE_SAMPLES, "no candidate requests observed yet", step_age_s)
     samples = candidate.requests
     compare = weight < 100
     baseline = stable if compare and stable is not None and stable.requests > 0 else None
     failures: list[tuple[AnalysisCode, str]] = []
     gaps: list[tuple[AnalysisCode, str]] = []
     if compare and baseline is None:
-        gaps.append(("missing-data", "no stable requests to compare the candidate with"))
+        gaps.append((Code.MISSING_DATA, "no stable requests to compare the candidate with"))
     for problem in candidate.problems:
         if problem.kind != "beyond-top-bucket":
             gaps.append((_data_code(problem), f"candidate {problem.describe()}"))
@@ -224,12 +213,12 @@ def analyse(
         stable_error = baseline.error_rate if baseline and baseline.problem("errors") is None else 0.0
         if candidate.error_rate > max(slo.max_error_rate, stable_error + rules.max_error_rate_increase):
             failures.append(
-                ("error-rate", f"candidate error rate {candidate.error_rate:.1%} (stable {stable_error:.1%})")
+                (Code.ERROR_RATE, f"candidate error rate {candidate.error_rate:.1%} (stable {stable_error:.1%})")
             )
         elif candidate.error_rate > rules.max_error_rate:
             failures.append(
                 (
-                    "error-rate",
+                    Code.ERROR_RATE,
                     f"candidate error rate {candidate.error_rate:.1%} above the ceiling {rules.max_error_rate:.1%}",
                 )
             )
@@ -274,7 +263,7 @@ def analyse(
                 )
             continue
         if (
-            failure[0] != "regression"
+            failure[0] != Code.REGRESSION
             and stab_tail is not None
             and stab_tail > bound
             and tail is not None
@@ -283,7 +272,7 @@ def analyse(
             return Analysis(
                 "Inconclusive",
                 f"stable breaches the {name} SLO too ({_pname(percentile)} {_ms(stab_tail)}): load, not config",
-                "stable-breach",
+                Code.STABLE_BREACH,
             )
         failures.append(failure)
 
@@ -298,7 +287,7 @@ def analyse(
             if ratio is not None and ratio < rules.min_goodput_ratio:
                 failures.append(
                     (
-                        "goodput-ratio",
+                        Code.GOODPUT_RATIO,
                         f"candidate goodput per replica {ratio:.3f}x stable's at the same load "
                         f"(at least {rules.min_goodput_ratio:.3f}x)",
                     )
@@ -308,7 +297,7 @@ def analyse(
         stable_breach = _stable_breach(stable, slo)
         if stable_breach and not any(code in _COMPARATIVE for code, _ in failures):
             return Analysis(
-                "Inconclusive", f"stable breaches the SLO too ({stable_breach}): load, not config", "stable-breach"
+                "Inconclusive", f"stable breaches the SLO too ({stable_breach}): load, not config", Code.STABLE_BREACH
             )
     if failures:
         code = failures[0][0]
@@ -324,11 +313,11 @@ def analyse(
                 "Successful",
                 f"low traffic: {samples} candidate requests in {step_age_s / 60:.0f} min, within the SLO and no worse "
                 "than stable",
-                "low-traffic",
+                Code.LOW_TRAFFIC,
             )
-        return Analysis("Pending", f"{samples} of {rules.min_samples} candidate requests needed", "too-few-samples")
+        return Analysis("Pending", f"{samples} of {rules.min_samples} candidate requests needed", Code.TOO_FEW_SAMPLES)
     return Analysis(
-        "Successful", f"candidate within the SLO and no worse than stable over {samples} requests", "within-slo"
+        "Successful", f"candidate within the SLO and no worse than stable over {samples} requests", Code.WITHIN_SLO
     )
 
 

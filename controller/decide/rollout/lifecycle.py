@@ -7,7 +7,8 @@ from __future__ import annotations
 from controller.decide.context import Intent, PlanContext, move, with_schedule
 from controller.decide.rollout import steps as rollouts
 from controller.decide.tuning.selection import expected_ratios, stable_missed_slo
-from controller.domain.actions import Notify, Promote, Rollback
+from controller.domain.actions import Promote, Rollback
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.status import BlockedConfig
@@ -36,7 +37,7 @@ def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str,
         latency_vs_stable=not stable_missed,
     )
     new = status.model_copy(update={"phase": move(status.phase, step.phase), "rollout": step.rollout, "tuning": None})
-    code = "approval-required" if needs_approval else "rollout-started"
+    code = Code.APPROVAL_REQUIRED if needs_approval else Code.ROLLOUT_STARTED
     return Intent(code, new, step.actions, step.notes)
 
 
@@ -48,7 +49,7 @@ def advance(ctx: PlanContext) -> Intent:
     state = status.rollout
     if state is None:
         note = f"phase {status.phase.value} without a rollout record; observing"
-        return Intent("no-rollout-record", status.model_copy(update={"phase": Phase.OBSERVING}), notes=(note,))
+        return Intent(Code.NO_ROLLOUT_RECORD, status.model_copy(update={"phase": Phase.OBSERVING}), notes=(note,))
     step = rollouts.advance(
         state=state,
         phase=status.phase,
@@ -89,8 +90,7 @@ def advance(ctx: PlanContext) -> Intent:
     if step.rollout is None and step.phase is Phase.OBSERVING:
         update["rollout"] = None
     update["history"] = history[-50:]
-    code = next((a.code for a in step.actions if isinstance(a, Notify) and a.code), "rollout-step")
-    return Intent(code, status.model_copy(update=update), step.actions, step.notes)
+    return Intent(step.code, status.model_copy(update=update), step.actions, step.notes)
 
 
 __all__ = ["advance", "begin"]

@@ -25,6 +25,7 @@ from controller.domain.actions import (
     SetWeights,
     Severity,
 )
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation
 from controller.domain.phases import Phase
@@ -40,6 +41,9 @@ class RolloutStep:
     phase: Phase
     actions: tuple[Action, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    code: Code = Code.ROLLOUT_STEP
+    """Why, machine-readable: the code its notification carries (``step``, ``rollback``, ``slo-breach``, ...), or
+    ``rollout-step`` for a cycle that only waits, holds or scales the candidate."""
 
 
 def start(
@@ -85,13 +89,18 @@ def start(
             (
                 deploy,
                 RequestApproval(rollout_id, 0, why),
-                Notify(Severity.WARNING, "Approval needed", why, code="approval-required"),
+                Notify(Severity.WARNING, "Approval needed", why, code=Code.APPROVAL_REQUIRED),
             ),
+            code=Code.APPROVAL_REQUIRED,
         )
     return RolloutStep(
         state,
         Phase.ROLLING_OUT,
-        (deploy, Notify(Severity.INFO, "Rollout started", f"rollout {rollout_id} started: {reason}", code="started")),
+        (
+            deploy,
+            Notify(Severity.INFO, "Rollout started", f"rollout {rollout_id} started: {reason}", code=Code.STARTED),
+        ),
+        code=Code.STARTED,
     )
 
 
@@ -100,7 +109,7 @@ def candidate_replicas_for(fleet_replicas: int, weight: int) -> int:
     return max(1, math.ceil(max(1, fleet_replicas) * weight / 100 - 1e-9))
 
 
-def _apply_step(state: RolloutState, index: int, now: datetime, reason: str, code: str = "step") -> RolloutStep:
+def _apply_step(state: RolloutState, index: int, now: datetime, reason: str, code: Code = Code.STEP) -> RolloutStep:
     weight = state.steps[index]
     new = state.model_copy(update={"step_index": index, "weight": weight, "step_started_at": now})
     why = f"{reason}; step {index + 1}/{len(state.steps)}: {weight}% of traffic to {state.to_config.label()}"
@@ -108,16 +117,18 @@ def _apply_step(state: RolloutState, index: int, now: datetime, reason: str, cod
         new,
         Phase.ROLLING_OUT,
         (SetWeights(weight, why, step=index), Notify(Severity.INFO, f"Rollout at {weight}%", why, code=code)),
+        code=code,
     )
 
 
 def _rollback(
-    state: RolloutState, now: datetime, reason: str, analysis: AnalysisRecord | None = None, code: str = "rollback"
+    state: RolloutState, now: datetime, reason: str, analysis: AnalysisRecord | None = None, code: Code = Code.ROLLBACK
 ) -> RolloutStep:
     analyses = (*state.analyses, analysis) if analysis else state.analyses
     new = state.model_copy(update={"weight": 0, "analyses": analyses})
     why = f"rolled back {state.to_config.label()} at {state.weight}%: {reason}"
-    return RolloutStep(new, Phase.ROLLED_BACK, (Rollback(why), Notify(Severity.CRITICAL, "Rollback", why, code=code)))
+    actions = (Rollback(why), Notify(Severity.CRITICAL, "Rollback", why, code=code))
+    return RolloutStep(new, Phase.ROLLED_BACK, actions, code=code)
 
 
 def advance(
@@ -139,7 +150,7 @@ def advance(
     candidate replicas are ready (``candidate_ready_replicas``; None: readiness is not reported, assume ready).
     """
 
-    def apply(index: int, base: RolloutState, reason: str, code: str) -> RolloutStep:
+    def apply(index: int, base: RolloutState, reason: str, code: Code) -> RolloutStep:
         need = candidate_replicas_for(fleet_replicas, base.steps[index])
         if candidate_ready_replicas is not None and candidate_ready_replicas < need:
             why = (
@@ -151,7 +162,7 @@ def advance(
 
     if state.abort_requested:
         return _rollback(
-            state, now, f"aborted by a user{': ' + state.abort_reason if state.abort_reason else ''}", code="aborted"
+            state, now, f"aborted by a user{': ' + state.abort_reason if state.abort_reason else ''}", code=Code.ABORTED
         )
 
     if phase is Phase.AWAITING_APPROVAL:
@@ -161,14 +172,17 @@ def advance(
                 f": {rejection.comment}" if rejection.comment else ""
             )
             if state.weight > 0:
-                return _rollback(state, now, why, code="rejected")
+                return _rollback(state, now, why, code=Code.REJECTED)
             return RolloutStep(
-                None, Phase.OBSERVING, (Notify(Severity.INFO, "Rollout rejected", why, code="rejected"),)
+                None,
+                Phase.OBSERVING,
+                (Notify(Severity.INFO, "Rollout rejected", why, code=Code.REJECTED),),
+                code=Code.REJECTED,
             )
         next_index = state.step_index if state.weight == 0 else state.step_index + 1
         if state.approved_step(next_index):
             approver = next(a.by for a in state.approvals if a.step == next_index and a.decision == "approved")
-            return apply(next_index, state, f"approved by {approver}", "approved")
+            return apply(next_index, state, f"approved by {approver}", Code.APPROVED)
         return RolloutStep(state, phase, notes=(f"waiting for approval of step {next_index + 1}",))
 
     if phase is Phase.PAUSED or state.paused:
@@ -179,7 +193,7 @@ def advance(
         return RolloutStep(resumed, Phase.ROLLING_OUT, notes=("resumed",))
 
     if state.weight == 0:
-        return apply(0, state, f"candidate {state.to_config.label()} is ready", "candidate-ready")
+        return apply(0, state, f"candidate {state.to_config.label()} is ready", Code.CANDIDATE_READY)
 
     if observation is None:
         return RolloutStep(state, phase, notes=(f"frozen at {state.weight}%: metrics unavailable, not promoting",))
@@ -229,6 +243,7 @@ def advance(
                 RequestApproval(state.id, state.step_index + 1, why),
                 Notify(Severity.WARNING, "Approval needed", why, code=analysis.code),
             ),
+            code=analysis.code,
         )
 
     # Successful and baked.
@@ -238,6 +253,7 @@ def advance(
             _finished(with_record),
             Phase.OBSERVING,
             (Promote(state.to_config, why), Notify(Severity.INFO, "Rollout complete", why, code=analysis.code)),
+            code=analysis.code,
         )
     next_index = state.step_index + 1
     if next_index in rules.manual_gates and not state.approved_step(next_index):
@@ -247,8 +263,9 @@ def advance(
             Phase.AWAITING_APPROVAL,
             (
                 RequestApproval(state.id, next_index, why),
-                Notify(Severity.WARNING, "Approval needed", why, code="manual-gate"),
+                Notify(Severity.WARNING, "Approval needed", why, code=Code.MANUAL_GATE),
             ),
+            code=Code.MANUAL_GATE,
         )
     return apply(next_index, with_record, f"step {state.step_index + 1} passed: {analysis.reason}", analysis.code)
 

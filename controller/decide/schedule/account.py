@@ -21,6 +21,7 @@ from controller.decide.context import Intent, PlanContext
 from controller.decide.rollout.steps import candidate_replicas_for
 from controller.decide.schedule.switch import probed_capacity
 from controller.domain.actions import Notify, Severity
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.status import ScheduleAccount, TargetStatus
 
@@ -104,7 +105,7 @@ def tally(ctx: PlanContext) -> Intent | None:
         }
     )
     if (ctx.now - account.since).total_seconds() < WEEK_S:
-        return Intent("schedule-account", status.model_copy(update={"schedule_account": account}))
+        return Intent(Code.SCHEDULE_ACCOUNT, status.model_copy(update={"schedule_account": account}))
     return settle(ctx, account)
 
 
@@ -123,7 +124,7 @@ def settle(ctx: PlanContext, account: ScheduleAccount) -> Intent:
                 "fallback_reason": account.fallback_reason if account.falls_back(ctx.now) else None,
             }
         )
-        return Intent("schedule-account", ctx.status.model_copy(update={"schedule_account": kept}))
+        return Intent(Code.SCHEDULE_ACCOUNT, ctx.status.model_copy(update={"schedule_account": kept}))
     assert account.static_config is not None
     until = ctx.now + timedelta(seconds=WEEK_S)
     why = (
@@ -136,9 +137,9 @@ def settle(ctx: PlanContext, account: ScheduleAccount) -> Intent:
     )
     status = ctx.status.model_copy(update={"schedule_account": fallen})
     return Intent(
-        "schedule-not-paying",
+        Code.SCHEDULE_NOT_PAYING,
         status,
-        (Notify(Severity.WARNING, "Schedule not paying", why, code="schedule-not-paying"),),
+        (Notify(Severity.WARNING, "Schedule not paying", why, code=Code.SCHEDULE_NOT_PAYING),),
         (why,),
     )
 

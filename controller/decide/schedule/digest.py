@@ -10,6 +10,7 @@ from controller.decide.rules import Rules
 from controller.decide.schedule.account import describe as describe_account
 from controller.decide.tuning.economics import schedule_economics
 from controller.domain.actions import Notify, Severity
+from controller.domain.codes import Code
 from controller.domain.status import TargetStatus
 
 
@@ -39,7 +40,7 @@ def digest(status: TargetStatus, rules: Rules, now: datetime) -> Intent | None:
     if status.schedule_account is not None:
         lines.append(("schedule account", describe_account(status.schedule_account)))
     note = Notify(Severity.INFO, "Daily digest", summary, tuple(configs + lines))
-    return Intent("digest", status.model_copy(update={"last_digest_on": now.date()}), (note,))
+    return Intent(Code.DIGEST, status.model_copy(update={"last_digest_on": now.date()}), (note,))
 
 
 __all__ = ["digest"]

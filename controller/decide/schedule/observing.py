@@ -10,6 +10,7 @@ from controller.decide.signals import drift as drifts
 from controller.decide.signals.breach import slo_breach
 from controller.decide.tuning import rounds as tuning
 from controller.domain.actions import Action, Notify, Severity
+from controller.domain.codes import Code
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduledConfig
 
@@ -23,13 +24,13 @@ def freeze(ctx: PlanContext) -> Intent:
     actions: tuple[Action, ...] = ()
     if ctx.status.phase is not Phase.FROZEN:
         actions = (Notify(Severity.WARNING, "Observation frozen", reason),)
-    return Intent("frozen", status, actions, (reason,))
+    return Intent(Code.FROZEN, status, actions, (reason,))
 
 
 def thaw(ctx: PlanContext) -> Intent:
     """Metrics are back after a freeze (code ``metrics-back``)."""
     status = ctx.status.model_copy(update={"phase": move(ctx.status.phase, Phase.OBSERVING), "frozen_reason": None})
-    return Intent("metrics-back", status, notes=("metrics are back; observing again",))
+    return Intent(Code.METRICS_BACK, status, notes=("metrics are back; observing again",))
 
 
 def observe(ctx: PlanContext) -> Intent:
@@ -42,7 +43,7 @@ def observe(ctx: PlanContext) -> Intent:
     entry = status.schedule_for(ctx.window.name)
     if entry is None:
         return tuning.start(
-            ctx, f"no tuned config for window '{ctx.window.name}' yet", ctx.window, code="tune-no-config"
+            ctx, f"no tuned config for window '{ctx.window.name}' yet", ctx.window, code=Code.TUNE_NO_CONFIG
         )
     live = per_replica(observation.shape, status.replicas)
     if entry.shape.concurrency > live.concurrency:
@@ -63,13 +64,13 @@ def observe(ctx: PlanContext) -> Intent:
     breach = slo_breach(observation, ctx.rules.slo, ctx.rules.rollout.min_samples)
     if breach:
         corrected = scaling.correct_capacity(ctx, breach)
-        if corrected is not None and corrected.code == "capacity-corrected":
+        if corrected is not None and corrected.code == Code.CAPACITY_CORRECTED:
             return corrected
         if corrected is not None:
             ctx = ctx.with_status(corrected.status)
     if breach and not tuned_recently(ctx, entry, ctx.rules.schedule.retune_min_interval_s / 2):
         return tuning.start(
-            ctx, f"window '{ctx.window.name}': {breach}", ctx.window, observed=True, code="tune-slo-breach"
+            ctx, f"window '{ctx.window.name}': {breach}", ctx.window, observed=True, code=Code.TUNE_SLO_BREACH
         )
     why_quiet = quiet(ctx, entry)
     # drift counts while the traffic is away from the tuned shape; once back within `exit` it is only waiting
@@ -80,9 +81,11 @@ def observe(ctx: PlanContext) -> Intent:
         age = (ctx.now - tuned_at).total_seconds() if tuned_at else float("inf")
         if ctx.drifted or age >= ctx.rules.schedule.retune_min_interval_s:
             why = verdict.reason if verdict.drifted else "traffic drifted from the tuned shape"
-            return tuning.start(ctx, f"window '{ctx.window.name}': {why}", ctx.window, observed=True, code="tune-drift")
+            return tuning.start(
+                ctx, f"window '{ctx.window.name}': {why}", ctx.window, observed=True, code=Code.TUNE_DRIFT
+            )
     switch = schedule.scheduled_switch(ctx)
-    if switch is not None and switch.code != "switch-not-paying":
+    if switch is not None and switch.code != Code.SWITCH_NOT_PAYING:
         return switch
     ahead = schedule.tune_ahead(ctx)
     if ahead is not None:
@@ -93,7 +96,7 @@ def observe(ctx: PlanContext) -> Intent:
     notes = (*sized.notes, f"observing: {observation.shape.describe()}; {drift_note}")
     if switch is not None:  # a switch that does not pay: keep the active config, and say why
         return Intent(switch.code, ctx.status, sized.actions, (*notes, *switch.notes))
-    return Intent("observing", ctx.status, sized.actions, notes)
+    return Intent(Code.OBSERVING, ctx.status, sized.actions, notes)
 
 
 def quiet(ctx: PlanContext, entry: ScheduledConfig) -> str:

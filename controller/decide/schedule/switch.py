@@ -14,6 +14,7 @@ from controller.decide.signals.noise import ASSUMED, clamped
 from controller.decide.tuning.economics import SwitchWorth, switch_worth
 from controller.decide.tuning.rounds import start as start_tuning
 from controller.domain.actions import RunTrial
+from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TimeWindow, TrafficShape
@@ -70,7 +71,7 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
                     f"({gain:.2f}x the active {status.active_config.label()} on its traffic): it "
                     f"{worth.describe()}"
                 )
-                return Intent("switch-not-paying", status, (), (why,))
+                return Intent(Code.SWITCH_NOT_PAYING, status, (), (why,))
             why = (
                 f"{when}: its scheduled config {entry.config.label()} measured {gain:.2f}x the active "
                 f"{status.active_config.label()} on its traffic ({entry.reason})"
@@ -80,7 +81,7 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         if ahead:
             why = f"pre-warming {lead / 60:.0f} min ahead: " + why
         started = begin_rollout(ctx, entry.config, why, proposed_by="schedule", gain=gain)
-        return Intent("prewarm" if ahead else "scheduled-switch", started.status, started.actions, started.notes)
+        return Intent(Code.PREWARM if ahead else Code.SCHEDULED_SWITCH, started.status, started.actions, started.notes)
     return None
 
 
@@ -100,7 +101,7 @@ def static_fallback(ctx: PlanContext) -> Intent | None:
         return None
     why = account.fallback_reason or f"the schedule is not paying: serving {config.label()} in every window"
     started = begin_rollout(ctx, config, why, proposed_by="schedule", gain=None)
-    return Intent("schedule-not-paying", started.status, started.actions, started.notes)
+    return Intent(Code.SCHEDULE_NOT_PAYING, started.status, started.actions, started.notes)
 
 
 def measure_active(ctx: PlanContext, entry: ScheduledConfig, when: str) -> Intent | None:
@@ -121,7 +122,7 @@ def measure_active(ctx: PlanContext, entry: ScheduledConfig, when: str) -> Inten
         f"{when}: measuring the active {active.label()} on the traffic its scheduled config "
         f"{entry.config.label()} was measured on, before switching to it"
     )
-    return Intent("switch-check", status, (RunTrial(active, entry.shape, why, "schedule"),), (why,))
+    return Intent(Code.SWITCH_CHECK, status, (RunTrial(active, entry.shape, why, "schedule"),), (why,))
 
 
 def switch_gain(ctx: PlanContext, entry: ScheduledConfig) -> float | None:
@@ -228,7 +229,7 @@ def tune_ahead(ctx: PlanContext) -> Intent | None:
             continue
         if window.name in ctx.forecast:
             why = f"tuning ahead: window '{window.name}' starts at {window.start_hour:02g}:00 and has no config"
-            return start_tuning(ctx, why, window, code="tune-ahead")
+            return start_tuning(ctx, why, window, code=Code.TUNE_AHEAD)
     return None
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from controller.decide.capacity.sizing import replicas_for
 from controller.decide.rules import ApiPrice, ScalingRules
+from controller.domain.codes import Code
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TimeWindow
 
@@ -115,7 +116,7 @@ class TrialWorth:
     ``search-unpaid`` when what it expects saves less GPU time over the horizon than
     the trial holds)."""
 
-    code: str
+    code: Code
     expected_gain: float | None
     saved_gpu_hours: float
     """GPU-hours a config that gains ``expected_gain`` saves over the horizon (0 when the gain is unknown)."""
@@ -124,15 +125,15 @@ class TrialWorth:
 
     @property
     def pays(self) -> bool:
-        return self.code in ("trial-pays", "trial-gain-unknown")
+        return self.code in (Code.TRIAL_PAYS, Code.TRIAL_GAIN_UNKNOWN)
 
     def describe(self) -> str:
         if self.expected_gain is None:
             return f"the gain of the next trial is unknown; it costs {self.cost_gpu_hours:.2f} GPU-hours"
         gain = f"{self.expected_gain:+.1%}"
-        if self.code == "search-no-gain":
+        if self.code == Code.SEARCH_NO_GAIN:
             return f"the best proposal is expected to gain {gain} over the best measured config: nothing left to find"
-        if self.code == "search-below-threshold":
+        if self.code == Code.SEARCH_BELOW_THRESHOLD:
             return f"the best proposal is expected to gain {gain}, less than a switch needs: nothing it finds is used"
         verdict = "worth" if self.pays else "less than"
         return (
@@ -186,23 +187,23 @@ def trial_worth(
     if not 0 <= success_chance <= 1:
         raise ValueError("success_chance must be within [0, 1]")
     if expected_gain is None:
-        return TrialWorth("trial-gain-unknown", None, 0.0, trial_gpu_hours)
+        return TrialWorth(Code.TRIAL_GAIN_UNKNOWN, None, 0.0, trial_gpu_hours)
     if gain_uncertainty is not None:
         excess = success_chance * expected_excess_gain(expected_gain, gain_uncertainty, needed_gain)
         saved = excess / (1 + needed_gain + excess) * window_gpu_hours
         if saved > trial_gpu_hours:
-            return TrialWorth("trial-pays", expected_gain, saved, trial_gpu_hours)
+            return TrialWorth(Code.TRIAL_PAYS, expected_gain, saved, trial_gpu_hours)
         if expected_gain <= 0:
-            return TrialWorth("search-no-gain", expected_gain, saved, trial_gpu_hours)
+            return TrialWorth(Code.SEARCH_NO_GAIN, expected_gain, saved, trial_gpu_hours)
         if expected_gain < needed_gain:
-            return TrialWorth("search-below-threshold", expected_gain, saved, trial_gpu_hours)
-        return TrialWorth("search-unpaid", expected_gain, saved, trial_gpu_hours)
+            return TrialWorth(Code.SEARCH_BELOW_THRESHOLD, expected_gain, saved, trial_gpu_hours)
+        return TrialWorth(Code.SEARCH_UNPAID, expected_gain, saved, trial_gpu_hours)
     if expected_gain <= 0:
-        return TrialWorth("search-no-gain", expected_gain, 0.0, trial_gpu_hours)
+        return TrialWorth(Code.SEARCH_NO_GAIN, expected_gain, 0.0, trial_gpu_hours)
     if expected_gain < needed_gain:
-        return TrialWorth("search-below-threshold", expected_gain, 0.0, trial_gpu_hours)
+        return TrialWorth(Code.SEARCH_BELOW_THRESHOLD, expected_gain, 0.0, trial_gpu_hours)
     saved = expected_gain / (1 + expected_gain) * window_gpu_hours
-    code = "trial-pays" if saved > trial_gpu_hours else "search-unpaid"
+    code = Code.TRIAL_PAYS if saved > trial_gpu_hours else Code.SEARCH_UNPAID
     return TrialWorth(code, expected_gain, saved, trial_gpu_hours)
 
 
@@ -212,7 +213,7 @@ class SwitchWorth:
     ``switch-pays`` or ``switch-not-paying``). All figures in GPU-hours; the saving is the one at the pessimistic
     end of the uncertainty, over the window's time left once the rollout is through."""
 
-    code: str
+    code: Code
     saved_gpu_hours: float
     """What the switch saves at the pessimistic end: the least over the forecast rate and that rate
     ``1 -/+ forecast_uncertainty`` times, with the new config's capacity lowered by the capacity ratio's
@@ -236,7 +237,7 @@ class SwitchWorth:
 
     @property
     def pays(self) -> bool:
-        return self.code == "switch-pays"
+        return self.code == Code.SWITCH_PAYS
 
     def describe(self) -> str:
         verdict = "more than" if self.pays else "not more than"
@@ -300,7 +301,7 @@ def switch_worth(
     saved = low_gpus * left_h
     cost = candidates + held + trial_gpu_hours
     return SwitchWorth(
-        "switch-pays" if saved > cost else "switch-not-paying",
+        Code.SWITCH_PAYS if saved > cost else Code.SWITCH_NOT_PAYING,
         saved,
         saving(rate_rps, new_capacity_rps) * left_h,
         candidates,

@@ -11,6 +11,7 @@ from controller.decide.capacity.sizing import holds, next_probe_factor, probe_br
 from controller.decide.context import Intent, PlanContext, round_trials, scaled
 from controller.decide.tuning import selection
 from controller.domain.actions import RunTrial
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.status import TuningRound
 from controller.domain.trial import TrialResult, TrialStatus
@@ -91,7 +92,7 @@ def next_probe(ctx: PlanContext, round_: TuningRound, chosen: TrialResult) -> In
     round_ = round_.model_copy(update={"probe_key": round_.probe_key or key, "probe_factors": factors})
     status = ctx.status.model_copy(update={"tuning": round_})
     loop = ctx.rules.capacity_probe_loop
-    return Intent("capacity-probe", status, (RunTrial(chosen.config, shape, why, "capacity-probe", loop=loop),))
+    return Intent(Code.CAPACITY_PROBE, status, (RunTrial(chosen.config, shape, why, "capacity-probe", loop=loop),))
 
 
 def probe_results(ctx: PlanContext, round_: TuningRound, key: str) -> list[tuple[float, TrialResult]]:

@@ -13,6 +13,7 @@ from controller.decide.signals import drift as drifts
 from controller.decide.signals import noise as noises
 from controller.decide.tuning import economics, selection
 from controller.domain.actions import Action, RunTrial
+from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.proposal import Proposal
@@ -20,7 +21,7 @@ from controller.domain.status import DriftState, MeasuredNoise, ScheduledConfig,
 from controller.domain.traffic import TimeWindow, TrafficShape
 
 
-def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: str, observed: bool = False) -> Intent:
+def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: Code, observed: bool = False) -> Intent:
     """A tuning round for ``window`` (``code`` says what triggered it): on its forecast busy-hour shape when there
     is one (and the round is not a reaction to what is observed right now), else on the observed shape; per
     replica in both cases. While trials are paused: code ``tuning-paused``, replicas still follow the load."""
@@ -29,7 +30,7 @@ def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: str, obser
     if paused is not None and ctx.now < paused:
         note = f"not tuning ({reason}): {ctx.status.tuning_paused_reason}"
         sized = scaling.scale(ctx)
-        return Intent("tuning-paused", sized.status, sized.actions, (*sized.notes, note))
+        return Intent(Code.TUNING_PAUSED, sized.status, sized.actions, (*sized.notes, note))
     fleet_shape = ctx.observation.shape
     source = "observed"
     if not observed and window.name in ctx.forecast:
@@ -142,7 +143,7 @@ def reuse(
         update={"drift": DriftState(), "searches": tuple(s for s in status.searches if s is not found)}
     )
     sized = scaling.scale(ctx.with_status(status))
-    return Intent("search-reused", sized.status, sized.actions, (*sized.notes, note))
+    return Intent(Code.SEARCH_REUSED, sized.status, sized.actions, (*sized.notes, note))
 
 
 def opening_trials(ctx: PlanContext, baseline: RunTrial) -> tuple[Action, ...]:
@@ -208,7 +209,7 @@ def next_trials(ctx: PlanContext, round_: TuningRound) -> Intent | None:
         )
         for i, p in enumerate(batch)
     )
-    return Intent("trials", ctx.status, actions)
+    return Intent(Code.TRIALS, ctx.status, actions)
 
 
 def fresh_proposals(ctx: PlanContext, round_: TuningRound) -> list[Proposal]:
@@ -262,9 +263,9 @@ def search_stop(ctx: PlanContext, round_: TuningRound) -> Intent | None:
         return None
     fresh = fresh_proposals(ctx, round_)
     if len(round_.trial_keys) >= ctx.rules.tuning.max_trials:
-        code, why = "search-budget-spent", f"the round's {ctx.rules.tuning.max_trials} trials are spent"
+        code, why = Code.SEARCH_BUDGET_SPENT, f"the round's {ctx.rules.tuning.max_trials} trials are spent"
     elif not fresh:
-        code, why = "search-no-proposals", "no untried proposal passed the guardrails"
+        code, why = Code.SEARCH_NO_PROPOSALS, "no untried proposal passed the guardrails"
     else:
         verdict = worth(ctx, round_, fresh[0])
         if verdict.pays:
@@ -272,9 +273,9 @@ def search_stop(ctx: PlanContext, round_: TuningRound) -> Intent | None:
         code, why = verdict.code, f"{verdict.describe()} ({fresh[0].config.label()})"
     stopped = round_.model_copy(update={"stop_code": code, "stop_reason": why})
     status = ctx.status.model_copy(update={"tuning": stopped})
-    if code in ("search-budget-spent", "search-no-proposals"):
-        return Intent("search-ended", status)  # the search's ordinary end: kept on the round, no news
-    return Intent("search-stopped", status, notes=(f"round {round_.id}: search stopped: {why}",))
+    if code in (Code.SEARCH_BUDGET_SPENT, Code.SEARCH_NO_PROPOSALS):
+        return Intent(Code.SEARCH_ENDED, status)  # the search's ordinary end: kept on the round, no news
+    return Intent(Code.SEARCH_STOPPED, status, notes=(f"round {round_.id}: search stopped: {why}",))
 
 
 def retry_lighter(ctx: PlanContext, round_: TuningRound) -> Intent:
@@ -302,7 +303,7 @@ def retry_lighter(ctx: PlanContext, round_: TuningRound) -> Intent:
     status = ctx.status.model_copy(update={"tuning": lighter})
     active = status.active_config
     actions = opening_trials(ctx, RunTrial(active, shape, f"{why}: baseline, the active config", "baseline"))
-    return Intent("retry-lighter", status, actions, (why,))
+    return Intent(Code.RETRY_LIGHTER, status, actions, (why,))
 
 
 __all__ = [

@@ -204,7 +204,7 @@ class SimWorld:
             route_weight=self.fleet.candidate_weight,
             status_weight=rollout.weight if rollout is not None else None,
             actions=actions,
-            reasons=tuple(self.status.last_reasons),
+            reasons=tuple(r.message for r in self.status.last_reasons),
             trials=result.trials,
             ticks=ticks,
             fault=fault,
