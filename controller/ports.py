@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
+from controller.domain import trial_defaults
 from controller.domain.actions import Notify
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, TargetRef
@@ -78,10 +79,10 @@ class Forecaster(Protocol):
 class TrialBudget:
     """How much canary time one trial may use."""
 
-    duration_s: float = 120.0
-    warmup_s: float = 10.0
-    max_requests: int = 2000
-    startup_timeout_s: float = 900.0
+    duration_s: float = trial_defaults.DURATION_S
+    warmup_s: float = trial_defaults.WARMUP_S
+    max_requests: int = trial_defaults.MAX_REQUESTS
+    startup_timeout_s: float = trial_defaults.STARTUP_TIMEOUT_S
 
     #: The longest time in system a trial stretches itself for (bounds the canary time one trial may take).
     MAX_TIME_IN_SYSTEM_S: ClassVar[float] = 900.0

@@ -56,7 +56,6 @@ from controller.crd.trial import (
 )
 from controller.crd.tuned_service import (
     K8S_STATUS_KEYS,
-    ApprovalMode,
     CanaryPool,
     ModelSpec,
     NotificationSettings,
@@ -77,6 +76,7 @@ from controller.crd.wire import (
     status_to_wire,
     summarize,
 )
+from controller.domain.approval import ApprovalMode
 
 __all__ = [
     "API_VERSION",

@@ -27,8 +27,10 @@ PLURAL_CONFIG_ROLLOUT = "configrollouts"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _NAME = Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
 ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
-#: A policy preset's name: a file name under the operator's policy directory, never a path.
+#: A policy preset's name: a file name under the operator's policy directory, never a path (the CRD's field and the
+#: operator's own check of the preset it loads both use this rule).
 PRESET_NAME = r"^[a-z0-9][a-z0-9-]*$"
+PRESET_MAX_LENGTH = 63
 #: A model as vLLM is given it: a Hugging Face id (``org/name``, ``name@revision``) or a path or URI (``/models/x``,
 #: ``s3://bucket/x``). No spaces, quotes, brackets or control characters: it is shown in terminals and in Slack.
 MODEL_NAME = r"^[A-Za-z0-9._/:@+-]+$"

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from controller.crd.shared import DNS_SUBDOMAIN, Condition, WireModel
+from controller.domain import trial_defaults
 from controller.domain.config import EngineConfig
 from controller.domain.slo import SLO
 from controller.domain.traffic import TrafficShape
@@ -18,10 +19,10 @@ from controller.domain.trial import TrialResult
 class TrialBudgetSpec(WireModel):
     """How much canary time one trial may use (mirrors ``controller.ports.TrialBudget``)."""
 
-    duration_seconds: float = Field(default=120.0, gt=0, le=86400)
-    warmup_seconds: float = Field(default=10.0, ge=0, le=3600)
-    max_requests: int = Field(default=2000, ge=1, le=10_000_000)
-    startup_timeout_seconds: float = Field(default=900.0, gt=0, le=86400)
+    duration_seconds: float = Field(default=trial_defaults.DURATION_S, gt=0, le=86400)
+    warmup_seconds: float = Field(default=trial_defaults.WARMUP_S, ge=0, le=3600)
+    max_requests: int = Field(default=trial_defaults.MAX_REQUESTS, ge=1, le=10_000_000)
+    startup_timeout_seconds: float = Field(default=trial_defaults.STARTUP_TIMEOUT_S, gt=0, le=86400)
 
 
 TrialPhase = Literal["Pending", "Running", "Succeeded", "Failed"]

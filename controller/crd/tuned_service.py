@@ -4,8 +4,6 @@ Kubernetes bookkeeping)."""
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from controller.crd.shared import (
@@ -13,6 +11,7 @@ from controller.crd.shared import (
     GPU_TYPE,
     LABEL_VALUE,
     MODEL_NAME,
+    PRESET_MAX_LENGTH,
     PRESET_NAME,
     Condition,
     ConfigMapKeyRef,
@@ -21,13 +20,11 @@ from controller.crd.shared import (
     WireModel,
     label_key_valid,
 )
+from controller.domain import tuning_defaults
+from controller.domain.approval import ApprovalMode
 from controller.domain.slo import SLO
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow
-
-ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
-"""``auto``: roll out without a human; ``manual``: every rollout waits for ``shiftctl approve``;
-``manual-for-lossy``: only configs that may change outputs (e.g. lower-precision caches) wait."""
 
 
 class WorkloadRef(WireModel):
@@ -91,7 +88,11 @@ class PolicyRef(WireModel):
     """Which tuning policy applies: a preset shipped with the operator, or a key of a ConfigMap."""
 
     preset: str | None = Field(
-        default=None, min_length=1, max_length=63, pattern=PRESET_NAME, description="preset name (not a path)"
+        default=None,
+        min_length=1,
+        max_length=PRESET_MAX_LENGTH,
+        pattern=PRESET_NAME,
+        description="preset name (not a path)",
     )
     config_map_ref: ConfigMapKeyRef | None = None
 
@@ -148,7 +149,7 @@ class TunedServiceSpec(WireModel):
     schedule: tuple[TimeWindow, ...] = Field(
         default=(), max_length=24, description="time-of-day windows (domain field names)"
     )
-    approval_mode: ApprovalMode = "manual-for-lossy"
+    approval_mode: ApprovalMode = tuning_defaults.APPROVAL
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     dry_run: bool = Field(default=False, description="decide and report, never change production")
     paused: bool = Field(default=False, description="stop starting trials and rollouts")

@@ -26,7 +26,6 @@ from controller.decide.requeue import TRIAL_POLL_S, requeue_after
 from controller.decide.rules import (
     DEFAULT_WINDOWS,
     ApiPrice,
-    ApprovalMode,
     DigestRules,
     ProbeRules,
     RolloutRules,
@@ -48,7 +47,6 @@ __all__ = [
     "DEFAULT_WINDOWS",
     "TRIAL_POLL_S",
     "ApiPrice",
-    "ApprovalMode",
     "Decision",
     "DigestRules",
     "OptimizerAdvisor",

@@ -8,12 +8,12 @@ from typing import Literal
 
 from controller.decide.signals import drift as drifts
 from controller.domain import rollout_defaults as defaults
+from controller.domain import trial_defaults, tuning_defaults
+from controller.domain.approval import ApprovalMode
 from controller.domain.rollout_defaults import MissingDataAction
 from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow
 from controller.policy.models import Policy
-
-ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
 
 DEFAULT_WINDOWS: tuple[TimeWindow, ...] = (TimeWindow(name="all-day", start_hour=0, end_hour=24),)
 
@@ -117,13 +117,13 @@ class ApiPrice:
 
 @dataclass(frozen=True)
 class TuningRules:
-    max_trials: int = 8
+    max_trials: int = trial_defaults.MAX_TRIALS
     """Trials per tuning round, the baseline and the stock reference included."""
     trials_per_cycle: int = 2
-    min_gain: float = 1.03
+    min_gain: float = 1.0 + tuning_defaults.MIN_GAIN
     """A candidate must beat the active config's goodput by this factor to be rolled out."""
-    approval: ApprovalMode = "auto"
-    dry_run: bool = False
+    approval: ApprovalMode = tuning_defaults.APPROVAL
+    dry_run: bool = tuning_defaults.DRY_RUN
     measure_stock: bool = True
     """Also trial the stock config in each round, as the reference for gain-over-stock evidence."""
     keep_trials: int = 200

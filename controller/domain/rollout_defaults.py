@@ -1,5 +1,5 @@
 """The rollout's default settings, in one place: the policy's ``rollout`` section and the decide layer's
-:class:`~controller.decide.rollout.steps.RolloutRules` both take their defaults from here."""
+:class:`~controller.decide.rules.RolloutRules` both take their defaults from here."""
 
 from __future__ import annotations
 

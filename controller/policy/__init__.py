@@ -26,6 +26,7 @@ The memory-fit constraint needs a feasibility oracle ``EngineConfig -> reason | 
 target names a known model and GPU profile.
 """
 
+from controller.domain.approval import ApprovalMode
 from controller.policy.knob_ranges import KNOB_BOUNDS, FloatRange, IntRange
 from controller.policy.loading import PolicyError, default_policy, load_policy, parse_policy, profile_feasibility
 from controller.policy.models import (
@@ -41,7 +42,6 @@ from controller.policy.models import (
 from controller.policy.schema import export_json_schema
 from controller.policy.space import (
     MAX_SPACE_COMBINATIONS,
-    ApprovalMode,
     Feasibility,
     SearchSpace,
 )

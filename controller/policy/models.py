@@ -15,14 +15,15 @@ from pydantic import (
     model_validator,
 )
 
-from controller.domain import rollout_defaults
+from controller.domain import rollout_defaults, trial_defaults, tuning_defaults
+from controller.domain.approval import ApprovalMode, needs_approval
 from controller.domain.config import (
     STOCK,
     EngineConfig,
 )
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput
-from controller.policy.space import _STRICT, MAMBA_KNOBS, ApprovalMode, Feasibility, GpuFamily, SearchSpace
+from controller.policy.space import _STRICT, MAMBA_KNOBS, Feasibility, GpuFamily, SearchSpace
 
 
 class Target(BaseModel):
@@ -149,11 +150,13 @@ class QualityGate(BaseModel):
 class TrialBudgetPolicy(BaseModel):
     model_config = _STRICT
 
-    max_trials: int = Field(default=16, ge=1, le=1000, description="trials per re-tune")
-    canary_gpu_minutes: float = Field(default=120.0, gt=0, description="canary GPU-minutes per re-tune")
-    trial_duration_s: float = Field(default=120.0, gt=0)
-    warmup_s: float = Field(default=10.0, ge=0)
-    startup_timeout_s: float = Field(default=900.0, gt=0)
+    max_trials: int = Field(default=trial_defaults.MAX_TRIALS, ge=1, le=1000, description="trials per re-tune")
+    canary_gpu_minutes: float = Field(
+        default=trial_defaults.CANARY_GPU_MINUTES, gt=0, description="canary GPU-minutes per re-tune"
+    )
+    trial_duration_s: float = Field(default=trial_defaults.DURATION_S, gt=0)
+    warmup_s: float = Field(default=trial_defaults.WARMUP_S, ge=0)
+    startup_timeout_s: float = Field(default=trial_defaults.STARTUP_TIMEOUT_S, gt=0)
 
 
 class RolloutThresholds(BaseModel):
@@ -271,11 +274,13 @@ class Policy(BaseModel):
     quality_gate: QualityGate = Field(default_factory=QualityGate)
     slo: SLO = Field(default_factory=SLO)
     trial_budget: TrialBudgetPolicy = Field(default_factory=TrialBudgetPolicy)
-    min_gain: float = Field(default=0.03, ge=0, description="relative goodput gain a candidate needs to roll out")
+    min_gain: float = Field(
+        default=tuning_defaults.MIN_GAIN, ge=0, description="relative goodput gain a candidate needs to roll out"
+    )
     rollout: RolloutPolicy = Field(default_factory=RolloutPolicy)
-    approval: ApprovalMode = "manual-for-lossy"
+    approval: ApprovalMode = tuning_defaults.APPROVAL
     llm: LlmSettings = Field(default_factory=LlmSettings)
-    dry_run: bool = Field(default=False, description="compute and report decisions, roll out nothing")
+    dry_run: bool = Field(default=tuning_defaults.DRY_RUN, description="compute and report decisions, roll out nothing")
 
     _declared_space: SearchSpace | None = PrivateAttr(default=None)
     _feasibility: Feasibility | None = PrivateAttr(default=None)
@@ -427,11 +432,7 @@ class Policy(BaseModel):
         return bool(self.lossy_reasons(config))
 
     def needs_approval(self, config: EngineConfig) -> bool:
-        if self.approval == "manual":
-            return True
-        if self.approval == "auto":
-            return False
-        return self.is_lossy(config)
+        return needs_approval(self.approval, lossy=self.approval == "manual-for-lossy" and self.is_lossy(config))
 
 
 # ----- loading -------------------------------------------------------------------------------------

@@ -49,7 +49,6 @@ from controller.policy.knob_ranges import (
 #: ``EngineConfig -> None`` when the config fits the GPU, else the reason it does not.
 Feasibility = Callable[[EngineConfig], str | None]
 
-ApprovalMode = Literal["auto", "manual", "manual-for-lossy"]
 GpuFamily = Literal["ampere", "ada", "hopper", "blackwell", "cpu"]
 
 #: Knobs that only mean something on hybrid (Mamba + attention) models.

@@ -156,7 +156,7 @@ class ControlLoop:
             # the policy (a preset name, a tenant's ConfigMap, an advisor name) was refused: nothing was built,
             # so nothing is contacted; the stored status stays, with the refusal in its conditions
             return self._refuse(body, target, "InvalidPolicy", exc)
-        if runtime.initial_config is not None and "active_config" not in (body.get("status") or {}):
+        if runtime.initial_config is not None and "active_config" not in status.model_fields_set:
             status = status.model_copy(update={"active_config": runtime.initial_config})  # a first cycle
         started = time.perf_counter()
         decided_from = status

@@ -12,13 +12,14 @@ from typing import Any
 from controller.adapters.kube.client import ApiClient
 from controller.adapters.kube.objects import KubeObjects
 from controller.crd.models import TunedServiceSpec
+from controller.crd.shared import PRESET_MAX_LENGTH, PRESET_NAME
 from controller.errors import InvalidInput
 from controller.policy import Policy, load_policy, parse_policy, profile_feasibility
 from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
 from controller.reactor.settings import OperatorSettings
 
-#: What a preset is called: a name, never a path.
-PRESET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+#: What a preset is called: a name, never a path (the TunedService CRD's rule for ``spec.policy.preset``).
+PRESET = re.compile(PRESET_NAME)
 
 
 def preset_path(settings: OperatorSettings, preset: str) -> Path:
@@ -26,9 +27,9 @@ def preset_path(settings: OperatorSettings, preset: str) -> Path:
 
     A preset is a name (``[a-z0-9][a-z0-9-]*``): a tenant cannot reach another file of the operator's Pod with
     ``../`` or an absolute path, and a symlink that leaves the directory is refused too."""
-    if not PRESET_NAME.fullmatch(preset):
+    if len(preset) > PRESET_MAX_LENGTH or not PRESET.fullmatch(preset):
         raise InvalidInput(
-            f"a preset is a name ([a-z0-9][a-z0-9-]*, at most 63 characters), got {preset!r}",
+            f"a preset is a name ([a-z0-9][a-z0-9-]*, at most {PRESET_MAX_LENGTH} characters), got {preset!r}",
             field="spec.policy.preset",
         )
     root = Path(settings.policy_dir).resolve()
@@ -72,14 +73,13 @@ def resolve_policy(
             source=f"policy {policy.name}",
             field="space",
         )
-    raw_spec = body.get("spec") or {}
     update: dict[str, object] = {
         "approval": spec.approval_mode,
         "dry_run": bool(spec.dry_run or policy.dry_run),
     }
-    if "slo" in raw_spec:
+    if "slo" in spec.model_fields_set:
         update["slo"] = spec.slo
     return policy.model_copy(update=update).with_feasibility(policy.feasibility)
 
 
-__all__ = ["PRESET_NAME", "preset_path", "resolve_policy"]
+__all__ = ["PRESET", "preset_path", "resolve_policy"]

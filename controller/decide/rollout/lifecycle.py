@@ -8,6 +8,7 @@ from controller.decide.context import Intent, PlanContext, move, with_schedule
 from controller.decide.rollout import steps as rollouts
 from controller.decide.tuning.selection import expected_ratios, stable_missed_slo
 from controller.domain.actions import Promote, Rollback
+from controller.domain.approval import needs_approval
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
@@ -20,7 +21,7 @@ def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str,
     approval = ctx.rules.tuning.approval
     ttft_ratio, tpot_ratio = expected_ratios(status.trials, candidate=config, stable=status.active_config)
     stable_missed = stable_missed_slo(status.trials, candidate=config, stable=status.active_config)
-    needs_approval = approval == "manual" or (approval == "manual-for-lossy" and ctx.is_lossy(config))
+    waits = needs_approval(approval, lossy=ctx.is_lossy(config))
     step = rollouts.start(
         rollout_id=f"{ctx.window.name}-{ctx.now:%Y%m%d%H%M%S}",
         from_config=status.active_config,
@@ -30,14 +31,14 @@ def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str,
         reason=why,
         proposed_by=proposed_by,
         expected_gain=gain,
-        needs_approval=needs_approval,
+        needs_approval=waits,
         candidate_replicas=status.replicas,
         expected_ttft_ratio=ttft_ratio,
         expected_tpot_ratio=tpot_ratio,
         latency_vs_stable=not stable_missed,
     )
     new = status.model_copy(update={"phase": move(status.phase, step.phase), "rollout": step.rollout, "tuning": None})
-    code = Code.APPROVAL_REQUIRED if needs_approval else Code.ROLLOUT_STARTED
+    code = Code.APPROVAL_REQUIRED if waits else Code.ROLLOUT_STARTED
     return Intent(code, new, step.actions, step.notes)
 
 

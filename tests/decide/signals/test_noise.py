@@ -16,9 +16,9 @@ from controller.decide.signals import noise
 from controller.domain import SLO, STOCK, EngineConfig, Phase, RunTrial, TargetStatus, TrialResult, TrialStatus
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
-from tests.decide.test_optimizer import POLICY
-from tests.decide.test_optimizer import SHAPE as OPT_SHAPE
-from tests.decide.test_optimizer import measured as opt_measured
+from tests.decide.search.test_optimizer import POLICY
+from tests.decide.search.test_optimizer import SHAPE as OPT_SHAPE
+from tests.decide.search.test_optimizer import measured as opt_measured
 from tests.decide.test_planner import MTP1, NOON, SHAPE, measured, plan, tuning_status
 
 TARGET = TargetRef("ns", "svc", "model")

@@ -30,7 +30,7 @@ from controller.policy.space import (
     SearchSpace,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 #: The hybrid-MTP preset with batching as fine ranges: 98,304 raw combinations, under the limit.
 WIDE = parse_policy(

@@ -51,9 +51,7 @@ def worth(**overrides: object) -> SwitchWorth:
         ({"new_tp": 2}, "switch-not-paying"),
     ],
 )
-def test_a_switch_pays_only_when_its_saving_exceeds_its_whole_cost(
-    overrides: dict[str, object], code: str
-) -> None:
+def test_a_switch_pays_only_when_its_saving_exceeds_its_whole_cost(overrides: dict[str, object], code: str) -> None:
     assert worth(**overrides).code == code
 
 
