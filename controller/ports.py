@@ -190,4 +190,9 @@ class Cluster(Protocol):
         """``Kind/name`` of an HPA or KEDA ScaledObject that already scales the stable workload, if any."""
         ...
 
-    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None: ...
+    def record_event(
+        self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = ""
+    ) -> None:
+        """An Event about the target: ``reason`` (a reason code in CamelCase), ``message`` (the sentence) and
+        ``action``, the type of the action it records (``SetWeights``, ``Promote``, ...; empty when none)."""
+        ...

@@ -26,7 +26,7 @@ def record_event(action: Action, ctx: ActContext) -> Effect:
     reason = event_reason(action.code) if action.code else kind
     warning = isinstance(action, Rollback) or (isinstance(action, Notify) and action.severity != "info")
     try:
-        ctx.ports.cluster.record_event(ctx.target, reason, action.reason, warning=warning)
+        ctx.ports.cluster.record_event(ctx.target, reason, action.reason, warning=warning, action=kind)
     except ShiftlightError as exc:
         log.warning("%s: could not record an Event (%s)", ctx.target, exc)
         return EventFailed(kind, str(exc))

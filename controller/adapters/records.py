@@ -34,3 +34,5 @@ class RecordedEvent:
     message: str
     warning: bool
     at: datetime | None
+    action: str = ""
+    """The type of the action the Event records (``SetWeights``, ``Promote``, ...; empty when none)."""

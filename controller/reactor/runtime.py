@@ -69,9 +69,11 @@ class EventingCluster:
     def external_autoscaler(self, target: TargetRef) -> str | None:
         return self.inner.external_autoscaler(target)
 
-    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
-        self.inner.record_event(target, reason, message, warning=warning)
-        self.events.record(target, reason, message, warning=warning)
+    def record_event(
+        self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = ""
+    ) -> None:
+        self.inner.record_event(target, reason, message, warning=warning, action=action)
+        self.events.record(target, reason, message, warning=warning, action=action)
 
 
 class MirroredRouter:

@@ -185,10 +185,12 @@ class ConflictingCluster:
     def external_autoscaler(self, target: TargetRef) -> str | None:
         return self.inner.external_autoscaler(target)
 
-    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
+    def record_event(
+        self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = ""
+    ) -> None:
         if self.events:
-            self.budget.check(f"event {reason}")
-        self.inner.record_event(target, reason, message, warning=warning)
+            self.budget.check(f"event {action or reason}")
+        self.inner.record_event(target, reason, message, warning=warning, action=action)
 
 
 class ConflictingRouter:

@@ -101,10 +101,12 @@ class InMemoryCluster:
             return 0
         return current.replicas
 
-    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
+    def record_event(
+        self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = ""
+    ) -> None:
         at = self.clock.now() if self.clock is not None else None
         self.calls.append(ClusterCall("event", target, detail=f"{reason}: {message}"))
-        self.events.append(RecordedEvent(target, reason, message, warning, at))
+        self.events.append(RecordedEvent(target, reason, message, warning, at, action))
 
     # ----- reading back -------------------------------------------------------------------------------------------
     def variant(self, target: TargetRef, variant: str) -> DeployedVariant | None:

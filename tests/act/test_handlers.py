@@ -188,7 +188,9 @@ def test_every_action_leaves_an_event(fakes: Fakes, action: Action, warning: boo
 
 def test_an_event_that_cannot_be_recorded_is_an_effect_not_an_error(fakes: Fakes) -> None:
     class NoEvents(InMemoryCluster):
-        def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
+        def record_event(
+            self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = ""
+        ) -> None:
             raise TemporaryError("events API down")
 
     ctx = ActContext(TARGET, ActPorts(fakes.router, NoEvents(), fakes.notifier, RunOnly()), SETTINGS)

@@ -266,8 +266,10 @@ class KubeCluster:
                 return f"ScaledObject/{obj['metadata']['name']}"
         return None
 
-    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
-        self.events.record(target, reason, message, warning=warning)
+    def record_event(
+        self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = ""
+    ) -> None:
+        self.events.record(target, reason, message, warning=warning, action=action)
 
 
 __all__ = ["KubeCluster"]

@@ -61,10 +61,10 @@ class KubeEvents:
             self._uids[key] = str(body.get("metadata", {}).get("uid", ""))
         return self._uids[key] or None
 
-    def record(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
+    def record(self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = "") -> None:
         now = self._now()
         uid = self._uid(target)
-        body = event_manifest(target, reason=reason, message=message, warning=warning, uid=uid, now=now)
+        body = event_manifest(target, reason=reason, message=message, warning=warning, uid=uid, now=now, action=action)
         key = (target.namespace, target.name, uid or "", body["type"], body["reason"], body["message"])
         try:
             seen = self._seen.get(key)

@@ -173,7 +173,7 @@ def service_manifest(target: TargetRef, variant: str, *, name: str, port: int = 
 
 
 def event_manifest(
-    target: TargetRef, *, reason: str, message: str, warning: bool, uid: str | None, now: datetime
+    target: TargetRef, *, reason: str, message: str, warning: bool, uid: str | None, now: datetime, action: str = ""
 ) -> JSON:
     stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
@@ -188,6 +188,7 @@ def event_manifest(
             **({"uid": uid} if uid else {}),
         },
         "reason": clip_utf8(reason, 128),
+        **({"action": clip_utf8(action, 128)} if action else {}),
         "message": clip_utf8(message, 1024),  # in bytes: a reason may quote an engine's log line
         "type": "Warning" if warning else "Normal",
         "source": {"component": MANAGER},

@@ -225,9 +225,11 @@ class SimulatedCluster:
     def ready_replicas(self, target: TargetRef, variant: str) -> int:
         return self.fleet.ready_replicas(check_variant(variant))
 
-    def record_event(self, target: TargetRef, reason: str, message: str, *, warning: bool = False) -> None:
+    def record_event(
+        self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = ""
+    ) -> None:
         self.calls.append(ClusterCall("event", target, detail=f"{reason}: {message}"))
-        self.events.append(RecordedEvent(target, reason, message, warning, self.fleet.clock.now()))
+        self.events.append(RecordedEvent(target, reason, message, warning, self.fleet.clock.now(), action))
 
 
 class SimulatedForecaster:
