@@ -245,10 +245,23 @@ class Reconciler:
         return CycleResult(new_status, plan, requeue, trials, acted.screen_notes)
 
 
+#: Reason codes whose sentence describes the traffic of the moment (``observing: 0.07 req/s, ...``): a cycle whose only
+#: change is such a sentence changed nothing, or every idle TunedService would write its status whenever its traffic
+#: moved. The sentence is refreshed with the next real change.
+LIVE_REASONS = frozenset({Code.OBSERVING.value})
+
+
 def stamped(before: TargetStatus, after: TargetStatus, now: datetime | None) -> TargetStatus:
-    """``after`` with ``updated_at`` at ``now`` when it differs from ``before`` in anything else, else ``before``'s
-    ``updated_at``: a cycle that changed nothing leaves the status as it was, so it need not be written."""
+    """``after`` with ``updated_at`` at ``now`` when it differs from ``before`` in anything else (the sentences of
+    :data:`LIVE_REASONS` aside), else ``before``: a cycle that changed nothing leaves the status as it was, so it
+    need not be written."""
     if after.model_copy(update={"updated_at": before.updated_at}) == before:
+        return before
+    old, new = before.last_reasons, after.last_reasons
+    live_only = len(old) == len(new) and all(
+        a == b or (a.code == b.code and a.code in LIVE_REASONS) for a, b in zip(old, new, strict=True)
+    )
+    if live_only and after.model_copy(update={"updated_at": before.updated_at, "last_reasons": old}) == before:
         return before
     return after.model_copy(update={"updated_at": now})
 
