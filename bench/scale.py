@@ -14,8 +14,10 @@ carries it is the reaction time), 5 % deleted and 5 % created.
 
 Reported per count: decide p50/p99 and cycle p99 per target (from the operator's own histograms), RSS of the
 operator process at start (first cycles), middle and end, Kubernetes API calls per cycle per target by verb (the
-fake API's record of the operator's user), status writes per cycle in the steady stretch (the last quarter, no spec
-changes, after tuning), reaction to a spec change, and TunedServices still held after the deletions (the
+fake API's record of the operator's user), status writes per cycle when nothing changed (the last quarter of the
+run, no spec changes from the bench: the status versions the fake API stored for the TunedServices that stayed
+Observing with no rollout and the same generation through it, per cycle of theirs; the fields those writes changed
+are printed), reaction to a spec change, and TunedServices still held after the deletions (the
 ``shiftlight_tunedservices_held`` gauge against the live count). Ends with one line for the largest count:
 
     scale: 500 targets, decide p99 X ms, cycle p99 Y ms/target, RSS A -> B MB over N cycles, steady writes W/cycle,
@@ -65,6 +67,12 @@ def get(url: str) -> str:
         return str(urllib.request.urlopen(url, timeout=5).read().decode())
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return ""
+
+
+def leading(port: int) -> bool:
+    """False only when the operator answers that it is not the leader (an answer late under load is not one)."""
+    health = get(f"http://127.0.0.1:{port}/healthz")
+    return not health or "leader=True" in health
 
 
 def free_port() -> int:
@@ -218,6 +226,9 @@ class Run:
     calls: dict[str, float]
     steady_writes: float
     steady_cycles: int
+    idle_targets: int
+    idle_keys: dict[str, int]
+    all_writes: float
     reaction_s: list[float]
     held_after: int
     live_after: int
@@ -278,18 +289,18 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
             deadline = time.monotonic() + timeout
             while cycles() < n and time.monotonic() < deadline:
                 assert proc is not None and proc.poll() is None, (work / "operator.log").read_text()[-3000:]
-                assert "leader=True" in get(f"http://127.0.0.1:{port}/healthz"), "the operator lost its Lease"
+                assert leading(port), "the operator lost its Lease"
                 time.sleep(1.0)
 
         deadline = time.monotonic() + 1800
         while sample(scrape(port), "shiftlight_tunedservices_held") < len(fleet.live):  # every one seen once
             assert time.monotonic() < deadline, "the operator did not reach every TunedService in 30 minutes"
-            assert "leader=True" in get(f"http://127.0.0.1:{port}/healthz"), "the operator lost its Lease"
+            assert leading(port), "the operator lost its Lease"
             time.sleep(1.0)
         seeded_cycles = sample(scrape(port), "shiftlight_cycles_total")
         total = seeded_cycles + targets * cycles_per_target
         rss_start = rss_mb(proc.pid)
-        wait_cycles(total / 2, 3600)
+        wait_cycles(seeded_cycles + (total - seeded_cycles) / 2, 3600)  # the middle of the counted cycles
         rss_mid = rss_mb(proc.pid)
         # churn: 5 % changed (a new generation), 5 % deleted, 5 % created
         churn = max(1, targets // 20)
@@ -315,15 +326,36 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
                     if status.get("observedGeneration") == generation:
                         reaction[key] = time.monotonic() - at
             time.sleep(0.25)
-        wait_cycles(total * 3 / 4, 3600)
-        # the steady stretch: no spec changes from here on
+        wait_cycles(seeded_cycles + (total - seeded_cycles) * 3 / 4, 3600)
+        # the steady stretch: no spec changes from here on, at least one cycle per TunedService
         text = scrape(port)
+        total = max(total, sample(text, "shiftlight_cycles_total") + max(targets, total / 4))
         steady_from = (sample(text, "shiftlight_cycles_total"), sample(text, "shiftlight_status_writes_total"))
+        steady_rv = kube.api.resource_version()
         wait_cycles(total, 3600)
         text = scrape(port)
         rss_end = rss_mb(proc.pid)
         steady_cycles = int(sample(text, "shiftlight_cycles_total") - steady_from[0])
-        steady_writes = (sample(text, "shiftlight_status_writes_total") - steady_from[1]) / max(steady_cycles, 1)
+        all_writes = (sample(text, "shiftlight_status_writes_total") - steady_from[1]) / max(steady_cycles, 1)
+        # the status writes of TunedServices that were idle through the steady stretch (Observing, no rollout, no
+        # trial and no spec change): a write there is one "when nothing changed"
+        idle, idle_writes, idle_keys = 0, 0, Counter[str]()
+        idle_examples: list[tuple[Any, Any]] = []
+        for key in fleet.live:
+            versions = kube.api.versions(f"tunedservices.{V}.{G}", *key)
+            late = [v for v in versions if int(v["metadata"]["resourceVersion"]) > steady_rv]
+            before = [v for v in versions if int(v["metadata"]["resourceVersion"]) <= steady_rv]
+            states = [(v.get("status") or {}) for v in before[-1:] + late]
+            quiet = all(st.get("phase") == "Observing" and not st.get("rollout") for st in states)
+            if states and quiet and len({v["metadata"].get("generation") for v in before[-1:] + late}) == 1:
+                idle += 1
+                for a, b in itertools.pairwise(states):
+                    if a != b:
+                        idle_writes += 1
+                        idle_keys.update(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                        if len(idle_examples) < 3:
+                            idle_examples.append((a.get("last_reasons"), b.get("last_reasons")))
+        idle_cycles = steady_cycles * idle / max(len(fleet.live), 1)
         done = sample(text, "shiftlight_cycles_total") - seeded_cycles
         held = int(sample(text, "shiftlight_tunedservices_held"))
         if os.environ.get("SCALE_DEBUG"):
@@ -331,6 +363,8 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
                 versions = [v.get("status") or {} for v in kube.api.versions(f"tunedservices.{V}.{G}", *key)]
                 for a, b in itertools.pairwise(versions):
                     print(key, sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)), b.get("phase"))
+        for a, b in idle_examples:
+            print(f"        an idle TunedService's status write: last_reasons {a} -> {b}")
         calls = Counter(c.verb for c in kube.api.calls if c.user == OPERATOR)
         per_cycle = {verb: n / max(done, 1) for verb, n in sorted(calls.items())}
         return Run(
@@ -342,8 +376,11 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
             cycle_p99_ms=1000 * quantile(text, "shiftlight_reconcile_duration_seconds", 0.99),
             rss=(rss_start, rss_mid, rss_end),
             calls=per_cycle,
-            steady_writes=steady_writes,
+            steady_writes=idle_writes / max(idle_cycles, 1),
             steady_cycles=steady_cycles,
+            idle_targets=idle,
+            idle_keys=dict(idle_keys),
+            all_writes=all_writes,
             reaction_s=sorted(reaction.values()),
             held_after=held,
             live_after=len(fleet.live),
@@ -384,6 +421,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.steady_writes:>19.3f} {reaction:>16} {r.held_after:>4}/{r.live_after:<4} {r.wall_s:>7.0f}"
         )
         print("        api calls/cycle by verb: " + ", ".join(f"{v} {x:.2f}" for v, x in r.calls.items()))
+        print(
+            f"        steady stretch: {r.steady_cycles} cycles, {r.idle_targets} of {r.live_after} TunedServices idle "
+            f"(their status writes counted above; fields they changed: {r.idle_keys or 'none'}), all status writes "
+            f"{r.all_writes:.3f}/cycle; reactions " + " ".join(f"{x:.1f}" for x in r.reaction_s)
+        )
     last = runs[-1]
     print(
         f"scale: {last.targets} targets, decide p99 {last.decide_p99_ms:.1f} ms, cycle p99 {last.cycle_p99_ms:.0f} "

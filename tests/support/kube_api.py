@@ -786,6 +786,10 @@ class KubeAPI(kmock.KubernetesEmulator):
         """The live object (a deep copy) or ``None``."""
         return self._live(kmock.resource(resource), namespace, name)
 
+    def resource_version(self) -> int:
+        """The latest resourceVersion handed out (every write bumps it)."""
+        return self._rv
+
     def versions(self, resource: str, namespace: str | None, name: str) -> list[JSON]:
         """Every stored version of an object, oldest first (deletions skipped)."""
         key = (kmock.resource(resource), namespace, name)
