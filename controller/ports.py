@@ -4,18 +4,20 @@ proposals) live in :mod:`controller.domain`; ``controller.decide`` never imports
 
 Port: in-memory / simulated adapter -> real adapter (module paths under ``controller``):
 
-* ``MetricsSource``: adapters.simulated.SimulatedMetrics -> observe.prometheus.PrometheusMetrics,
+* ``MetricsSource``: adapters.simulated.fleet.SimulatedMetrics -> observe.prometheus.PrometheusMetrics,
   observe.grafana.GrafanaMetrics;
-* ``Forecaster``: adapters.simulated.SimulatedForecaster -> observe.profile_forecaster.ProfileForecaster;
-* ``LoadTester``: adapters.simulated_loadtester.SimulatedLoadTester -> trials.runner.TrialRunner (a local vLLM
-  process or a Kubernetes canary pod); ``TrialStarter`` (trials started, then polled by later cycles):
-  adapters.background_loadtester.BackgroundLoadTester around any LoadTester;
-* ``TrafficRouter``: adapters.memory.InMemoryRouter, adapters.simulated.SimulatedRouter ->
-  adapters.gateway.GatewayRouter (Gateway API HTTPRoute weights);
+* ``Forecaster``: adapters.simulated.fleet.SimulatedForecaster -> observe.profile_forecaster.ProfileForecaster;
+* ``LoadTester``: adapters.simulated.loadtester.SimulatedLoadTester -> trials.runner.TrialRunner (a local vLLM
+  process or a Kubernetes canary pod, adapters.kube.canary); ``TrialStarter`` (trials started, then polled by later
+  cycles): trials.background.BackgroundLoadTester around any LoadTester;
+* ``TrafficRouter``: testing.memory.InMemoryRouter, adapters.simulated.fleet.SimulatedRouter ->
+  adapters.routing.gateway.GatewayRouter (Gateway API HTTPRoute weights);
 * ``Advisor``: decide.optimizer.OptimizerAdvisor (in process, no I/O) -> advisor.graph.AgentAdvisor (LangGraph
   agent on an OpenAI-compatible endpoint);
-* ``Notifier``: adapters.memory.RecordingNotifier -> adapters.slack.SlackNotifier, adapters.grafana.GrafanaAnnotator;
-* ``Cluster``: adapters.memory.InMemoryCluster, adapters.simulated.SimulatedCluster -> adapters.kube.KubeCluster;
+* ``Notifier``: adapters.notify.recording.RecordingNotifier -> adapters.notify.slack.SlackNotifier,
+  adapters.notify.grafana.GrafanaAnnotator;
+* ``Cluster``: testing.memory.InMemoryCluster, adapters.simulated.fleet.SimulatedCluster ->
+  adapters.kube.cluster.KubeCluster;
 * ``Clock``: clock.FakeClock -> clock.SystemClock.
 
 ``controller.testing.faults`` wraps any of these with faults (failing canaries, 409 on writes, advisors that are
@@ -112,6 +114,11 @@ class TrialRequest:
     None: the load tester's default."""
     fresh: bool = False
     """Measure even when a cached result for this config and shape exists (a repeat that measures the noise)."""
+    reason: str = ""
+    """Why the trial was decided (its ``RunTrial``'s reason); the Trial CR's ``spec.reason``."""
+    proposed_by: str = ""
+    """Who proposed the config: the optimizer, an agent's name, the fallback, ``baseline``, ``repeat``, ...; the
+    Trial CR's ``spec.proposedBy``."""
 
 
 @runtime_checkable

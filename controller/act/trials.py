@@ -29,8 +29,8 @@ class CompletedTrial:
 
 
 def request_for(action: RunTrial, target: TargetRef, settings: TrialSettings) -> TrialRequest:
-    """The trial exactly as decided: its config, shape, loop and whether it must be measured afresh (a repeat); the
-    policy's SLO, budget (stretched to the shape's steady state) and seed."""
+    """The trial exactly as decided: its config, shape, loop, whether it must be measured afresh (a repeat), why and
+    on whose proposal; the policy's SLO, budget (stretched to the shape's steady state) and seed."""
     return TrialRequest(
         target=target,
         config=action.config,
@@ -40,6 +40,8 @@ def request_for(action: RunTrial, target: TargetRef, settings: TrialSettings) ->
         seed=settings.seed,
         loop=action.loop,
         fresh=action.repeat,
+        reason=action.reason,
+        proposed_by=action.proposed_by,
     )
 
 

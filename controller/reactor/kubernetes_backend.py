@@ -159,20 +159,23 @@ class KubernetesBackend:
             )
         )
         reported: LoadTester = runner
-        if self.settings.mirror_crs:
-            reported = ReportingLoadTester(
+        reporting: ReportingLoadTester | None = None
+        if self.settings.mirror_crs:  # each trial's Trial CR, written by its reporter only
+            reported = reporting = ReportingLoadTester(
                 runner,
                 TrialCRReporter(self.api, body),
                 clock,
                 min_interval_s=self.settings.trial_progress_interval_s,
             )
         # a cached result answers a request only when it holds for it: its config, shape bucket, SLO, engine image
-        # and model, and a passed quality report for a config the quality gate covers; a hit starts nothing
+        # and model, and a passed quality report for a config the quality gate covers; a hit starts nothing (its
+        # Trial CR is recorded with the result)
         load_tester: LoadTester = CachedTrials(
             reported,
             cache,
             key=runner.key,
             gated=lambda c: runner.quality_gate is not None and (runner.gate_if is None or runner.gate_if(c)),
+            on_hit=reporting.recorded if reporting is not None else None,
         )
         ports = Ports(
             metrics=metrics,

@@ -223,16 +223,11 @@ class ControlLoop:
     def _mirror(self, body: Mapping[str, Any], before: TargetStatus, result: CycleResult) -> None:
         if not self.settings.mirror_crs:
             return
-        try:
-            after = result.status
-            reasons: dict[str, str] = {}
-            if after.tuning is not None:
-                reasons = dict(zip(after.tuning.trial_keys, after.tuning.trial_reasons, strict=False))
-            self.mirror.trials(body, result.trials, reasons)
-            self.mirror.rollout(body, before, after, self._now())
+        try:  # Trial CRs have their own writer (the trials' load tester reports each one as it runs)
+            self.mirror.rollout(body, before, result.status, self._now())
         except (ClusterConflict, PermanentError, TemporaryError) as exc:  # mirrors are for people; never fatal
             self.metrics.errors.labels(kind="MirrorFailed").inc()
-            log.warning("could not mirror trials/rollouts: %s", exc)
+            log.warning("could not mirror the rollout: %s", exc)
 
 
 __all__ = ["ControlLoop", "CycleReport", "Leadership"]

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from controller.adapters.kube.canary.progress import ReportingLoadTester, TrialCRReporter
 from controller.adapters.kube.canary.runner import tuned_service_owner
 from controller.adapters.kube.client import ApiClient
 from controller.adapters.kube.cluster import KubeCluster
@@ -20,7 +21,7 @@ from controller.adapters.routing.gateway import GatewayRouter, gateway_installed
 from controller.crd.models import TunedServiceSpec
 from controller.decide import Rules
 from controller.domain.observation import TargetRef
-from controller.ports import Notifier, TrafficRouter
+from controller.ports import LoadTester, Notifier, TrafficRouter
 from controller.reactor.policy_source import resolve_policy
 from controller.reactor.runtime import EventingCluster, MirroredRouter, TargetRuntime
 from controller.reactor.settings import OperatorSettings
@@ -130,9 +131,17 @@ class SimulatorBackend:
         if isinstance(router, MirroredRouter):
             mirrored = router.mirror
             cluster.on_promote.append(lambda t: mirrored.set_weight(t, 0))  # the route follows the promotion
+        load_tester: LoadTester = SimulatedLoadTester(model, gpu)
+        if self.settings.mirror_crs:  # each trial's Trial CR, written by its reporter only
+            load_tester = ReportingLoadTester(
+                load_tester,
+                TrialCRReporter(self.api, body),
+                fleet.clock,
+                min_interval_s=self.settings.trial_progress_interval_s,
+            )
         ports = Ports(
             metrics=SimulatedMetrics(fleet),
-            load_tester=SimulatedLoadTester(model, gpu),
+            load_tester=load_tester,
             router=router,
             advisor=OptimizerAdvisor(policy, prior=lambda c, s: perf.estimate(c, s).output_tokens_per_s, seed=sim.seed),
             notifier=self.notifier or RecordingNotifier(),

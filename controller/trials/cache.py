@@ -208,7 +208,8 @@ class CachedTrials:
     and the result is stored. A fresh request always measures; failed and invalid results are never stored.
 
     ``key`` gives a request's :class:`TrialKey` (the runner's model, GPU type and engine image), ``gated`` whether
-    the quality gate covers a config (its served results must carry a passed quality report)."""
+    the quality gate covers a config (its served results must carry a passed quality report), ``on_hit`` (optional)
+    is told of each request answered from the cache."""
 
     def __init__(
         self,
@@ -217,17 +218,22 @@ class CachedTrials:
         *,
         key: Callable[[TrialRequest], TrialKey],
         gated: Callable[[EngineConfig], bool],
+        on_hit: Callable[[TrialRequest, TrialResult], None] | None = None,
     ) -> None:
         self.inner = inner
         self.cache = cache
         self.key = key
         self.gated = gated
+        self.on_hit = on_hit
+        """Told of each request answered from the cache (the Trial CR's writer records it)."""
 
     def run(self, request: TrialRequest) -> TrialResult:
         key = self.key(request)
         if not request.fresh:
             hit = self.cache.lookup(key, request, gated=self.gated(request.config))
             if hit is not None:
+                if self.on_hit is not None:
+                    self.on_hit(request, hit)
                 return hit
         result = self.inner.run(request)
         if result.status not in (TrialStatus.FAILED, TrialStatus.INVALID):

@@ -1,8 +1,8 @@
-"""Trials on the ``kubernetes`` backend, through the fake API: the Trial CR is created when a trial starts and
-carries its progress (stage, requests done of planned, elapsed, live tokens/s) until it ends with the result; the
-result is cached in a ConfigMap owned by the TunedService, so a new operator instance (with the same cache key)
-serves the same trial from it without launching anything; entries read back from that ConfigMap are validated one
-by one."""
+"""Trials on the ``kubernetes`` backend, through the fake API: the Trial CR is created when a trial starts, with what
+is measured, its budget and seed, why and on whose proposal, and carries its progress (stage, requests done of
+planned, elapsed, live tokens/s) until it ends with the result; its reporter is its only writer. The result is
+cached in a ConfigMap owned by the TunedService, so a new operator instance (with the same cache key) serves the
+same trial from it without launching anything; entries read back from that ConfigMap are validated one by one."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
 from controller.adapters.kube.canary.progress import ProgressUpdate, ReportingLoadTester, TrialCRReporter
 from controller.adapters.kube.canary.results import ConfigMapResultStore, EntrySigner, cache_name, data_key
 from controller.adapters.kube.crs import trial_name_for
-from controller.adapters.kube.mirror import CRMirror
 from controller.crd.models import parse_tuned_service
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.domain.trial import Percentiles, TrialResult
@@ -121,8 +120,17 @@ def operator_instance(
     return KubernetesBackend(settings, operator_api, trial_launcher=launcher).runtime(target, spec, body)
 
 
-def trial_request(config: EngineConfig) -> TrialRequest:
-    return TrialRequest(TargetRef(NS, "workhorse", "m"), config, SHAPE, SLO(ttft_seconds=2, tpot_seconds=0.1), BUDGET)
+def trial_request(config: EngineConfig, *, proposed_by: str = "", reason: str = "") -> TrialRequest:
+    return TrialRequest(
+        TargetRef(NS, "workhorse", "m"),
+        config,
+        SHAPE,
+        SLO(ttft_seconds=2, tpot_seconds=0.1),
+        BUDGET,
+        seed=7,
+        reason=reason,
+        proposed_by=proposed_by,
+    )
 
 
 def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_the_configmap(
@@ -134,7 +142,8 @@ def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_th
     tuned: dict[str, Any],
 ) -> None:
     launcher = CountingLauncher(engine)
-    request = trial_request(EngineConfig(max_num_seqs=64))
+    why = "trial 2/8: the agent expects more goodput from a larger batch"
+    request = trial_request(EngineConfig(max_num_seqs=64), proposed_by="agent-qwen", reason=why)
     first = operator_instance(operator_kubeconfig, policy_dir, launcher, tuned)
     assert isinstance(first.ports.load_tester, CachedTrials)
     assert isinstance(first.ports.load_tester.inner, ReportingLoadTester)
@@ -143,6 +152,14 @@ def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_th
     assert len(launcher.launches) == 1
 
     name = trial_name_for("workhorse", request.config, SHAPE)
+    spec = kube.api.versions(TRIALS, NS, name)[-1]["spec"]
+    assert (spec["proposedBy"], spec["reason"], spec["seed"]) == ("agent-qwen", why, 7)
+    assert spec["budget"] == {
+        "durationSeconds": 20.0,
+        "warmupSeconds": 0.0,
+        "maxRequests": 12,
+        "startupTimeoutSeconds": 5.0,
+    }
     versions = [v.get("status") or {} for v in kube.api.versions(TRIALS, NS, name)]
     running = [s for s in versions if s.get("phase") == "Running"]
     assert running, "the Trial CR was Running while the trial ran"
@@ -155,11 +172,7 @@ def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_th
     assert TrialResult.model_validate(final["result"]).completed == 12
     assert [v.get("status", {}).get("phase") for v in kube.api.versions(TRIALS, NS, name)].count("Succeeded") == 1
 
-    # the cycle's result mirror finds the Trial already finished: no second create, no rewrite
     before = len(kube.api.versions(TRIALS, NS, name))
-    CRMirror(config.new_client_from_config(str(operator_kubeconfig))).trials(tuned, [result], {})
-    assert len(kube.api.versions(TRIALS, NS, name)) == before
-
     cm = client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS)
     assert [o.uid for o in cm.metadata.owner_references] == [tuned["metadata"]["uid"]]
     assert cm.metadata.labels["shiftlight.dev/tuned-service"] == "workhorse"
@@ -170,15 +183,16 @@ def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_th
     again = second.ports.load_tester.run(request)
     assert len(launcher.launches) == 1, "served from the cache, nothing launched"
     assert again == result
+    assert len(kube.api.versions(TRIALS, NS, name)) == before  # its Trial is already finished: left as it is
     other = second.ports.load_tester.run(trial_request(EngineConfig(max_num_seqs=128)))
     assert other.ok and len(launcher.launches) == 2  # a new key is measured, and cached next to the first
     assert len(client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data) == 2
 
 
-def test_a_trial_left_running_by_a_restart_gets_its_result_from_the_mirror(
+def test_a_trial_left_running_by_a_restart_gets_its_result_from_the_next_reporter(
     kube: KubeAPIServer, operator_api: client.ApiClient, tuned: dict[str, Any], engine: FakeEngine
 ) -> None:
-    request = trial_request(EngineConfig(max_num_seqs=64))
+    request = trial_request(EngineConfig(max_num_seqs=64), proposed_by="optimizer", reason="trial 1/8")
     reporter = TrialCRReporter(operator_api, tuned)
     t0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
     reporter.started(request, t0)
@@ -187,12 +201,29 @@ def test_a_trial_left_running_by_a_restart_gets_its_result_from_the_mirror(
     assert kube.api.versions(TRIALS, NS, name)[-1]["status"]["phase"] == "Running"
     runner = TrialRunner(CountingLauncher(engine), model="m", gpu_type="g", engine_version="v")
     result = runner.run(request)
-    CRMirror(operator_api).trials(tuned, [result], {})  # a new operator's mirror: the CR exists, unfinished
-    status = kube.api.versions(TRIALS, NS, name)[-1]["status"]
+    at = t0 + timedelta(minutes=5)
+    # a new operator's reporter, answering the same trial from its cache: the CR exists, unfinished
+    TrialCRReporter(operator_api, tuned).recorded(request, result, at)
+    stored = kube.api.versions(TRIALS, NS, name)[-1]
+    status = stored["status"]
     assert status["phase"] == "Succeeded" and status["result"]["completed"] == result.completed
+    assert status["finishedAt"] and stored["spec"]["proposedBy"] == "optimizer"
     count = len(kube.api.versions(TRIALS, NS, name))
-    CRMirror(operator_api).trials(tuned, [result], {})  # and once finished, it is left alone
+    TrialCRReporter(operator_api, tuned).recorded(request, result, at)  # and once finished, it is left alone
     assert len(kube.api.versions(TRIALS, NS, name)) == count
+
+
+def test_a_result_that_started_nothing_gets_a_finished_trial_of_its_own(
+    kube: KubeAPIServer, operator_api: client.ApiClient, tuned: dict[str, Any]
+) -> None:
+    request = trial_request(EngineConfig(max_num_seqs=32), proposed_by="fallback", reason="the agent was down")
+    TrialCRReporter(operator_api, tuned).recorded(
+        request, result_for(request.config), datetime(2026, 12, 1, tzinfo=UTC)
+    )
+    versions = kube.api.versions(TRIALS, NS, trial_name_for("workhorse", request.config, SHAPE))
+    assert [v.get("status", {}).get("phase") for v in versions][-1] == "Succeeded"
+    spec = versions[-1]["spec"]
+    assert (spec["proposedBy"], spec["reason"], spec["target"]) == ("fallback", "the agent was down", "workhorse")
 
 
 def store(api: client.ApiClient, owner: dict[str, Any], **kw: Any) -> ConfigMapResultStore:
@@ -294,6 +325,9 @@ class RecordingReporter:
 
     def finished(self, request: TrialRequest, result: TrialResult, at: datetime) -> None:
         self._record("finished", result)
+
+    def recorded(self, request: TrialRequest, result: TrialResult, at: datetime) -> None:
+        self._record("recorded", result)
 
 
 def test_progress_reports_are_throttled_and_end_with_the_last_figures(engine: FakeEngine) -> None:

@@ -26,10 +26,6 @@ def trial_name_for(service: str, config: EngineConfig, shape: TrafficShape) -> s
     return _dns(f"{service}-trial-{digest}")
 
 
-def trial_name(service: str, result: TrialResult) -> str:
-    return trial_name_for(service, result.config, result.shape)
-
-
 def rollout_name(service: str, rollout_id: str) -> str:
     return _dns(f"{service}-{rollout_id}", 253)
 
@@ -52,4 +48,4 @@ def trial_phase(result: TrialResult) -> crd.TrialPhase:
     return "Succeeded" if result.status in (TrialStatus.MEASURED, TrialStatus.REJECTED) else "Failed"
 
 
-__all__ = ["owner_references", "rollout_name", "trial_name", "trial_name_for", "trial_phase"]
+__all__ = ["owner_references", "rollout_name", "trial_name_for", "trial_phase"]

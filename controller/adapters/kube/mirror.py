@@ -1,21 +1,22 @@
-"""Trial and ConfigRollout CRs that mirror a TunedService's status for people (``kubectl get trials``)."""
+"""ConfigRollout CRs that mirror a TunedService's rollouts for people (``kubectl get configrollouts``); this mirror is
+their only writer. Trial CRs have their own writer, the trial progress reporter
+(:class:`controller.adapters.kube.canary.progress.TrialCRReporter`)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 
 from controller.adapters.kube.client import kube_errors
-from controller.adapters.kube.crs import owner_references, rollout_name, trial_name, trial_phase
+from controller.adapters.kube.crs import owner_references, rollout_name
 from controller.crd import models as crd
-from controller.domain.log_tail import bounded_log_tails, clip_utf8
+from controller.domain.log_tail import bounded_log_tails
 from controller.domain.phases import Phase
 from controller.domain.status import RolloutState, TargetStatus
-from controller.domain.trial import TrialResult
 from controller.errors import ClusterConflict, NotFound
 
 JSON = dict[str, Any]
@@ -40,30 +41,27 @@ def rollout_ended(before: TargetStatus, after: TargetStatus) -> RolloutState | N
     return None
 
 
-#: Trial CRs and ConfigRollout CRs remembered per TunedService (the most recent ones; an older one forgotten is
-#: at most looked up once more, and a finished Trial or rollout is never written again).
-MIRRORED_TRIALS = 256
+#: ConfigRollout CRs remembered per TunedService (the most recent ones; an older one forgotten is at most looked up
+#: once more, and a finished rollout is never written again).
 MIRRORED_ROLLOUTS = 8
 
 
 class CRMirror:
-    """Creates a Trial CR per trial and a ConfigRollout CR per rollout, and keeps their status current.
+    """Creates a ConfigRollout CR per rollout and keeps its status current.
 
-    What it remembers is per TunedService and bounded (:data:`MIRRORED_TRIALS`, :data:`MIRRORED_ROLLOUTS`), and
-    :meth:`forget` drops a deleted TunedService's."""
+    What it remembers is per TunedService and bounded (:data:`MIRRORED_ROLLOUTS`), and :meth:`forget` drops a deleted
+    TunedService's."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.custom = client.CustomObjectsApi(api)
-        self._trials: dict[tuple[str, str], OrderedDict[str, None]] = {}
         self._rollouts: dict[tuple[str, str], OrderedDict[str, JSON]] = {}
 
     def forget(self, namespace: str, service: str) -> None:
-        self._trials.pop((namespace, service), None)
         self._rollouts.pop((namespace, service), None)
 
     def held(self) -> set[tuple[str, str]]:
-        """The TunedServices (namespace, name) whose Trials or rollouts are remembered."""
-        return set(self._trials) | set(self._rollouts)
+        """The TunedServices (namespace, name) whose rollouts are remembered."""
+        return set(self._rollouts)
 
     def _create(self, namespace: str, plural: str, body: JSON) -> bool:
         try:
@@ -78,57 +76,6 @@ class CRMirror:
             self.custom.patch_namespaced_custom_object_status(
                 crd.GROUP, crd.VERSION, namespace, plural, name, {"status": bounded_log_tails(status)}
             )
-
-    def trials(self, owner: Mapping[str, Any], results: Sequence[TrialResult], reasons: Mapping[str, str]) -> None:
-        namespace, service = owner["metadata"]["namespace"], owner["metadata"]["name"]
-        for result in results:
-            name = trial_name(service, result)
-            seen = self._trials.setdefault((namespace, service), OrderedDict())
-            if name in seen:
-                seen.move_to_end(name)
-                continue
-            spec = crd.TrialSpec(
-                target=service,
-                config=result.config,
-                shape=result.shape,
-                slo=result.slo,
-                reason=reasons.get(result.config.key(), "")[:4096],
-            )
-            body = {
-                "apiVersion": crd.API_VERSION,
-                "kind": crd.KIND_TRIAL,
-                "metadata": {
-                    "name": name,
-                    "namespace": namespace,
-                    "labels": {"shiftlight.dev/tuned-service": service},
-                    "ownerReferences": owner_references(owner),
-                },
-                "spec": spec.to_wire(),
-            }
-            if self._create(namespace, crd.PLURAL_TRIAL, body) or not self._finished(namespace, name):
-                # new, or created when the trial started and not finished yet (its final write failed, or the
-                # operator restarted mid-trial): the result goes in once; a finished Trial is left as it is
-                status = crd.TrialCRStatus(
-                    phase=trial_phase(result),
-                    config_label=result.config.label(),
-                    message=clip_utf8(result.reason or result.summary(), 4096),
-                    result=result,
-                )
-                self._status(namespace, crd.PLURAL_TRIAL, name, status.to_wire())
-            seen[name] = None
-            while len(seen) > MIRRORED_TRIALS:
-                seen.popitem(last=False)
-
-    def _finished(self, namespace: str, name: str) -> bool:
-        """Whether the stored Trial already carries its result (Succeeded or Failed)."""
-        with kube_errors(f"{crd.PLURAL_TRIAL} {namespace}/{name}"):
-            body = self.custom.get_namespaced_custom_object(crd.GROUP, crd.VERSION, namespace, crd.PLURAL_TRIAL, name)
-        status = body.get("status") if isinstance(body, Mapping) else None
-        return (
-            isinstance(status, Mapping)
-            and status.get("phase") in ("Succeeded", "Failed")
-            and bool(status.get("result"))
-        )
 
     def rollout(self, owner: Mapping[str, Any], before: TargetStatus, after: TargetStatus, now: datetime) -> None:
         namespace, service = owner["metadata"]["namespace"], owner["metadata"]["name"]
@@ -195,4 +142,4 @@ class CRMirror:
                 known.popitem(last=False)
 
 
-__all__ = ["MIRRORED_ROLLOUTS", "MIRRORED_TRIALS", "CRMirror", "rollout_ended", "rollout_outcome"]
+__all__ = ["MIRRORED_ROLLOUTS", "CRMirror", "rollout_ended", "rollout_outcome"]

@@ -1,12 +1,16 @@
 """Trial progress in the Trial CR: created when the trial starts (Running), its progress patched while it runs,
 finished with the result.
 
-:class:`ReportingLoadTester` is the ``LoadTester`` the operator hands the reconciler: it runs each trial on a
-:class:`~controller.trials.runner.TrialRunner` and reports it through a :class:`TrialReporter` (the port;
-:class:`TrialCRReporter` writes Trial CRs). The runner's progress callback runs inside the load generator, so it
-only records the latest figures; a publisher thread sends them, at most one status patch per
-``min_interval_s``, and the last figures once more before the result. A report that cannot be written is
-logged and never fails the trial.
+:class:`TrialCRReporter` is the one writer of Trial CRs: their spec (config, shape, SLO, budget, seed, the reason the
+trial was decided and who proposed its config) and their status. :class:`ReportingLoadTester` is the ``LoadTester``
+the operator hands the reconciler: it runs each trial on its load tester (a
+:class:`~controller.trials.runner.TrialRunner` on the ``kubernetes`` backend, the simulated one on the
+``simulator`` backend) and reports it through a :class:`TrialReporter` (the port). A result that started nothing
+(served from a cache) is reported once, as recorded.
+
+The runner's progress callback runs inside the load generator, so it only records the latest figures; a publisher
+thread sends them, at most one status patch per ``min_interval_s``, and the last figures once more before the
+result. A report that cannot be written is logged and never fails the trial.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from controller.crd import models as crd
 from controller.domain.log_tail import bounded_log_tails, clip_utf8
 from controller.domain.trial import TrialResult
 from controller.errors import ClusterConflict
-from controller.ports import Clock, TrialRequest
+from controller.ports import Clock, LoadTester, TrialRequest
 from controller.trials.runner import TrialRunner
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,10 @@ class TrialReporter(Protocol):
     def progress(self, request: TrialRequest, update: ProgressUpdate) -> None: ...
 
     def finished(self, request: TrialRequest, result: TrialResult, at: datetime) -> None: ...
+
+    def recorded(self, request: TrialRequest, result: TrialResult, at: datetime) -> None:
+        """A result that started nothing (a cache hit): its Trial, unless one already holds a result."""
+        ...
 
 
 class _Tracker:
@@ -92,12 +100,13 @@ class _Tracker:
 class ReportingLoadTester:
     """A ``LoadTester``: trials on ``runner``, each reported (start, throttled progress, result) to ``reporter``.
 
-    A trial served from the runner's cache is not reported here (it starts nothing; the result mirror records it).
-    """
+    Progress comes from a :class:`TrialRunner`'s callback (another load tester reports its start and result only).
+    A trial served from the runner's cache starts nothing and is reported as recorded (:meth:`recorded`, which a
+    cache in front of this tester calls for its own hits)."""
 
     def __init__(
         self,
-        runner: TrialRunner,
+        runner: LoadTester,
         reporter: TrialReporter,
         clock: Clock,
         *,
@@ -116,11 +125,17 @@ class ReportingLoadTester:
             self.report_errors += 1
             log.warning("could not record trial %s: %s", what, exc)
 
+    def recorded(self, request: TrialRequest, result: TrialResult) -> None:
+        """Report a result that started nothing (a cache hit)."""
+        self._safe("result", self.reporter.recorded, request, result, self.clock.now())
+
     def run(self, request: TrialRequest) -> TrialResult:
-        cache = self.runner.cache
-        fresh = bool(getattr(request, "fresh", False))  # a repeat measures even when a result is cached
-        if cache is not None and not fresh and self.runner.key(request) in cache:
-            return self.runner.run(request)
+        runner = self.runner if isinstance(self.runner, TrialRunner) else None
+        cache = runner.cache if runner is not None else None
+        if runner is not None and cache is not None and not request.fresh and runner.key(request) in cache:
+            result = runner.run(request)  # a repeat (fresh) measures even when a result is cached
+            self.recorded(request, result)
+            return result
         tracker = _Tracker(request, self.clock)
         self._safe("start", self.reporter.started, request, tracker.started_at)
         stop = threading.Event()
@@ -142,13 +157,15 @@ class ReportingLoadTester:
                 stop.wait(self.min_interval_s)
 
         thread = threading.Thread(target=publisher, name="trial-progress", daemon=True)
-        previous = self.runner.progress
-        self.runner.progress = tracker
+        previous = runner.progress if runner is not None else None
+        if runner is not None:
+            runner.progress = tracker
         thread.start()
         try:
             result = self.runner.run(request)
         finally:
-            self.runner.progress = previous
+            if runner is not None:
+                runner.progress = previous
             stop.set()
             tracker.changed.set()
             thread.join()
@@ -158,7 +175,8 @@ class ReportingLoadTester:
 
 
 class TrialCRReporter:
-    """Trial CRs of one TunedService: created when a trial starts, status patched with progress and the result."""
+    """Trial CRs of one TunedService, and their only writer: created when a trial starts (the spec says what is
+    measured, with which budget and seed, why and on whose proposal), status patched with progress and the result."""
 
     def __init__(self, api: client.ApiClient, owner: Mapping[str, Any]) -> None:
         self.custom = client.CustomObjectsApi(api)
@@ -183,9 +201,27 @@ class TrialCRReporter:
                 {"status": bounded_log_tails(status.to_wire())},  # the engine's log tail, bounded
             )
 
-    def started(self, request: TrialRequest, at: datetime) -> None:
+    def spec(self, request: TrialRequest) -> crd.TrialSpec:
+        budget = request.budget
+        return crd.TrialSpec(
+            target=self.service,
+            config=request.config,
+            shape=request.shape,
+            slo=request.slo,
+            budget=crd.TrialBudgetSpec(
+                duration_seconds=budget.duration_s,
+                warmup_seconds=budget.warmup_s,
+                max_requests=budget.max_requests,
+                startup_timeout_seconds=budget.startup_timeout_s,
+            ),
+            seed=request.seed,
+            reason=clip_utf8(request.reason, 4096),
+            proposed_by=request.proposed_by[:253] or "optimizer",
+        )
+
+    def _create(self, request: TrialRequest) -> bool:
+        """Create the Trial of ``request``; False when it exists (the same config and shape measured before)."""
         name = self.name(request)
-        spec = crd.TrialSpec(target=self.service, config=request.config, shape=request.shape, slo=request.slo)
         body = {
             "apiVersion": crd.API_VERSION,
             "kind": crd.KIND_TRIAL,
@@ -195,7 +231,7 @@ class TrialCRReporter:
                 "labels": {"shiftlight.dev/tuned-service": self.service},
                 "ownerReferences": owner_references(self.owner),
             },
-            "spec": spec.to_wire(),
+            "spec": self.spec(request).to_wire(),
         }
         try:
             with kube_errors(f"{crd.PLURAL_TRIAL} {self.namespace}/{name}"):
@@ -203,7 +239,25 @@ class TrialCRReporter:
                     crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL_TRIAL, body
                 )
         except ClusterConflict:
-            pass  # the same config and shape measured again (its result is replaced when this one ends)
+            return False
+        return True
+
+    def _finished(self, name: str) -> bool:
+        """Whether the stored Trial already carries its result (Succeeded or Failed)."""
+        with kube_errors(f"{crd.PLURAL_TRIAL} {self.namespace}/{name}"):
+            body = self.custom.get_namespaced_custom_object(
+                crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL_TRIAL, name
+            )
+        status = body.get("status") if isinstance(body, Mapping) else None
+        return (
+            isinstance(status, Mapping)
+            and status.get("phase") in ("Succeeded", "Failed")
+            and bool(status.get("result"))
+        )
+
+    def started(self, request: TrialRequest, at: datetime) -> None:
+        name = self.name(request)
+        self._create(request)  # False: the same config and shape measured again (its result is replaced at its end)
         self._started[name] = at
         self._patch(name, self._running(request, ProgressUpdate(at=at)))
 
@@ -250,6 +304,22 @@ class TrialCRReporter:
                 output_tokens_per_s=result.output_tokens_per_s if result.ok else None,
                 updated_at=at,
             ),
+        )
+        self._patch(name, status)
+
+    def recorded(self, request: TrialRequest, result: TrialResult, at: datetime) -> None:
+        """A result that started nothing: a new Trial gets it; one created when the trial started and left unfinished
+        (its final write failed, or the operator restarted mid-trial) gets it once; a finished Trial is left as it
+        is."""
+        name = self.name(request)
+        if not self._create(request) and self._finished(name):
+            return
+        status = crd.TrialCRStatus(
+            phase=trial_phase(result),
+            config_label=result.config.label(),
+            finished_at=at,
+            message=clip_utf8(result.reason or result.summary(), 4096),
+            result=result,
         )
         self._patch(name, status)
 
