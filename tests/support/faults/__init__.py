@@ -28,6 +28,11 @@ from tests.support.faults.rollout import (
     scenario_lost_status_write,
     scenario_restart,
 )
+from tests.support.faults.scale import (
+    scenario_api_outage_at_scale,
+    scenario_leader_killed_at_scale,
+    scenario_prometheus_slow_at_scale,
+)
 from tests.support.faults.scenarios import (
     CONFLICT_ARMS,
     scenario_advisor,
@@ -86,6 +91,9 @@ SCENARIOS: dict[str, Callable[[], Outcome]] = {
     "effects-kept": scenario_effects_kept,
     "drift": scenario_drift,
     "bad-inputs": scenario_bad_inputs,
+    "api-outage-at-scale": scenario_api_outage_at_scale,
+    "leader-killed-at-scale": scenario_leader_killed_at_scale,
+    "prometheus-slow-at-scale": scenario_prometheus_slow_at_scale,
 }
 
 
