@@ -1,1 +1,2 @@
-"""Helpers for tests that need real components (a tiny vLLM server, ...)."""
+"""What an integrator imports to test their own code against Shiftlight's ports, as ``kopf.testing`` does: port
+wrappers that fail as real systems do (:mod:`.faults`) and in-memory ports that record every call (:mod:`.memory`)."""
