@@ -180,7 +180,12 @@ class Fleet:
 
 
 def scrape(port: int) -> str:
-    return get(f"http://127.0.0.1:{port}/metrics")
+    """The operator's metrics; asked again while it does not answer (a busy operator can take seconds)."""
+    for _ in range(12):
+        text = get(f"http://127.0.0.1:{port}/metrics")
+        if "shiftlight_cycles_total" in text:
+            return text
+    return ""
 
 
 def sample(text: str, name: str) -> float:
