@@ -5,30 +5,32 @@ The reference is the committed engine measurements in
 server per config, a warm-up run, then two measured ``vllm bench serve`` runs of 4 x concurrency requests; the
 engine's figure for a point is the median of its measured runs, and the spread between them is printed).
 
-**What the model predicts for a bench run.** The runs are closed loops of fixed lengths (``--random-range-ratio
-0``, ``--ignore-eos``): the first C requests start together and, all being the same length, finish together, so
-the run is a train of synchronized waves. One wave: the C prompts prefill in ``ceil(C x I / max_num_batched_tokens)``
-chunked steps, then ``O - 1`` decode steps of C sequences at a mean context of ``I + O / 2``. Its step times
-are the performance model's (:meth:`PerformanceModel.step`); throughput is ``C x O`` over the wave's time. (The
-model's own fluid steady state, :meth:`PerformanceModel.estimate`, assumes staggered requests; it is printed
-beside, but it is not what such a run measures: at 256 streams the engine spends ~1.8 s of each wave in prefill
-while the fluid model mixes prompt chunks into decode steps.)
+**What the model predicts for a bench run.** The run itself, replayed on the simulator's replica engine
+(:class:`ReplicaEngine`, vLLM's scheduler with the performance model's step times): ``C`` closed-loop streams of
+fixed-length requests (``--random-range-ratio 0``, ``--ignore-eos``) until ``4 x C`` requests are done; output
+tokens over the time to the last one, as ``vllm bench serve`` counts. Speculative configs run at the acceptance
+the engine reported: zero (dummy weights; ``Per-position acceptance rate: 0.000, ...`` in the ngram_gpu server's
+log), so these points measure the verification and runner cost, and acceptance is modelled apart from them.
+Beside it the older closed-form estimates are printed: ``wave`` (synchronized waves: prefill all, then decode)
+and ``fluid`` (the model's own steady state, :meth:`PerformanceModel.estimate`).
 
-**The fit.** Two engine fields, fitted on half the points (alternate points in (config, shape, concurrency)
-order) by a grid search for the least worst error, reported on the other half:
+**The fit.** The engine's own costs are the calibration's ``engine`` section
+(:class:`controller.calibrate.profile.EngineRuntime`), fitted here in stages, each on the points it acts on,
+for the least worst error (median as tie-break):
 
-- ``step_scale``: the engine's step time over the calibrated model's (the runner, sampler and scheduling the
-  kernel probe does not see);
-- ``fp8_kv_bytes``: what an fp8 KV cache's element costs in the step, in bytes of KV traffic (the model's own
-  figure is 1.0, half of bf16's 2.0; searched over 1.0-3.0: above 2.0 means the fp8 path costs more than the
-  bytes it saves, which is what the engine showed at these short contexts). It also sets the cache's capacity
-  in the fitted model, which binds at none of the measured points.
+1. ``prefill_compute_scale`` on the long-prompt points (compute-bound prefill);
+2. ``cpu_step_base_s`` and ``cpu_per_seq_s`` on the async-off points (``--no-async-scheduling``);
+3. ``v1_runner_step_s`` and ``v1_runner_per_seq_s`` on the n-gram points (the V1 runner);
+4. ``fp8_kv_step_bytes`` and ``fp8_kv_per_seq_s`` on the fp8-KV points.
 
-They are fitted from the measurements each run, not stored per GPU.
+The stages use the wave estimate for 512/512 points up to 64 streams (within 1-3 % of the replay there, and
+1,000 times faster) and the replay elsewhere. It is fitted on half the points (alternate points in (config,
+shape, concurrency) order) and reported on the other half; the shipped profile's ``engine`` section
+(``calibration-h200.yaml``) is the fit on all points, and the bench checks that it still is.
 
 Ends with one line (``N`` points; a cell is (shape, concurrency) with at least two configs measured; "right"
 means the model's top config is within 3 % of the engine's best there; ``uncalibrated`` is the model on its
-default constants with no fit):
+default constants with no calibration):
 ``engine: throughput error median X%, worst Y% over N points (held-out half: median X2%, worst Y2%); top config
 right in K of M cells; uncalibrated median U%``
 
@@ -42,21 +44,24 @@ import json
 import math
 import statistics
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from controller.calibrate.profile import Calibration, EngineRuntime  # noqa: E402
 from controller.domain.config import EngineConfig  # noqa: E402
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
-from controller.simulator.perf import PerformanceModel, StepTiming, shipped_calibration  # noqa: E402
+from controller.simulator.engine import ReplicaEngine  # noqa: E402
+from controller.simulator.perf import PerformanceModel, shipped_calibration  # noqa: E402
 from controller.simulator.profiles import load_gpu, load_model  # noqa: E402
 
 DATA = ROOT / "controller" / "simulator" / "profiles" / "calibration" / "engine-h200"
 MODEL, GPU = "llama-3.1-8b", "h200"
+VLLM = "0.26.0"
 
 #: ``scripts/gpu/measure.py``'s config names as the operator's engine configs.
 CONFIGS: dict[str, EngineConfig] = {
@@ -64,6 +69,7 @@ CONFIGS: dict[str, EngineConfig] = {
     "kv-fp8": EngineConfig(kv_cache_dtype="fp8"),
     "ngram4": EngineConfig(speculative_method="ngram", num_speculative_tokens=4),
     "ngram2": EngineConfig(speculative_method="ngram", num_speculative_tokens=2),
+    "ngram-gpu4": EngineConfig(speculative_method="ngram_gpu", num_speculative_tokens=4),
     "sync": EngineConfig(async_scheduling=False),
     "mbt2048": EngineConfig(max_num_batched_tokens=2048),
     "mbt16384": EngineConfig(max_num_batched_tokens=16384),
@@ -95,41 +101,38 @@ class Point:
 
 @dataclass(frozen=True)
 class EngineFit:
-    """The engine fields (see the module docstring); the defaults change nothing."""
+    """The calibration's ``engine`` fields (:class:`EngineRuntime`); the defaults are the model's own constants
+    (``CPU_STEP_BASE_S``, ``CPU_PER_SEQ_S``) with nothing else added."""
 
-    step_scale: float = 1.0
-    fp8_kv_bytes: float = 1.0  # step cost of an fp8 cache's element, in bytes of KV traffic (the model's own: 1.0)
+    cpu_step_base_s: float = 0.5e-3
+    cpu_per_seq_s: float = 20e-6
+    v1_runner_step_s: float = 0.0
+    v1_runner_per_seq_s: float = 0.0
+    prefill_compute_scale: float = 1.0
+    fp8_kv_step_bytes: float = 1.0
+    fp8_kv_per_seq_s: float = 0.0
+
+    def runtime(self, source: str = "bench/engine_fidelity.py") -> EngineRuntime:
+        return EngineRuntime(vllm=VLLM, source=source, **{f.name: getattr(self, f.name) for f in fields(self)})
+
+    @classmethod
+    def of(cls, runtime: EngineRuntime) -> EngineFit:
+        return cls(**{f.name: getattr(runtime, f.name) for f in fields(cls)})
 
 
-class FittedModel(PerformanceModel):
-    """The performance model with :class:`EngineFit` applied to its step time and its fp8 KV cost."""
+class MeasuredAcceptance(PerformanceModel):
+    """The performance model at the acceptance the engine reported for these runs: none (dummy weights)."""
 
-    def __init__(self, base: PerformanceModel, fit: EngineFit) -> None:
-        super().__init__(base.model, base.gpu, base.calibration, prefill_fixes=base.prefill_fixes)
-        self.fit = fit
+    def acceptance(self, config: EngineConfig, repetitiveness: float = 0.0) -> tuple[float, ...]:
+        return (0.0,) * config.num_speculative_tokens
 
-    def _kv_dtype_bytes(self, config: EngineConfig) -> float:
-        return self.fit.fp8_kv_bytes if config.kv_cache_dtype.startswith("fp8") else 2.0
 
-    def step(
-        self,
-        config: EngineConfig,
-        *,
-        decode_seqs: int,
-        prefill_tokens: int,
-        mean_context_tokens: float,
-        repetitiveness: float = 0.0,
-        prefill_attention_work: float | None = None,
-    ) -> StepTiming:
-        s = super().step(
-            config,
-            decode_seqs=decode_seqs,
-            prefill_tokens=prefill_tokens,
-            mean_context_tokens=mean_context_tokens,
-            repetitiveness=repetitiveness,
-            prefill_attention_work=prefill_attention_work,
-        )
-        return replace(s, seconds=s.seconds * self.fit.step_scale)
+def with_engine(base: PerformanceModel, fit: EngineFit | None) -> MeasuredAcceptance:
+    """``base`` with its calibration's ``engine`` section replaced by ``fit`` (``None``: removed)."""
+    cal: Calibration | None = base.calibration
+    if cal is not None:
+        cal = cal.model_copy(update={"engine": fit.runtime() if fit is not None else None})
+    return MeasuredAcceptance(base.model, base.gpu, cal, prefill_fixes=base.prefill_fixes)
 
 
 def load_points(data: Path = DATA) -> list[Point]:
@@ -147,8 +150,31 @@ def load_points(data: Path = DATA) -> list[Point]:
     return sorted(points, key=lambda p: (p.config, p.input_len, p.output_len, p.concurrency))
 
 
+def replay_throughput(model: PerformanceModel, p: Point) -> float:
+    """Output tok/s of the bench run replayed on the replica engine: ``C`` closed-loop streams of fixed-length
+    requests until ``4 x C`` are done, output tokens over the time to the last."""
+    engine = ReplicaEngine(model, CONFIGS[p.config], record_token_times=False, max_model_len=4096)
+    total = max(4, 4 * p.concurrency)
+    sent = done = out = 0
+    for _ in range(min(p.concurrency, total)):
+        engine.add_request(p.input_len, p.output_len)
+        sent += 1
+    while done < total:
+        step = engine.step()
+        if step is None:
+            break
+        out += step.generated_tokens
+        for _ in range(len(step.finished_ids)):
+            done += 1
+            if sent < total:
+                engine.add_request(p.input_len, p.output_len)
+                sent += 1
+    return out / engine.now if engine.now > 0 else 0.0
+
+
 def wave_throughput(model: PerformanceModel, p: Point) -> float:
-    """Output tok/s of a closed loop of fixed-length requests: synchronized waves (see the module docstring)."""
+    """Output tok/s of synchronized waves: the C prompts prefill in ``ceil(C x I / max_num_batched_tokens)``
+    chunked steps, then ``O - 1`` decode steps of C sequences at a mean context of ``I + O / 2``."""
     config = CONFIGS[p.config]
     c, i, o = p.concurrency, p.input_len, p.output_len
     mbt = model.capacity(config).max_num_batched_tokens
@@ -174,46 +200,109 @@ def fluid_throughput(model: PerformanceModel, p: Point) -> float:
     return model.estimate(CONFIGS[p.config], shape).output_tokens_per_s
 
 
+def fast_throughput(model: PerformanceModel, p: Point) -> float:
+    """The fit's estimate: the wave where it matches the replay (decode-bound 512/512 runs up to 64 streams
+    without a sequence cap below the streams), the replay elsewhere."""
+    decode_bound = p.output_len >= p.input_len and p.concurrency <= 64
+    capped = CONFIGS[p.config].max_num_seqs is not None and CONFIGS[p.config].max_num_seqs < p.concurrency
+    return wave_throughput(model, p) if decode_bound and not capped else replay_throughput(model, p)
+
+
 def errors(predict: Callable[[Point], float], points: Sequence[Point]) -> list[float]:
     """Signed relative errors of the prediction against the engine, in percent."""
     return [(predict(p) / p.engine - 1.0) * 100.0 for p in points]
 
 
+def _frange(lo: float, hi: float, step: float) -> list[float]:
+    return [lo + step * i for i in range(round((hi - lo) / step) + 1)]
+
+
+#: The fit's stages: which points each acts on, and the grid of its fields.
+STAGES: tuple[tuple[str, Callable[[Point], bool], dict[str, list[float]]], ...] = (
+    ("prefill", lambda p: p.input_len > p.output_len, {"prefill_compute_scale": _frange(0.70, 1.20, 0.02)}),
+    (
+        "cpu",
+        lambda p: CONFIGS[p.config].async_scheduling is False,
+        {"cpu_step_base_s": _frange(0.0, 3e-3, 1e-4), "cpu_per_seq_s": _frange(0.0, 80e-6, 5e-6)},
+    ),
+    (
+        "v1-runner",
+        lambda p: CONFIGS[p.config].speculative_method in ("ngram", "ngram_gpu"),
+        {
+            "v1_runner_step_s": _frange(0.0, 12e-3, 2.5e-4),
+            "v1_runner_per_seq_s": _frange(0.0, 150e-6, 10e-6),
+        },
+    ),
+    (
+        "fp8-kv",
+        lambda p: CONFIGS[p.config].kv_cache_dtype.startswith("fp8"),
+        {"fp8_kv_step_bytes": _frange(1.0, 2.5, 0.1), "fp8_kv_per_seq_s": _frange(0.0, 40e-6, 2e-6)},
+    ),
+)
+
+
+def _grid(space: dict[str, list[float]]) -> Iterable[dict[str, float]]:
+    keys = list(space)
+
+    def rec(i: int, acc: dict[str, float]) -> Iterable[dict[str, float]]:
+        if i == len(keys):
+            yield dict(acc)
+            return
+        for v in space[keys[i]]:
+            acc[keys[i]] = v
+            yield from rec(i + 1, acc)
+
+    return rec(0, {})
+
+
 def fit_engine(base: PerformanceModel, train: Sequence[Point]) -> EngineFit:
-    """Grid search of :class:`EngineFit` for the least worst error on ``train`` (median as tie-break)."""
-    best: tuple[float, float, EngineFit] | None = None
-    has_fp8 = any(CONFIGS[p.config].kv_cache_dtype.startswith("fp8") for p in train)
-    for scale in [0.80 + 0.01 * i for i in range(41)]:
-        for fp8 in [1.0 + 0.05 * i for i in range(41)] if has_fp8 else [1.0]:
-            fit = EngineFit(step_scale=scale, fp8_kv_bytes=fp8)
-            m = FittedModel(base, fit)
-            err = [abs(wave_throughput(m, p) / p.engine - 1.0) * 100.0 for p in train]
-            key = (max(err), statistics.median(err), fit)
+    """The staged grid search (module docstring) on ``train``; a stage with no point of its kind keeps its
+    defaults."""
+    fit = EngineFit()
+    for _, acts_on, space in STAGES:
+        pts = [p for p in train if acts_on(p)]
+        if not pts:
+            continue
+        best: tuple[float, float, EngineFit] | None = None
+        for values in _grid(space):
+            candidate = replace(fit, **values)
+            model = with_engine(base, candidate)
+            err = [abs(fast_throughput(model, p) / p.engine - 1.0) * 100.0 for p in pts]
+            key = (round(max(err), 6), round(statistics.median(err), 6), candidate)
             if best is None or key[:2] < best[:2]:
                 best = key
-    assert best is not None
-    return best[2]
+        assert best is not None
+        fit = best[2]
+    return fit
+
+
+def cell_choices(predict: Callable[[Point], float], points: Sequence[Point]) -> list[tuple[Point, Point]]:
+    """Per cell with at least two configs measured: (the model's top config, the engine's best)."""
+    cells: dict[tuple[int, int, int], list[Point]] = {}
+    for p in points:
+        cells.setdefault(p.cell, []).append(p)
+    return [(max(ps, key=predict), max(ps, key=lambda q: q.engine)) for ps in cells.values() if len(ps) >= 2]
 
 
 def top_config_right(predict: Callable[[Point], float], points: Sequence[Point]) -> tuple[int, int]:
     """Cells with at least two configs measured, and in how many the model's top config is within 3 % of the
     engine's best there."""
-    cells: dict[tuple[int, int, int], list[Point]] = {}
-    for p in points:
-        cells.setdefault(p.cell, []).append(p)
-    right = total = 0
-    for ps in cells.values():
-        if len(ps) < 2:
-            continue
-        total += 1
-        chosen = max(ps, key=predict)
-        right += chosen.engine >= 0.97 * max(q.engine for q in ps)
-    return right, total
+    choices = cell_choices(predict, points)
+    return sum(chosen.engine >= 0.97 * best.engine for chosen, best in choices), len(choices)
 
 
 def describe(errs: Sequence[float]) -> tuple[float, float]:
     a = [abs(e) for e in errs]
     return statistics.median(a), max(a)
+
+
+def _fmt(f: EngineFit) -> str:
+    return (
+        f"prefill_compute_scale {f.prefill_compute_scale:.2f},"
+        f" cpu {f.cpu_step_base_s * 1e3:.2f} ms + {f.cpu_per_seq_s * 1e6:.0f} us/seq,"
+        f" v1 runner {f.v1_runner_step_s * 1e3:.2f} ms + {f.v1_runner_per_seq_s * 1e6:.0f} us/seq,"
+        f" fp8 KV {f.fp8_kv_step_bytes:.2f} bytes + {f.fp8_kv_per_seq_s * 1e6:.0f} us/seq"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,39 +313,48 @@ def main(argv: list[str] | None = None) -> int:
     if len(points) < 2:
         raise SystemExit(f"fewer than two measured points under {args.data}")
     model, gpu = load_model(MODEL), load_gpu(GPU)
-    uncal = PerformanceModel(model, gpu, None)
-    cal = PerformanceModel(model, gpu, shipped_calibration(GPU), prefill_fixes=True)
+    uncal = MeasuredAcceptance(model, gpu, None)
+    shipped = PerformanceModel(model, gpu, shipped_calibration(GPU), prefill_fixes=True)
+    kernels_only = with_engine(shipped, None)
     train, held = points[0::2], points[1::2]
-    fit_half = fit_engine(cal, train)
-    fit_all = fit_engine(cal, points)
-    half_model, full_model = FittedModel(cal, fit_half), FittedModel(cal, fit_all)
-
-    def full(p: Point) -> float:
-        return wave_throughput(full_model, p)
+    fit_half = fit_engine(kernels_only, train)
+    fit_all = fit_engine(kernels_only, points)
+    half_model, full_model = with_engine(kernels_only, fit_half), with_engine(kernels_only, fit_all)
+    shipped_engine = shipped.calibration.engine if shipped.calibration is not None else None
 
     print(f"{len(points)} points from {args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data}")
     for label, f in (("all points", fit_all), (f"half ({len(train)} points)", fit_half)):
-        print(f"fit on {label}: step_scale {f.step_scale:.2f}, fp8_kv_bytes {f.fp8_kv_bytes:.2f}")
+        print(f"fit on {label}: {_fmt(f)}")
+    if shipped_engine is None or EngineFit.of(shipped_engine) != fit_all:
+        print(f"note: the shipped calibration's engine section is {shipped_engine!r}, not the fit on all points")
+    predicted = {p: replay_throughput(full_model, p) for p in points}
     print(
         f"{'config':10s} {'shape':>8s} {'conc':>5s} {'engine':>9s} {'spread':>7s} | {'fitted':>7s} {'held':>7s}"
-        f" {'calib':>7s} {'uncal':>7s} {'fluid':>7s}   (model error, %)"
+        f" {'kernels':>7s} {'uncal':>7s} {'wave':>7s} {'fluid':>7s}   (model error, %)"
     )
     for p in points:
         e = p.engine
         cols = [
-            full(p),
-            wave_throughput(half_model, p) if p in held else float("nan"),
-            wave_throughput(cal, p),
-            wave_throughput(uncal, p),
-            fluid_throughput(cal, p),
+            predicted[p],
+            replay_throughput(half_model, p) if p in held else float("nan"),
+            replay_throughput(kernels_only, p),
+            replay_throughput(uncal, p),
+            wave_throughput(full_model, p),
+            fluid_throughput(full_model, p),
         ]
         shown = " ".join(f"{(v / e - 1) * 100:+7.1f}" if not math.isnan(v) else f"{'':>7s}" for v in cols)
         where = f"{p.config:10s} {p.input_len:>4d}/{p.output_len:<3d} {p.concurrency:5d}"
         print(f"{where} {e:9.1f} {p.spread:7.1%} | {shown}")
-    med, worst = describe(errors(full, points))
-    med2, worst2 = describe(errors(lambda p: wave_throughput(half_model, p), held))
-    unc_med, _ = describe(errors(lambda p: wave_throughput(uncal, p), points))
-    right, cells = top_config_right(full, points)
+    for chosen, best in cell_choices(predicted.__getitem__, points):
+        verdict = "right" if chosen.engine >= 0.97 * best.engine else "wrong"
+        print(
+            f"cell {chosen.input_len}/{chosen.output_len} x {chosen.concurrency}: model picks {chosen.config}"
+            f" ({chosen.engine:.0f} tok/s), engine's best {best.config} ({best.engine:.0f}): {verdict}"
+        )
+    med, worst = describe(errors(predicted.__getitem__, points))
+    med2, worst2 = describe(errors(lambda p: replay_throughput(half_model, p), held))
+    unc_med, _ = describe(errors(lambda p: replay_throughput(uncal, p), points))
+    right, cells = top_config_right(predicted.__getitem__, points)
     print(
         f"engine: throughput error median {med:.1f}%, worst {worst:.1f}% over {len(points)} points"
         f" (held-out half: median {med2:.1f}%, worst {worst2:.1f}%); top config right in {right} of {cells} cells;"

@@ -138,6 +138,36 @@ class Ceilings(BaseModel):
     gemm_tflops: float = Field(gt=0)
 
 
+class EngineRuntime(BaseModel):
+    """What vLLM itself adds to the kernels' time, fitted to the engine measured on this GPU
+    (``bench/engine_fidelity.py`` on ``profiles/calibration/engine-<gpu>/``).
+
+    - ``cpu_step_base_s`` / ``cpu_per_seq_s``: the engine core's CPU time per step (fixed, and per scheduled
+      request). Async scheduling hides it behind the GPU's step; without async it adds to the step.
+    - ``v1_runner_step_s`` / ``v1_runner_per_seq_s``: configs that fall back to the V1 model runner
+      (``v1_runner_methods``: vLLM 0.26's Model Runner V2 lacks the n-gram drafters) take at least the CPU time
+      plus this per step, whatever the async setting (measured: ngram_gpu with async on ran as fast as ngram
+      with it off, both far below stock at few streams and close to the GPU's verification time at 64).
+    - ``prefill_compute_scale``: the engine's compute-bound time over the kernel probe's in steps with prompt
+      chunks; decode steps are left as the kernels say.
+    - ``fp8_kv_step_bytes``: what one element of an fp8 KV cache costs the step, in bytes of KV traffic (1.0 is
+      its size; more means the fp8 path's dequantisation costs beyond the bytes it saves), and
+      ``fp8_kv_per_seq_s`` what it adds per decoding sequence and step. Capacity still counts one byte.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    vllm: str
+    source: str
+    cpu_step_base_s: float = Field(ge=0, lt=0.05)
+    cpu_per_seq_s: float = Field(ge=0, lt=1e-3)
+    v1_runner_methods: tuple[str, ...] = ("ngram", "ngram_gpu")
+    v1_runner_step_s: float = Field(default=0.0, ge=0, lt=0.05)
+    v1_runner_per_seq_s: float = Field(default=0.0, ge=0, lt=1e-3)
+    prefill_compute_scale: float = Field(default=1.0, gt=0.3, le=2.0)
+    fp8_kv_step_bytes: float = Field(default=1.0, gt=0, le=4.0)
+    fp8_kv_per_seq_s: float = Field(default=0.0, ge=0, lt=1e-3)
+
+
 class MeasuredOn(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     device: str
@@ -175,6 +205,7 @@ class Calibration(BaseModel):
     overhead: KernelOverhead
     layer_ops: LayerOps | None = None
     gemm_chain: GemmChain | None = None
+    engine: EngineRuntime | None = None
     held_out: dict[str, float] = {}
     raw_file: str = ""
     points: tuple[RawPoint, ...] = ()

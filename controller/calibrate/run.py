@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from controller.calibrate.fit import fit_calibration, held_out_summary
-from controller.calibrate.profile import Calibration, dump_calibration
+from controller.calibrate.profile import Calibration, dump_calibration, parse_calibration
 from controller.calibrate.shapes import probe_shapes
 from controller.errors import InvalidInput
 from controller.simulator.profiles import load_gpu, load_model
@@ -108,6 +110,9 @@ def calibrate(
         raw_name = raw_path.name
     cal = build_profile(raw, gpu, raw_file=raw_name)
     path = out_dir / f"calibration-{gpu}.yaml"
+    if path.exists():  # the kernel probe does not measure the engine: a profile's engine section stays
+        previous = parse_calibration(yaml.safe_load(path.read_text()), str(path))
+        cal = cal.model_copy(update={"engine": previous.engine})
     path.write_text(HEADER.format(gpu=gpu) + dump_calibration(cal))
     return path, cal
 

@@ -169,6 +169,7 @@ class _Plan:
     expert_p: float  # experts_per_token / num_experts
     gemm_s_per_token: float  # compute time per token in the forward pass
     kv_bytes_per_token: float
+    kv_fp8: bool
     attn_s_per_query_ctx: float  # attention compute time per (query token x context token)
     slot_bytes: float  # Mamba state of one sequence, one slot
     act_bytes_per_token: float  # activation traffic per token of the target forward pass
@@ -474,6 +475,9 @@ class PerformanceModel:
             + m.routed_expert_params_b * expert_p / expert_rate
         )
         kv_dtype = self._kv_dtype_bytes(config)
+        engine = self.calibration.engine if self.calibration is not None else None
+        if engine is not None and config.kv_cache_dtype.startswith("fp8"):
+            kv_dtype = engine.fp8_kv_step_bytes  # what an fp8 element costs the engine's step (capacity stays 1 byte)
         kv_tok_target = m.kv_bytes_per_token_bf16 / 2.0 * kv_dtype
         attn_rate = g.dense_bf16_tflops * 1e12 * tp * ATTENTION_MFU
         attn_s = 4.0 * m.attention_layers * m.num_attention_heads * m.head_dim / attn_rate
@@ -518,6 +522,7 @@ class PerformanceModel:
             expert_p=expert_p,
             gemm_s_per_token=gemm_s_per_token,
             kv_bytes_per_token=kv_tok_target,
+            kv_fp8=config.kv_cache_dtype.startswith("fp8"),
             attn_s_per_query_ctx=attn_s,
             slot_bytes=self._state_slot_bytes(config),
             act_bytes_per_token=m.activation_mb_per_token * 1e6,
@@ -625,12 +630,19 @@ class PerformanceModel:
                 one = max(one, p.draft_launch_s)
             gpu += one * p.draft_passes
         gpu += p.draft_fixed_s if decode_seqs else 0.0
+        engine = self.calibration.engine if self.calibration is not None else None
+        base, per_seq = (engine.cpu_step_base_s, engine.cpu_per_seq_s) if engine else (CPU_STEP_BASE_S, CPU_PER_SEQ_S)
         cpu = (
-            CPU_STEP_BASE_S
-            + CPU_PER_SEQ_S * (decode_seqs + prefill_seqs)
+            base
+            + per_seq * (decode_seqs + prefill_seqs)
             + (CPU_PER_DRAFT_TOKEN_S * p.k + p.cpu_drafter_per_seq_s) * decode_seqs
         ) * p.omp_factor
-        if p.async_on:
+        if engine is not None and p.method in engine.v1_runner_methods:
+            # the V1 model runner's drafting path: a host-side floor per step, with or without async scheduling
+            cpu += engine.v1_runner_step_s + engine.v1_runner_per_seq_s * decode_seqs
+            seconds = max(gpu, cpu) + ASYNC_RESIDUAL_S
+            overhead_bound = cpu > gpu
+        elif p.async_on:
             seconds = max(gpu, cpu) + ASYNC_RESIDUAL_S
             overhead_bound = cpu > gpu
         else:
@@ -735,6 +747,10 @@ class PerformanceModel:
             eff = cal.state.efficiency.at(max(1, seqs)) if cal.state else SSU_BANDWIDTH_EFFICIENCY["flashinfer"]
             mem += p.slot_bytes * (decode_seqs * (1 + q) + 2 * prefill_seqs) / (peak_bw * eff * p.state_backend_factor)
         small = p.small_kernels * kernel_s
+        if cal.engine is not None and prefill_tokens:  # the engine's compute-bound prefill against the probe's
+            cmp *= cal.engine.prefill_compute_scale
+        if cal.engine is not None and p.kv_fp8:  # the fp8 cache's per-sequence cost in the step (scales, casts)
+            fixed += cal.engine.fp8_kv_per_seq_s * decode_seqs
         gpu = mem + cmp + fixed + small + p.tp_comm_fixed_s + p.tp_comm_s_per_token * n
         kernels = p.gemm_kernels + p.small_kernels + m.attention_layers + 2 * p.moe_layers
         if n > p.capacity.cudagraph_ceiling:  # eager: the CPU launches every kernel

@@ -26,6 +26,21 @@ def test_calibrate_fits_a_raw_file_and_writes_a_loadable_profile(tmp_path: Path)
     assert cal.weight_gemm.bandwidth == pytest.approx(0.88, abs=0.05)  # 4.2 TB/s of a 4.8 TB/s datasheet
 
 
+def test_a_refit_keeps_the_profiles_engine_section(tmp_path: Path) -> None:
+    """The kernel probe does not measure the engine; refitting its points keeps what the engine bench fitted."""
+    shipped = PROFILE_DIR / "calibration-h200.yaml"
+    (tmp_path / "calibration-h200.yaml").write_text(shipped.read_text())
+    result = CliRunner().invoke(app, ["calibrate", "--gpu", "h200", "--raw", str(RAW), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    kept = read_calibration(tmp_path / "calibration-h200.yaml").engine
+    assert kept is not None
+    assert kept == read_calibration(shipped).engine
+    fresh = tmp_path / "fresh"
+    result = CliRunner().invoke(app, ["calibrate", "--gpu", "h200", "--raw", str(RAW), "--out", str(fresh)])
+    assert result.exit_code == 0, result.output
+    assert read_calibration(fresh / "calibration-h200.yaml").engine is None
+
+
 @pytest.mark.security
 def test_a_raw_file_without_points_is_refused_naming_it(tmp_path: Path) -> None:
     bad = tmp_path / "raw.json"
