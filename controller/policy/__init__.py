@@ -16,7 +16,7 @@ Entry points: :func:`load_policy` (file -> :class:`Policy`, errors name the file
 is out of policy), :meth:`Policy.is_lossy`, and :func:`export_json_schema` (``python -m controller.policy schema``).
 
 Modules: :mod:`~controller.policy.space` (the search space), :mod:`~controller.policy.knob_ranges` (knob bounds and
-ranges), :mod:`~controller.policy.models`
+ranges), :mod:`~controller.policy.targeting` (the target and the space overrides), :mod:`~controller.policy.models`
 (the policy document and its checks; pure), :mod:`~controller.policy.loading` (YAML text and files -> Policy) and
 :mod:`~controller.policy.schema` (the command). ``controller.decide`` imports only the pure ones.
 
@@ -36,7 +36,6 @@ from controller.policy.models import (
     LossyRule,
     Policy,
     RolloutPolicy,
-    Target,
     TrialBudgetPolicy,
 )
 from controller.policy.schema import export_json_schema
@@ -45,6 +44,7 @@ from controller.policy.space import (
     Feasibility,
     SearchSpace,
 )
+from controller.policy.targeting import Target
 
 __all__ = [
     "ADMIN_ONLY_LLM_KEYS",
