@@ -59,33 +59,29 @@ def obs(candidate: VariantStats | None, stable: VariantStats | None = None) -> O
 
 
 @pytest.mark.parametrize(
-    ("candidate", "stable", "verdict", "code", "says"),
+    ("candidate", "stable", "verdict", "code"),
     [
-        (None, stats("stable", 500), "Inconclusive", "no-candidate-series", "no candidate series"),
-        (stats("candidate", 50), stats("stable", 500), "Pending", "too-few-samples", "50 of 100"),
-        (stats("candidate", 150), stats("stable", 500), "Successful", "within-slo", "150 requests"),
-        (stats("candidate", 150, ttft=0.6), stats("stable", 500, ttft=0.3), "Failed", "regression", "2.00x stable"),
-        (stats("candidate", 150, ttft=1.5), stats("stable", 500), "Failed", "slo-breach", "exceeds the SLO"),
-        (stats("candidate", 150, tpot=0.08), stats("stable", 500), "Failed", "slo-breach", "TPOT"),
-        (stats("candidate", 150, errors=10), stats("stable", 500), "Failed", "error-rate", "error rate"),
+        (None, stats("stable", 500), "Inconclusive", "no-candidate-series"),
+        (stats("candidate", 50), stats("stable", 500), "Pending", "too-few-samples"),
+        (stats("candidate", 150), stats("stable", 500), "Successful", "within-slo"),
+        (stats("candidate", 150, ttft=0.6), stats("stable", 500, ttft=0.3), "Failed", "regression"),
+        (stats("candidate", 150, ttft=1.5), stats("stable", 500), "Failed", "slo-breach"),
+        (stats("candidate", 150, tpot=0.08), stats("stable", 500), "Failed", "slo-breach"),
+        (stats("candidate", 150, errors=10), stats("stable", 500), "Failed", "error-rate"),
         (
             stats("candidate", 150, ttft=1.6),
             stats("stable", 500, ttft=1.5),
             "Inconclusive",
             "stable-breach",
-            "stable breaches",
         ),
         # a clear regression needs fewer samples to roll back than a success needs to promote
-        (stats("candidate", 30, ttft=0.9), stats("stable", 500, ttft=0.3), "Failed", "regression", "3.00x"),
-        (stats("candidate", 5, ttft=0.9), stats("stable", 500, ttft=0.3), "Pending", "regression", "possible"),
+        (stats("candidate", 30, ttft=0.9), stats("stable", 500, ttft=0.3), "Failed", "regression"),
+        (stats("candidate", 5, ttft=0.9), stats("stable", 500, ttft=0.3), "Pending", "regression"),
     ],
 )
-def test_analysis_table(
-    candidate: VariantStats | None, stable: VariantStats | None, verdict: str, code: str, says: str
-) -> None:
+def test_analysis_table(candidate: VariantStats | None, stable: VariantStats | None, verdict: str, code: str) -> None:
     result = analyse(candidate=candidate, stable=stable, slo=SLO_, rules=RULES)
     assert (result.verdict, result.code) == (verdict, code), result.reason
-    assert says in result.reason
 
 
 def start(needs_approval: bool = False, rules: RolloutRules = RULES) -> rollout.RolloutStep:
@@ -152,7 +148,7 @@ def test_regression_rolls_back_at_first_step() -> None:
     bad = obs(stats("candidate", 60, ttft=0.7), stats("stable", 1500, ttft=0.3))
     step = rollout.advance(state=step.rollout, phase=step.phase, observation=bad, slo=SLO_, rules=RULES, now=T0)
     assert step.phase is Phase.ROLLED_BACK
-    assert isinstance(step.actions[0], Rollback) and "2.33x" in step.actions[0].reason
+    assert isinstance(step.actions[0], Rollback) and step.code == "regression"
 
 
 def test_metrics_outage_freezes_without_promoting() -> None:
@@ -178,12 +174,12 @@ def test_manual_approval_then_rejection_and_approval() -> None:
     )
     go = rollout.advance(state=approved, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0)
     assert go.phase is Phase.ROLLING_OUT and isinstance(go.actions[0], SetWeights)
-    assert "alice" in go.actions[0].reason
+    assert go.code == "approved"
     rejected = step.rollout.model_copy(
         update={"approvals": (Approval(by="bob", at=T0, step=0, decision="rejected", comment="not today"),)}
     )
     no = rollout.advance(state=rejected, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0)
-    assert no.phase is Phase.OBSERVING and no.rollout is None and "bob" in no.actions[0].reason
+    assert no.phase is Phase.OBSERVING and no.rollout is None and no.code == "rejected"
 
 
 def test_inconclusive_analysis_pauses_for_a_human() -> None:
@@ -232,7 +228,7 @@ def test_pause_resume_and_abort() -> None:
         rules=RULES,
         now=T0,
     )
-    assert aborted.phase is Phase.ROLLED_BACK and "aborted by a user: ops" in aborted.actions[0].reason
+    assert aborted.phase is Phase.ROLLED_BACK and aborted.code == "aborted"
 
 
 def test_manual_gate_waits_before_its_step() -> None:
