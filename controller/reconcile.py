@@ -245,10 +245,11 @@ class Reconciler:
         return CycleResult(new_status, plan, requeue, trials, acted.screen_notes)
 
 
-#: Reason codes whose sentence describes the traffic of the moment (``observing: 0.07 req/s, ...``): a cycle whose only
+#: Reason codes whose sentence describes the traffic of the moment (``observing: 0.07 req/s, ...``, and why the
+#: replicas stay as they are while observing: ``keep 2: load 0.07 req/s x 1.25 headroom ...``): a cycle whose only
 #: change is such a sentence changed nothing, or every idle TunedService would write its status whenever its traffic
 #: moved. The sentence is refreshed with the next real change.
-LIVE_REASONS = frozenset({Code.OBSERVING.value})
+LIVE_REASONS = frozenset({Code.OBSERVING.value, Code.REPLICAS_KEPT_OBSERVING.value})
 
 
 def stamped(before: TargetStatus, after: TargetStatus, now: datetime | None) -> TargetStatus:

@@ -58,6 +58,9 @@ class Intent:
     status: TargetStatus
     actions: tuple[Action, ...] = ()
     notes: tuple[str, ...] = ()
+    coded_notes: tuple[tuple[Code, str], ...] = ()
+    """Notes of a concern this one folded in, under that concern's code (observing sizes the replicas inside its own
+    intent): they come before ``notes``."""
 
 
 def window_at(windows: Sequence[TimeWindow], now: datetime) -> TimeWindow:

@@ -165,8 +165,9 @@ def fold(intents: Sequence[Intent], *, window_name: str, now: datetime) -> Decis
     the code of the action or the intent it came from."""
     status = intents[-1].status
     actions = tuple(a if a.code else replace(a, code=i.code) for i in intents for a in i.actions)
-    notes = tuple(n for i in intents for n in i.notes)
-    noted = tuple(Reason(code=i.code, message=n) for i in intents for n in i.notes)
+    coded = tuple((c, n) for i in intents for c, n in (*i.coded_notes, *((i.code, n) for n in i.notes)))
+    notes = tuple(n for _, n in coded)
+    noted = tuple(Reason(code=c, message=n) for c, n in coded)
     reasons = tuple(Reason(code=a.code, message=a.reason) for a in actions) + noted
     rescaled = any(isinstance(a, Scale) and a.variant == "stable" for a in actions)
     final = status.model_copy(

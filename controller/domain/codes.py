@@ -20,6 +20,7 @@ class Code(StrEnum):
     # replicas
     SCALE = "scale"
     REPLICAS_KEPT = "replicas-kept"
+    REPLICAS_KEPT_OBSERVING = "replicas-kept-observing"  # why, while observing: its sentence follows the traffic
     REPLICAS_UNMANAGED = "replicas-unmanaged"
     CAPACITY_CORRECTED = "capacity-corrected"
     CAPACITY_LOWERED = "capacity-lowered"

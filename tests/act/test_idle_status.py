@@ -26,6 +26,15 @@ def test_only_the_traffic_sentence_moved_so_the_status_is_kept() -> None:
     assert stamped(before, after, T1) is before
 
 
+def test_only_the_replica_sentence_moved_while_observing_so_the_status_is_kept() -> None:
+    def kept(rate: str) -> Reason:
+        return Reason(code="replicas-kept-observing", message=f"keep 1: load {rate} req/s x 1.25 headroom = 1")
+
+    before = _status(kept("0.07"), _observing("0.07"))
+    after = _status(kept("0.06"), _observing("0.06")).model_copy(update={"updated_at": T1})
+    assert stamped(before, after, T1) is before
+
+
 def test_another_reason_or_field_is_a_change_and_is_stamped() -> None:
     before = _status(_observing("0.07"))
     scaled = _status(Reason(code="scale", message="scale up to 2 replicas"))

@@ -555,8 +555,9 @@ def test_replicas_follow_the_request_rate_at_the_probed_capacity() -> None:
     assert [(s.replicas, s.code) for s in scale] == [(3, "scale")]
     hpa = plan(active, observation=busy, rules=SCALING, external_autoscaler="HorizontalPodAutoscaler/vllm")
     assert not [a for a in hpa.actions if isinstance(a, Scale)]
-    # observing sizes replicas inside its own intent: the deferral is one of its reasons
-    assert hpa.codes == ("observing",) and any("deferring" in r.message for r in hpa.status.last_reasons)
+    # observing sizes replicas inside its own intent: the deferral is one of its reasons, under its own code
+    assert hpa.codes == ("observing",)
+    assert [r.code for r in hpa.status.last_reasons] == ["replicas-kept-observing", "observing"]
     # a capacity probed on a very different length mix (24k-token prompts) does not size this traffic
     docs = entry.model_copy(
         update={"window": "night", "shape": SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=24000)})}
@@ -591,7 +592,8 @@ def test_drift_in_a_quiet_stretch_does_not_retune(rate: float, retunes: bool) ->
     d = plan(status, observation=observation(longer), rules=rules)
     assert (d.status.phase is Phase.TRIALLING) is retunes
     if not retunes:
-        assert d.codes == ("observing",) and {r.code for r in d.status.last_reasons} == {"observing"}
+        assert d.codes == ("observing",)
+        assert {r.code for r in d.status.last_reasons} == {"observing", "replicas-kept-observing"}
 
 
 def test_daily_digest_once_a_day_with_economics() -> None:

@@ -36,7 +36,8 @@ def thaw(ctx: PlanContext) -> Intent:
 def observe(ctx: PlanContext) -> Intent:
     """One observing cycle: scale first when the load outgrows the replicas, correct a probed capacity that
     production disproved, re-tune on a breach or on drift, switch to (or pre-warm) the window's scheduled config,
-    tune the next window ahead; otherwise keep observing (code ``observing``)."""
+    tune the next window ahead; otherwise keep observing (code ``observing``; why the replicas stay as they are,
+    code ``replicas-kept-observing``)."""
     observation = ctx.observation
     assert observation is not None
     status = ctx.status
@@ -93,10 +94,11 @@ def observe(ctx: PlanContext) -> Intent:
     drift_note = f"drift {verdict.reason}"
     if verdict.drifted and why_quiet:
         drift_note += f"; not re-tuning: {why_quiet}"
-    notes = (*sized.notes, f"observing: {observation.shape.describe()}; {drift_note}")
+    note = f"observing: {observation.shape.describe()}; {drift_note}"
     if switch is not None:  # a switch that does not pay: keep the active config, and say why
-        return Intent(switch.code, ctx.status, sized.actions, (*notes, *switch.notes))
-    return Intent(Code.OBSERVING, ctx.status, sized.actions, notes)
+        return Intent(switch.code, ctx.status, sized.actions, (*sized.notes, note, *switch.notes))
+    replicas = tuple((Code.REPLICAS_KEPT_OBSERVING, n) for n in sized.notes)
+    return Intent(Code.OBSERVING, ctx.status, sized.actions, (note,), replicas)
 
 
 def quiet(ctx: PlanContext, entry: ScheduledConfig) -> str:
