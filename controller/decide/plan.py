@@ -98,7 +98,9 @@ def plan(
 
 
 def dispatch(ctx: PlanContext) -> Intent:
-    """The concern the phase calls for."""
+    """The concern the phase calls for. A tuning round's cycle is not one of them: :func:`plan` runs it
+    (:func:`trialling_steps`) whenever the phase is Trialling and there is an observation; without one, it freezes
+    here like any other phase."""
     phase = ctx.status.phase
     if phase in (Phase.ROLLING_OUT, Phase.AWAITING_APPROVAL, Phase.PAUSED):
         return rolling.advance(ctx)
@@ -109,14 +111,7 @@ def dispatch(ctx: PlanContext) -> Intent:
         return observing.freeze(ctx)
     if phase is Phase.FROZEN:
         return observing.thaw(ctx)
-    if phase is Phase.TRIALLING:
-        return trialling(ctx)
     return observing.observe(ctx)
-
-
-def trialling(ctx: PlanContext) -> Intent:
-    """A tuning round's cycle (:func:`trialling_steps`), as the one intent it ends in."""
-    return trialling_steps(ctx)[-1]
 
 
 def trialling_steps(ctx: PlanContext) -> list[Intent]:
@@ -181,4 +176,4 @@ def fold(intents: Sequence[Intent], *, window_name: str, now: datetime) -> Decis
     return Decision(final, actions, notes, tuple(i.code for i in intents))
 
 
-__all__ = ["Decision", "dispatch", "fold", "follow_load", "plan", "trialling", "trialling_steps"]
+__all__ = ["Decision", "dispatch", "fold", "follow_load", "plan", "trialling_steps"]
