@@ -68,6 +68,8 @@ class CycleResult:
     requeue_after_s: float
     trials: tuple[TrialResult, ...] = ()
     rejected: tuple[str, ...] = field(default=())
+    effects: tuple[Effect, ...] = ()
+    """What acting on the decision did, once it is folded (none while its trials run or a retry is due)."""
 
 
 #: Cycles in a row a decision whose acting was interrupted is resumed before it is given up and decided afresh.
@@ -242,7 +244,7 @@ class Reconciler:
         new_status = stamped(status, new_status, acted.decided.updated_at)
         requeue = requeue_after(new_status.phase, analysis_interval_s=self.rules.rollout.analysis_interval_s)
         plan = replace(acted.plan, requeue_after_s=requeue)
-        return CycleResult(new_status, plan, requeue, trials, acted.screen_notes)
+        return CycleResult(new_status, plan, requeue, trials, acted.screen_notes, acted.effects)
 
 
 #: Reason codes whose sentence describes the traffic of the moment (``observing: 0.07 req/s, ...``, and why the

@@ -1,12 +1,13 @@
 """What acting did: one frozen value per outcome, returned by the act handlers and folded into status once per cycle.
 
 Handlers never edit status. The cycle folds these effects (:func:`controller.act.fold.fold`) into the decided status
-exactly once, after every action ran.
+exactly once, after every action ran. Each carries the reason code of the action that produced it (``code``; a
+trial's is its action's): the operator counts effects by type and code (``shiftlight_effects_total``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.domain.actions import RunTrial
 from controller.domain.config import EngineConfig
@@ -21,6 +22,10 @@ class TrialRecorded:
     action: RunTrial
     result: TrialResult
 
+    @property
+    def code(self) -> str:
+        return self.action.code
+
 
 @dataclass(frozen=True)
 class TrialStarted:
@@ -29,24 +34,34 @@ class TrialStarted:
     action: RunTrial
     handle: TrialHandle
 
+    @property
+    def code(self) -> str:
+        return self.action.code
+
 
 @dataclass(frozen=True)
 class WeightsSet:
     """The router now sends ``candidate_weight`` percent to the candidate."""
 
     candidate_weight: int
+    code: str = ""
+    """The reason code of the action that produced it."""
 
 
 @dataclass(frozen=True)
 class CandidateDeployed:
     config: EngineConfig
     replicas: int
+    code: str = ""
+    """The reason code of the action that produced it."""
 
 
 @dataclass(frozen=True)
 class Scaled:
     variant: str
     replicas: int
+    code: str = ""
+    """The reason code of the action that produced it."""
 
 
 @dataclass(frozen=True)
@@ -54,16 +69,23 @@ class Promoted:
     config: EngineConfig
     already: bool = False
     """The candidate had been promoted already (a promote applied before a lost status write)."""
+    code: str = ""
+    """The reason code of the action that produced it."""
 
 
 @dataclass(frozen=True)
 class RolledBack:
     """All traffic went back to stable and the candidate was retired."""
 
+    code: str = ""
+    """The reason code of the action that produced it."""
+
 
 @dataclass(frozen=True)
 class Notified:
     title: str
+    code: str = ""
+    """The reason code of the action that produced it."""
 
 
 @dataclass(frozen=True)
@@ -72,12 +94,16 @@ class ApprovalRequested:
 
     rollout_id: str
     step: int
+    code: str = ""
+    """The reason code of the action that produced it."""
 
 
 @dataclass(frozen=True)
 class EventRecorded:
     reason: str
     warning: bool
+    code: str = ""
+    """The reason code of the action that produced it."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +112,8 @@ class EventFailed:
 
     reason: str
     error: str
+    code: str = ""
+    """The reason code of the action that produced it."""
 
 
 Effect = (
@@ -102,6 +130,15 @@ Effect = (
     | EventFailed
 )
 
+
+def with_code(effect: Effect, code: str) -> Effect:
+    """``effect`` under ``code``, the reason code of the action that produced it (a trial's effects already carry
+    their action's)."""
+    if isinstance(effect, TrialRecorded | TrialStarted) or not code or effect.code:
+        return effect
+    return replace(effect, code=code)
+
+
 __all__ = [
     "ApprovalRequested",
     "CandidateDeployed",
@@ -115,4 +152,5 @@ __all__ = [
     "TrialRecorded",
     "TrialStarted",
     "WeightsSet",
+    "with_code",
 ]

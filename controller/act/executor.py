@@ -14,7 +14,7 @@ from typing import Any, get_args
 
 from controller.act import approvals, deployments, notify, routing, trials
 from controller.act.context import ActContext, ActPorts, TrialSettings
-from controller.act.effects import Effect, TrialStarted
+from controller.act.effects import Effect, TrialStarted, with_code
 from controller.domain.actions import (
     Action,
     DeployCandidate,
@@ -90,8 +90,8 @@ class Executor:
                 raise
             except TemporaryError as exc:
                 raise ActInterrupted(exc, tuple(effects), tuple(actions[index:])) from exc
-            effects.extend(produced)
-            effects.append(notify.record_event(action, ctx))
+            effects.extend(with_code(e, action.code) for e in produced)
+            effects.append(with_code(notify.record_event(action, ctx), action.code))
         return tuple(effects)
 
     def poll(self, effects: Sequence[Effect]) -> tuple[Effect, ...]:

@@ -211,6 +211,8 @@ class ControlLoop:
             m.decisions.labels(action=type(action).__name__, code=action.code).inc()
             if isinstance(action, Rollback):
                 m.rollbacks.inc()
+        for effect in result.effects:
+            m.effects.labels(effect=type(effect).__name__, code=effect.code).inc()
         for trial in result.trials:
             m.trials.labels(status=trial.status.value).inc()
         after = result.status

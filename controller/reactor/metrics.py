@@ -22,6 +22,12 @@ class OperatorMetrics:
             ["action", "code"],
             registry=r,
         )
+        self.effects = Counter(
+            "shiftlight_effects_total",
+            "What acting did, by effect type and the reason code of the action behind it",
+            ["effect", "code"],
+            registry=r,
+        )
         self.trials = Counter("shiftlight_trials_total", "Canary trials finished, by status", ["status"], registry=r)
         self.rollouts = Counter("shiftlight_rollouts_total", "Rollouts finished, by outcome", ["outcome"], registry=r)
         self.rollbacks = Counter("shiftlight_rollbacks_total", "Rollbacks executed", registry=r)

@@ -1,6 +1,7 @@
 """One rollout step's reason code goes everywhere the step is told: the status (``last_reasons``, code and message),
-the Kubernetes Event (its ``reason``, the code in CamelCase), the Slack message (a ``code`` context element) and
-``shiftctl explain`` (``[code] message``). The cycle runs for real: reconcile -> decide -> act on in-memory ports."""
+the Kubernetes Event (its ``reason``, the code in CamelCase), the Slack message (a ``code`` context element),
+``shiftctl explain`` (``[code] message``) and what acting did (each effect's ``code``). The cycle runs for real:
+reconcile -> decide -> act on in-memory ports."""
 
 from __future__ import annotations
 
@@ -85,6 +86,13 @@ def test_a_rollout_steps_code_reaches_status_event_slack_and_explain() -> None:
     # the Event: the code in CamelCase as its reason
     assert next((e.reason, e.message) for e in cluster.events) == ("CandidateReady", weights.reason)
     assert {e.reason for e in cluster.events} == {"CandidateReady"}
+    # what acting did: each effect under the step's code (the operator counts them by type and code)
+    assert [(type(e).__name__, e.code) for e in result.effects] == [
+        ("WeightsSet", "candidate-ready"),
+        ("EventRecorded", "candidate-ready"),
+        ("Notified", "candidate-ready"),
+        ("EventRecorded", "candidate-ready"),
+    ]
     # Slack: the step's notification carries the code, shown in the message's context
     ((_, posted),) = notifier.posted
     assert isinstance(posted, Notify) and posted.code == "candidate-ready"

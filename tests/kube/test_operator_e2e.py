@@ -151,6 +151,12 @@ def test_apply_trial_approve_step_restart_promote(
     assert "shiftlight_reconcile_duration_seconds_count" in scrape
     promotes = [line for line in scrape.splitlines() if line.startswith('shiftlight_decisions_total{action="Promote",')]
     assert len(promotes) == 1 and promotes[0].endswith(" 1.0"), promotes  # labelled with its reason code
+    promoted_effects = [
+        line
+        for line in scrape.splitlines()
+        if line.startswith('shiftlight_effects_total{code="within-slo",effect="Promoted"}')
+    ]
+    assert promoted_effects == ['shiftlight_effects_total{code="within-slo",effect="Promoted"} 1.0']  # what acting did
     assert cycles_a > 0 and cycles_b > 0
     # at most one guarded status write per cycle (plus one re-try per conflict with a user write); a cycle that
     # changed nothing writes none
