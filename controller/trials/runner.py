@@ -35,7 +35,7 @@ from controller.trials.validity import reason as invalid_reason
 from controller.trials.warmup import WarmupRound, WarmupRule, WarmupVerdict, warm_until_steady
 
 #: ``progress(phase, done, total)``; phases: launch, warmup, replay, quality, teardown, done.
-TrialProgress = Callable[[str, int, int], None]
+ProgressReport = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class TrialRunner:
         cache: TrialCache | None = None,
         quality_gate: QualityGate | None = None,
         gate_if: Callable[[EngineConfig], bool] | None = None,
-        progress: TrialProgress | None = None,
+        progress: ProgressReport | None = None,
         replay_progress: Callable[[ReplayProgress], None] | None = None,
     ) -> None:
         """``quality_gate`` runs on configs for which ``gate_if`` (the policy's "lossy knobs" test) is true;
