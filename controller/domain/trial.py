@@ -84,6 +84,9 @@ class TrialResult(BaseModel):
     source: str = Field(default="simulator", description="simulator | local-process | kubernetes")
     duration_s: float = Field(default=0.0, ge=0)
     startup_s: float = Field(default=0.0, ge=0)
+    warmup_rounds: int = Field(
+        default=0, ge=0, description="warm-up rounds the engine needed to steady (0: no stability rule ran)"
+    )
     completed: int = Field(default=0, ge=0)
     failed: int = Field(default=0, ge=0)
     output_tokens_per_s: float = Field(default=0.0, ge=0)

@@ -26,6 +26,7 @@ if [ ! -f /root/site/.installed ] && [ "$(ls /root/parts/wheelhouse.tar.part-* 2
     bash scripts/gpu/host-install.sh install && touch /root/site/.installed
     python3 scripts/gpu/model_dir.py llama-3.1-8b /root/models/llama-3.1-8b
     python3 scripts/gpu/model_dir.py qwen3.6-27b-int4 /root/models/qwen3.6-27b
+    python3 scripts/gpu/model_dir.py qwen3.6-27b-int4 /root/models/qwen3.6-27b-l8 --layers 8
     {
         date -u; nvidia-smi; python3 --version
         python3 -m pip list 2>/dev/null | grep -i -E "^(torch|numba|numpy|transformers|tokenizers|triton|protobuf|pydantic|aiohttp) "

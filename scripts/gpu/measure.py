@@ -71,6 +71,7 @@ ORDER: list[tuple[str, dict[tuple[int, int], list[int]]]] = [
 SMOKE: list[tuple[str, dict[tuple[int, int], list[int]]]] = [("stock", {SHORT: [16]})]
 
 GIB = 1 << 30
+HYBRID_L8_DIR = "/root/models/qwen3.6-27b-l8"  # model_dir.py qwen3.6-27b-int4 DIR --layers 8 (host-run.sh)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,11 @@ class Group:
     utilization: float
     configs: tuple[tuple[str, dict[tuple[int, int], list[int]]], ...]
     pair: str = ""
+    #: config -> ``warmup_gpu.py --order``: on that config's untouched server, a canary trial with the warm-up
+    #: rule first, then these runs of ``vllm bench serve`` (bench) and our trial client (ours), 512/512 at 256
+    warm: tuple[tuple[str, str], ...] = ()
+    #: the group's model directory (``--layers``: a hybrid at real widths with fewer layers); default --model-dir
+    model_dir: str = ""
 
 
 #: A Llama-3.1-8B KV cache takes 128 KiB per token in bf16: 16 GiB holds 131,072 tokens.
@@ -103,6 +109,24 @@ GROUPS: list[Group] = [
         ("mbt16384", {LONG: [16, 64]}),
         ("seqs64", {SHORT: [128]}),
     )),
+    # run5: a canary trial on two untouched servers (first-run and steady figures), and our client beside
+    # vllm bench serve at 256 streams, more runs than run4's
+    Group("warmup-and-pair", 36, 0.3, (("stock", {}), ("kv-fp8", {})),
+          warm=(("stock", "bench,ours,ours,bench"), ("kv-fp8", "bench,ours"))),
+    Group("knobs", 20, 0.2, (
+        ("ngram2", {SHORT: [1, 16, 64]}),
+        ("perf-throughput", {SHORT: [64, 256]}),
+        ("cg64", {SHORT: [256]}),
+    )),
+    # the hybrid Gated DeltaNet model with an MTP head at the profile's widths and 8 of its 64 layers (2 of them
+    # full attention): five servers fit together; the model is evaluated at the same depth
+    Group("hybrid", 8, 0.12, (
+        ("hy-stock", {SHORT: [1, 16, 64]}),
+        ("hy-mtp1", {SHORT: [1, 16, 64]}),
+        ("hy-mtp3", {SHORT: [1, 16, 64]}),
+        ("hy-mtp2", {SHORT: [1, 64]}),
+        ("hy-ssm-fp16", {SHORT: [64]}),
+    ), model_dir=HYBRID_L8_DIR),
 ]  # fmt: skip
 
 #: ``--hybrid``: the hybrid Gated DeltaNet / attention model with an MTP head (``model_dir.py qwen3.6-27b-int4``).
@@ -194,9 +218,10 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def collect(state: Path, out: Path) -> None:
-    """Copy what is measured so far (all calls) into ``out``: results.jsonl, loadgen.jsonl, summary.txt and the
+    """Copy what is measured so far (all calls) into ``out``: results.jsonl, loadgen.jsonl, warmup*.jsonl,
+    summary.txt and the
     server logs as logs.tar.gz (the device tool brings back at most 8 files)."""
-    for name in ("results.jsonl", "loadgen.jsonl", "summary.txt"):
+    for name in ("results.jsonl", "loadgen.jsonl", "warmup.jsonl", "warmup-servers.jsonl", "summary.txt"):
         if (state / name).exists():
             (out / name).write_bytes((state / name).read_bytes())
     with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
@@ -307,6 +332,18 @@ class Driver:
         with contextlib.suppress(subprocess.TimeoutExpired):
             subprocess.run(lg, timeout=max(30, self.left()), env=env)
 
+    def warm(self, name: str, port: int, scmd: list[str], startup: float, order: str) -> None:
+        a = self.args
+        wg = [sys.executable, str(Path(__file__).with_name("warmup_gpu.py")), "--port", str(port), "--config", name,
+              "--model-dir", a.model_dir, "--out", str(self.state / "warmup.jsonl"), "--order", order,
+              "--startup-s", f"{startup:.1f}", "--budget-s", str(max(0.0, self.left() - 60))]  # fmt: skip
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(Path.cwd())]))
+        with open(self.state / "warmup-servers.jsonl", "a") as f:
+            f.write(json.dumps({"config": name, "server_cmd": shlex.join(scmd), "startup_s": round(startup, 1),
+                                "server_env": SERVER_ENV, "warmup_cmd": shlex.join(wg)}) + "\n")  # fmt: skip
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            subprocess.run(wg, timeout=max(30, self.left()), env=env)
+
     def finish(self) -> None:
         with open(self.state / "summary.txt", "a") as f:
             f.write("\n".join(self.summary) + "\n")
@@ -326,14 +363,19 @@ def run_groups(d: Driver, names: list[str]) -> None:
         if need > d.left():
             print(f"group {g.name}: needs ~{need:.0f} s, {d.left():.0f} s left; starting it anyway", flush=True)
         extra = ["--gpu-memory-utilization", f"{g.utilization:g}", "--kv-cache-memory-bytes", str(g.kv_gib * GIB)]
+        if g.model_dir:
+            d.args.model_dir = g.model_dir
         procs = {}
         for n, _ in todo:
             procs[n] = d.start(n, extra)
             time.sleep(3)
         up = d.wait_healthy(procs)
+        warm = dict(g.warm)
         for n, shapes in todo:
             proc, scmd, port = procs[n]
             if n in up and d.left() > 20:
+                if n in warm:
+                    d.warm(n, port, scmd, up[n], warm[n])
                 d.measure(n, shapes, port, scmd, up[n], group=g.name)
                 if n == g.pair:
                     d.pair(port)

@@ -60,6 +60,9 @@ def test_a_cold_engine_is_warmed_up_until_steady_then_measured(
     assert result.status is TrialStatus.MEASURED, result.reason
     warmup_requests = cold_engine.state.requests - result.completed
     assert warmup_requests >= 3 * rule.round_requests(small_shape.concurrency)  # at least three rounds of 8
+    # the result records the warm-up it needed: every warm-up request belongs to one of its rounds
+    assert result.warmup_rounds >= 3
+    assert warmup_requests == result.warmup_rounds * rule.round_requests(small_shape.concurrency)
 
 
 def test_an_engine_that_never_steadies_makes_the_trial_invalid(small_shape: TrafficShape) -> None:
@@ -70,6 +73,7 @@ def test_an_engine_that_never_steadies_makes_the_trial_invalid(small_shape: Traf
         runner, launcher = _runner(engine, rule)
         result = runner.run(TrialRequest(TARGET, EngineConfig(max_num_seqs=8), small_shape, SLO(), BUDGET))
     assert result.status is TrialStatus.INVALID
+    assert result.warmup_rounds == rule.max_rounds
     assert "not steady after 3 warm-up rounds" in result.reason, result.reason
     assert "out tok/s per round" in result.reason
     assert len(launcher.started) == 2  # an invalid trial is retried once on a fresh engine, as for other causes
