@@ -112,7 +112,7 @@ GROUPS: list[Group] = [
     # run5: a canary trial on two untouched servers (first-run and steady figures), and our client beside
     # vllm bench serve at 256 streams, more runs than run4's
     Group("warmup-and-pair", 36, 0.3, (("stock", {}), ("kv-fp8", {})),
-          warm=(("stock", "bench,ours,ours,bench"), ("kv-fp8", "bench,ours"))),
+          warm=(("stock", "bench,ours,ours,bench"), ("kv-fp8", "bench"))),
     Group("knobs", 20, 0.2, (
         ("ngram2", {SHORT: [1, 16, 64]}),
         ("perf-throughput", {SHORT: [64, 256]}),
