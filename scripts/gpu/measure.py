@@ -132,7 +132,13 @@ GROUPS: list[Group] = [
 #: ``--hybrid``: the hybrid Gated DeltaNet / attention model with an MTP head (``model_dir.py qwen3.6-27b-int4``).
 #: With dummy weights the drafts are almost never accepted, so the MTP runs measure the verification cost only;
 #: acceptance is modelled separately. Not yet run on the GPU.
-MM_OFF = ["--limit-mm-per-prompt", json.dumps({"image": 0, "video": 0})]
+#: run5 showed what the hybrid needs on this host: vLLM 0.26 runs the Gated DeltaNet prefill with FlashInfer's
+#: kernel on SM90 unless told otherwise (``Using FlashInfer GDN prefill kernel (requested=auto)``; no flashinfer in
+#: the wheelhouse, so the first request killed the engine), and an MTP server checks at start-up that every
+#: sequence slot has a Mamba cache block (``max_num_seqs (1024) exceeds available Mamba cache blocks (873)`` with
+#: an 8 GiB cache): the Triton GDN prefill and 256 slots, which every run here fits.
+MM_OFF = ["--limit-mm-per-prompt", json.dumps({"image": 0, "video": 0}), "--gdn-prefill-backend", "triton",
+          "--max-num-seqs", "256"]  # fmt: skip
 HYBRID_CONFIGS: dict[str, list[str]] = {
     "hy-stock": MM_OFF,
     "hy-mtp1": [*MM_OFF, "--speculative-config", json.dumps({"method": "mtp", "num_speculative_tokens": 1})],

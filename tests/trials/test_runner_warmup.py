@@ -1,6 +1,6 @@
 """The runner's warm-up until steady (``RunnerSettings.warmup_rule``) against a fake engine on loopback: a cold
 engine that speeds up after its first requests is warmed up for several rounds and then measured; an engine
-that keeps slowing down never steadies, so the trial is ``invalid`` with the rounds' figures in its reason."""
+that keeps getting faster never steadies, so the trial is ``invalid`` with the rounds' figures in its reason."""
 
 from __future__ import annotations
 
@@ -22,15 +22,16 @@ BUDGET = TrialBudget(duration_s=60, warmup_s=60, max_requests=64, startup_timeou
 
 
 class ColdState(FakeEngineState):
-    """Slow for the first ``cold_requests`` requests, then fast; or, with ``drift``, slower with every request."""
+    """Slow for the first ``cold_requests`` requests, then fast; or, with ``speedup``, faster with every request
+    (each request's tokens come ``speedup`` times sooner than the last one's)."""
 
     cold_requests = 12
-    drift = 0.0
+    speedup = 0.0
 
     @property
     def token_delay_s(self) -> float:
-        if self.drift:
-            return self.drift * self.requests
+        if self.speedup:
+            return 0.01 * (1.0 - self.speedup) ** self.requests
         return 0.004 if self.requests <= self.cold_requests else 0.001
 
     @token_delay_s.setter
@@ -67,7 +68,7 @@ def test_a_cold_engine_is_warmed_up_until_steady_then_measured(
 
 def test_an_engine_that_never_steadies_makes_the_trial_invalid(small_shape: TrafficShape) -> None:
     state = ColdState()
-    state.drift = 0.0002  # each request's tokens come 0.2 ms slower than the last one's
+    state.speedup = 0.03  # each round of 8 requests about 28 % faster than the last
     with FakeEngine(state) as engine:
         rule = WarmupRule(tolerance=0.05, stable_intervals=1, max_rounds=3)
         runner, launcher = _runner(engine, rule)
