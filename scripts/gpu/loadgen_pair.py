@@ -82,6 +82,9 @@ def run_ours(port: int, plan: LoadPlan) -> dict[str, object]:
         "output_throughput": s.output_tokens_per_s, "median_ttft_ms": s.ttft_s.p50 * 1000 if s.ttft_s else None,
         "median_tpot_ms": s.tpot_s.p50 * 1000 if s.tpot_s else None, "total_output_tokens": s.output_tokens,
         "duration": s.duration_s, "max_in_flight": s.max_in_flight,
+        # the client's own side (CPU time, event-loop stalls, in-flight): whether the client kept up
+        "adherence": json.loads(json.dumps(dataclasses.asdict(report.adherence), default=lambda o: o.model_dump()))
+        if report.adherence is not None else None,
     }  # fmt: skip
 
 
