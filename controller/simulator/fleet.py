@@ -29,13 +29,13 @@ fault (``outage``, ``nan``, ``empty``) the metrics adapter acts on, and a traffi
 
 Every random draw derives from ``(seed, tick time, variant)``: the same calls with the same seed give the same
 ticks. One variant's tick is :func:`controller.simulator.fleet_tick.variant_tick`; the records live in
-:mod:`controller.simulator.fleet_records`, the percentile distributions in :mod:`controller.simulator.percentiles`,
+:mod:`controller.simulator.fleet_records` and are kept in columns (:class:`~controller.simulator.fleet_history.TickLog`,
+about 0.4 KB a tick), the percentile distributions in :mod:`controller.simulator.percentiles`,
 the performance model's estimates and their cache in :mod:`controller.simulator.fleet_estimates`.
 """
 
 from __future__ import annotations
 
-import bisect
 from datetime import datetime, timedelta
 
 from controller.clock import FakeClock
@@ -44,6 +44,7 @@ from controller.domain.slo import SLO
 from controller.domain.traffic import TrafficShape
 from controller.errors import InvalidInput, NotFound
 from controller.simulator.fleet_estimates import Estimate, EstimateCache, Estimator, default_estimator
+from controller.simulator.fleet_history import TickLog
 from controller.simulator.fleet_records import VARIANTS, Faults, FleetTick, VariantState, VariantTick, totals
 from controller.simulator.fleet_tick import variant_tick
 from controller.simulator.traffic import DiurnalTraffic
@@ -68,6 +69,7 @@ class SimulatedFleet:
         tick_s: float = 60.0,
         perf: Estimator | None = None,
         history_s: float | None = None,
+        estimates: EstimateCache | None = None,
     ) -> None:
         if cold_start_s < 0:
             raise InvalidInput(f"must be >= 0, got {cold_start_s}", field="cold_start_s")
@@ -83,13 +85,15 @@ class SimulatedFleet:
         self.tick_s = float(tick_s)
         self.faults = Faults()
         self.perf: Estimator = perf if perf is not None else default_estimator(model, gpu)
-        self.ticks: list[FleetTick] = []
+        self.ticks = TickLog()
         self.history_s = history_s
         """Keep only the ticks that started in the last ``history_s`` seconds (None: all of them); a long-running
         fleet (the operator's ``simulator`` backend) then holds a bounded history, as Prometheus keeps a retention."""
         self._weight = 0
         self._cursor = clock.now()
-        self._estimates = EstimateCache()
+        self._estimates = estimates if estimates is not None else EstimateCache()
+        """The performance model's answers; fleets on the same ``perf`` may share one (a bounded cache: the operator's
+        ``simulator`` backend gives its fleets one per model and GPU)."""
         now = clock.now()
         self._variants: dict[str, VariantState] = {
             "stable": VariantState("stable", stable_config, [now] * _replicas(stable_replicas), now)
@@ -186,15 +190,12 @@ class SimulatedFleet:
             if move_clock:
                 self.clock.set(tick_end)
         if self.history_s is not None:
-            cutoff = self._cursor - timedelta(seconds=self.history_s)
-            del self.ticks[: bisect.bisect_left(self.ticks, cutoff, key=_tick_start)]
+            self.ticks.drop_before(self._cursor - timedelta(seconds=self.history_s))
 
     # ----- reading back -------------------------------------------------------------------------------------------
     def ticks_between(self, start: datetime, end: datetime) -> list[FleetTick]:
         """Recorded ticks whose start lies in ``[start, end)`` (ticks are recorded in time order)."""
-        lo = bisect.bisect_left(self.ticks, start, key=_tick_start)
-        hi = bisect.bisect_left(self.ticks, end, lo=lo, key=_tick_start)
-        return self.ticks[lo:hi]
+        return self.ticks.between(start, end)
 
     def gpu_seconds(
         self, variant: str | None = None, *, start: datetime | None = None, end: datetime | None = None
@@ -241,10 +242,6 @@ class SimulatedFleet:
 
 
 # ----- helpers -----------------------------------------------------------------------------------------------------
-def _tick_start(tick: FleetTick) -> datetime:
-    return tick.start
-
-
 def _variant(name: str) -> str:
     if name not in VARIANTS:
         raise InvalidInput(f"unknown variant {name!r}; expected one of {list(VARIANTS)}", field="variant")

@@ -6,6 +6,7 @@ reuse one estimate.
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from typing import Protocol
 
@@ -49,24 +50,31 @@ def default_estimator(model: str, gpu: str) -> Estimator:
 
 
 class EstimateCache:
-    """An estimator's answers on rounded shapes, the ``limit`` most recently used kept."""
+    """An estimator's answers on rounded shapes, the ``limit`` most recently used kept. Thread-safe: fleets on one
+    estimator may share it."""
 
     def __init__(self, limit: int = 20_000) -> None:
         self.limit = limit
         self._cache: OrderedDict[tuple[object, ...], Estimate] = OrderedDict()
+        self._lock = threading.Lock()
 
     def estimate(self, perf: Estimator, config: EngineConfig, shape: TrafficShape) -> Estimate:
         rounded = _round_shape(shape)
         key = (config, _shape_key(rounded))
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         est = perf.estimate(config, rounded)
-        self._cache[key] = est
-        if len(self._cache) > self.limit:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = est
+            while len(self._cache) > self.limit:
+                self._cache.popitem(last=False)
         return est
+
+    def __len__(self) -> int:
+        return len(self._cache)
 
 
 def _round_sig(x: float, rel: float = 0.01) -> float:

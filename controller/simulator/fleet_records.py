@@ -68,7 +68,6 @@ class VariantTick:
     e2e_s: Percentiles | None
     spec_acceptance: float | None
     gpu_seconds: float
-    shape: TrafficShape | None
     capacity_tokens_per_s: float
     note: str = ""
 

@@ -43,7 +43,6 @@ def variant_tick(
     tp = state.config.tensor_parallel_size if state is not None else 1
     gpu_seconds = replicas * tp * dt
     ready = state.ready(start) if state is not None else 0
-    vshape = shape.model_copy(update={"arrival_rate_rps": rate, "concurrency": conc}) if share > 0 else None
 
     def failed(note: str) -> VariantTick:
         return VariantTick(
@@ -62,7 +61,6 @@ def variant_tick(
             e2e_s=None,
             spec_acceptance=None,
             gpu_seconds=gpu_seconds,
-            shape=vshape,
             capacity_tokens_per_s=0.0,
             note=note,
         )
@@ -110,7 +108,6 @@ def variant_tick(
         e2e_s=e2e,
         spec_acceptance=est.spec.acceptance_rate if est.spec is not None else None,
         gpu_seconds=gpu_seconds,
-        shape=vshape,
         capacity_tokens_per_s=est.output_tokens_per_s * ready,
         note="; ".join(notes),
     )

@@ -26,3 +26,41 @@ def test_a_bounded_history_stops_growing_and_keeps_the_recent_ticks_the_same() -
     assert bounded.ticks[0].start == now - timedelta(hours=1)
     window = (now - timedelta(minutes=30), now)
     assert bounded.ticks_between(*window) == full.ticks_between(*window)
+
+
+def test_the_log_reads_back_every_tick_as_it_was_recorded() -> None:
+    """Columns in, the same ticks out: both variants, a weight, no speculative acceptance, scaled percentiles
+    (an injected latency), notes, a variant absent from a tick."""
+    from controller.domain.config import STOCK
+    from controller.simulator.fleet_history import TickLog
+
+    fleet = _fleet(None)
+    fleet.advance(600.0)
+    fleet.deploy("candidate", STOCK.model_copy(update={"max_num_seqs": 64}), 1)
+    fleet.set_weight(30)
+    fleet.faults.latency_multiplier["candidate"] = 1.7
+    fleet.advance(900.0)
+    assert {len(t.variants) for t in fleet.ticks} == {1, 2}
+    assert any(t.variants["candidate"].note for t in fleet.ticks if "candidate" in t.variants)
+    start = fleet.clock.now()
+    originals = [fleet._tick(start + timedelta(minutes=i), start + timedelta(minutes=i + 1)) for i in range(5)]
+    log = TickLog()
+    for tick in [*fleet.ticks, *originals]:
+        log.append(tick)
+    assert list(log)[-5:] == originals
+    assert log[-5:] == originals and log[len(log) - 1] == originals[-1]
+    assert log == fleet.ticks[:] + originals
+
+
+def test_a_recorded_tick_of_two_variants_takes_under_450_bytes() -> None:
+    """Three hours of both variants, one tick a minute: the history of one simulated fleet, in columns (as
+    objects it was about 5 KB a tick)."""
+    from controller.domain.config import STOCK
+
+    fleet = _fleet(3 * 3600.0)
+    fleet.deploy("candidate", STOCK.model_copy(update={"max_num_seqs": 64}), 1)
+    fleet.set_weight(50)
+    for _ in range(8):
+        fleet.advance(1800.0)
+    assert len(fleet.ticks) == 180
+    assert fleet.ticks.footprint() / len(fleet.ticks) < 450
