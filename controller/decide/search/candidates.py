@@ -113,6 +113,9 @@ class CandidateCache:
         self.max_per_owner = max_per_owner
         self._entries: OrderedDict[tuple[int, str | None], CandidateSet | list[EngineConfig]] = OrderedDict()
         self._lock = threading.Lock()
+        self._configs: dict[EngineConfig, EngineConfig] = {}
+        """One instance of each config the pools hold: TunedServices on the same space (most of a fleet's, on one
+        policy preset) share their configs instead of each holding a copy (about 1 KB each)."""
 
     def _get(self, key: tuple[int, str | None]) -> CandidateSet | list[EngineConfig] | None:
         with self._lock:
@@ -136,6 +139,12 @@ class CandidateCache:
         return found if isinstance(found, list) else None
 
     def put_pool(self, owner: int, configs: list[EngineConfig]) -> None:
+        """Keep ``configs`` as ``owner``'s pool; each is replaced, in the list itself, by the equal config already
+        held, so the candidate sets later built from the list share them too."""
+        with self._lock:
+            if len(self._configs) > self.max_candidates:  # forget those no pool holds any more
+                self._configs = {c: c for e in self._entries.values() if isinstance(e, list) for c in e}
+            configs[:] = [self._configs.setdefault(c, c) for c in configs]
         self._put((owner, None), configs)
 
     def candidate_set(self, owner: int, shape: str) -> CandidateSet | None:

@@ -190,3 +190,19 @@ def test_pools_count_against_the_same_bound() -> None:
     cache.put_candidate_set(1, "a", _set(10))
     assert cache.pool(1) is None and cache.candidate_set(1, "a") is not None
     assert cache.candidates() == 10
+
+
+def test_pools_of_the_same_space_share_their_configs() -> None:
+    """Two optimizers on one space (two TunedServices on one preset): the second pool holds the first's instances,
+    equal as before; the table of shared configs is bounded with the cache."""
+    cache = CandidateCache(max_candidates=25)
+    first = [EngineConfig(max_num_seqs=s) for s in range(1, 11)]
+    second = [EngineConfig(max_num_seqs=s) for s in range(1, 11)]
+    cache.put_pool(1, first)
+    cache.put_pool(2, second)
+    assert second == [EngineConfig(max_num_seqs=s) for s in range(1, 11)]
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert cache.pool(2) is second
+    for owner in range(3, 10):  # other spaces: the oldest pools go, and with them their configs
+        cache.put_pool(owner, [EngineConfig(max_num_seqs=100 * owner + s) for s in range(10)])
+    assert len(cache._configs) <= 25 + 10
