@@ -24,6 +24,7 @@ class Code(StrEnum):
     REPLICAS_UNMANAGED = "replicas-unmanaged"
     CAPACITY_CORRECTED = "capacity-corrected"
     CAPACITY_LOWERED = "capacity-lowered"
+    CAPACITY_RAISED = "capacity-raised"
     # starting a tuning round
     TUNE_NO_CONFIG = "tune-no-config"
     TUNE_SLO_BREACH = "tune-slo-breach"
@@ -40,7 +41,7 @@ class Code(StrEnum):
     CAPACITY_PROBE = "capacity-probe"
     TRIAL_PAYS = "trial-pays"
     TRIAL_GAIN_UNKNOWN = "trial-gain-unknown"
-    SEARCH_UNPAID = "search-unpaid"
+    TRIAL_NOT_WORTH_IT = "trial-not-worth-it"
     SEARCH_NO_GAIN = "search-no-gain"
     SEARCH_BELOW_THRESHOLD = "search-below-threshold"
     SEARCH_BUDGET_SPENT = "search-budget-spent"

@@ -442,6 +442,9 @@ def test_capacity_search_brackets_what_one_replica_carries(
     if mtp1_capacity < 1:  # nothing met the SLO at the round's load; MTP1 had the most goodput
         missed = status.trials[0].model_copy(update={"ttft_s": Percentiles(p50=2.5, p95=5.0, p99=6.0)})
         status = status.model_copy(update={"trials": (missed, *status.trials[1:])})
+    # a fleet of many replicas' load: every 10 % of one replica's capacity changes the replicas it needs
+    assert status.tuning is not None
+    status = status.model_copy(update={"tuning": status.tuning.model_copy(update={"fleet_rate_rps": 1000.0})})
     d, probes = run_capacity_search(status, {MTP1.key(): mtp1_capacity, STOCK.key(): 0.9})
     mtp1_probes = [p for p in probes if p.config == MTP1]
     assert 2 <= len(mtp1_probes) <= SCALING.capacity_probe.max_trials
@@ -452,6 +455,29 @@ def test_capacity_search_brackets_what_one_replica_carries(
     assert expect_low <= low <= expect_high
     assert entry.capacity_rps == pytest.approx(20.0 * low)
     assert {p.code for p in probes} == {"capacity-probe"}
+
+
+@pytest.mark.parametrize(
+    ("fleet_rate", "mtp1_capacity", "probes_run"),
+    [
+        # 20 req/s at the busy hour, one replica held 40 at 2x: one replica carries the window with headroom
+        # however much more it holds, so the search stops there
+        (20.0, 3.0, 1),
+        # 100 req/s: 2x held (40 req/s: 4 replicas at 110), 4x missed (80: 2); 2.83x held, 3.36x missed, 3.08x
+        # held: 61.7 and 67.3 req/s still need 3 and 2 replicas at 100 req/s, and the bracket is within 10 %
+        (100.0, 3.0, 5),
+    ],
+)
+def test_capacity_search_stops_once_the_replicas_are_decided(
+    fleet_rate: float, mtp1_capacity: float, probes_run: int
+) -> None:
+    results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE)]
+    results[1] = results[1].model_copy(update={"goodput_rps": 20.0})
+    status = tuning_status(results, ["baseline", "optimizer"])
+    assert status.tuning is not None
+    status = status.model_copy(update={"tuning": status.tuning.model_copy(update={"fleet_rate_rps": fleet_rate})})
+    _d, probes = run_capacity_search(status, {MTP1.key(): mtp1_capacity, STOCK.key(): 0.9})
+    assert len([p for p in probes if p.config == MTP1]) == probes_run
 
 
 @pytest.mark.parametrize(
@@ -787,6 +813,8 @@ def test_a_closed_loop_probe_must_keep_up_with_the_arrival_rate(loop: str, low: 
     rules = replace(SCALING, capacity_probe_loop=loop)
     results = [measured(STOCK, 1000, SHAPE), measured(MTP1, 2000, SHAPE)]
     status = tuning_status(results, ["baseline", "optimizer"])
+    assert status.tuning is not None  # a load of many replicas: the bracket is narrowed to 10 %
+    status = status.model_copy(update={"tuning": status.tuning.model_copy(update={"fleet_rate_rps": 1000.0})})
     d, probes = run_capacity_search(status, {MTP1.key(): 3.0, STOCK.key(): 0.9}, rules, keeps_up_to=1.5)
     assert {p.loop for p in probes} == {loop}
     entry = d.status.schedule_for("day")

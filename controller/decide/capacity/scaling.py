@@ -11,9 +11,12 @@ from datetime import timedelta
 from controller.decide.capacity.sizing import ScalingDecision, desired_replicas, leading_rate, length_distance
 from controller.decide.context import Intent, PlanContext, remaining_s, window_at, with_schedule
 from controller.decide.signals.breach import slo_breach
+from controller.decide.signals.latency import judged_latency
 from controller.domain.actions import Scale
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
+from controller.domain.observation import VariantStats
+from controller.domain.slo import SLO
 from controller.domain.status import ScheduledConfig
 from controller.domain.traffic import TrafficShape
 
@@ -23,8 +26,10 @@ def scale(ctx: PlanContext) -> Intent:
     config on the most similar length mix (see :func:`capacity_entry`); with none known, an SLO breach adds
     replicas. While the load rises towards the one forecast for the window's end (:func:`window_end_rate`), the
     rate is the one expected ``lead_s`` ahead (:func:`~controller.decide.capacity.sizing.leading_rate`), so a replica
-    added now is warm when the load reaches it. Never fewer while a rollout runs. Code ``scale`` with a
-    :class:`Scale` action, else ``replicas-kept`` (the note says why)."""
+    added now is warm when the load reaches it. Never fewer than the requests in flight need
+    (:func:`in_flight_need`). While a rollout runs, fewer only at the lower of the two configs' capacities
+    (:func:`during_rollout`). Code ``scale`` with a :class:`Scale` action, else ``replicas-kept`` (the note says
+    why)."""
     rules = ctx.rules.scaling
     status = ctx.status
     if rules is None or ctx.observation is None:
@@ -53,6 +58,9 @@ def scale(ctx: PlanContext) -> Intent:
         )
     if basis:
         decision = replace(decision, reason=f"{decision.reason} (capacity probed on {basis})")
+    streams = in_flight_need(ctx)
+    if streams is not None and streams.replicas > decision.replicas:
+        decision = streams
     last = status.reactive_scale_at
     settled = last is None or (ctx.now - last).total_seconds() >= ctx.rules.reactive_scale_interval_s
     if capacity is None and not ctx.external_autoscaler and settled:
@@ -87,17 +95,77 @@ def scale(ctx: PlanContext) -> Intent:
         if ahead.replicas > decision.replicas:
             decision = replace(ahead, reason=f"ahead of window '{upcoming_window.name}': {ahead.reason}")
     if status.rollout is not None and decision.replicas < status.replicas:
-        decision = ScalingDecision(
-            status.replicas,
-            f"keep {status.replicas} while rollout {status.rollout.id} runs (scale-down waits for it)",
-            status.scale_below_since,
-        )
+        decision = during_rollout(ctx, decision, capacity, rate)
     status = status.model_copy(update={"scale_below_since": decision.below_since})
     if decision.changes(status.replicas):
         if entry is not None:
             status = with_schedule(status, entry.model_copy(update={"replicas": decision.replicas}))
         return Intent(Code.SCALE, status, (Scale("stable", decision.replicas, decision.reason, code=Code.SCALE),))
     return Intent(Code.REPLICAS_KEPT, status, notes=(decision.reason,))
+
+
+def in_flight_need(ctx: PlanContext) -> ScalingDecision | None:
+    """The replicas the requests in flight now need, at the streams one replica of the active config held within
+    the SLO where its capacity was probed (``capacity_concurrency``, scaled like the rate by the tokens a request
+    carries). In a steady mix this asks for no more than the rate does (the streams are the rate times the
+    latency); it binds when the arrivals change faster than the work in flight: at the end of a batch job, the
+    morning's first chat arrives at a light rate while the night's long generations still occupy the replicas,
+    and a fleet sized on the arrivals alone sheds the replicas those streams run on. None without a probed
+    concurrency for the traffic."""
+    rules, observation = ctx.rules.scaling, ctx.observation
+    if rules is None or observation is None or observation.shape.concurrency <= 0:
+        return None
+    entry = capacity_entry(ctx)
+    if entry is None or not entry.capacity_concurrency or not entry.capacity_rps:
+        return None
+    streams = (
+        entry.capacity_concurrency
+        * transferred(entry.capacity_rps, entry.shape, observation.shape)
+        / (entry.capacity_rps)
+    )
+    decision = desired_replicas(
+        forecast_rps=observation.shape.concurrency,
+        capacity_rps_per_replica=streams,
+        current=ctx.status.replicas,
+        rules=rules,
+        now=ctx.now,
+        below_since=ctx.status.scale_below_since,
+        external_autoscaler=ctx.external_autoscaler,
+        unit="requests in flight",
+    )
+    return replace(decision, reason=f"{decision.reason} (the requests in flight)")
+
+
+def during_rollout(ctx: PlanContext, decision: ScalingDecision, capacity: float | None, rate: float) -> ScalingDecision:
+    """A scale-down while a rollout runs. The fleet is sized for the window it serves now, not the one behind it:
+    when both configs have a capacity probed on this traffic, the replicas follow the whole load at the lower of
+    the two (either config can carry all of it: the candidate once promoted, the stable one after a rollback),
+    and the candidate's replicas follow the stable count at each step. With either capacity unknown the count is
+    kept until the rollout is through."""
+    status = ctx.status
+    assert status.rollout is not None and ctx.rules.scaling is not None and ctx.observation is not None
+    candidate = capacity_entry(ctx, status.rollout.to_config)
+    if capacity is None or candidate is None or candidate.capacity_rps is None:
+        return ScalingDecision(
+            status.replicas,
+            f"keep {status.replicas} while rollout {status.rollout.id} runs (scale-down waits for it: "
+            f"no capacity probed for both configs on this traffic)",
+            status.scale_below_since,
+        )
+    lower = min(capacity, transferred(candidate.capacity_rps, candidate.shape, ctx.observation.shape))
+    sized = desired_replicas(
+        forecast_rps=rate,
+        capacity_rps_per_replica=lower,
+        current=status.replicas,
+        rules=ctx.rules.scaling,
+        now=ctx.now,
+        below_since=status.scale_below_since,
+        external_autoscaler=ctx.external_autoscaler,
+    )
+    return replace(
+        sized,
+        reason=f"{sized.reason} (rollout {status.rollout.id} runs: sized at the lower of the two configs' capacities)",
+    )
 
 
 def window_end_rate(ctx: PlanContext, left_s: float) -> float | None:
@@ -213,6 +281,56 @@ def correct_capacity(ctx: PlanContext, breach: str) -> Intent | None:
     return Intent(Code.CAPACITY_CORRECTED, sized.status, sized.actions, (note, *sized.notes))
 
 
+def production_capacity(ctx: PlanContext) -> Intent | None:
+    """Production evidence beats the canary's the other way too: when the stable variant served more requests/s per
+    replica within the SLO than the capacity its probe measured on this traffic, the probe was too pessimistic
+    (a probe stops at the last load of its bracket that held, and replays one replica's share of a shape).
+    Raise the capacity to what production carried, so the replicas are sized on it (code ``capacity-raised``;
+    the caller continues from its status). Evidence: at least ``rollout.min_samples`` requests in the observe
+    window, TTFT and TPOT each within its bound at the SLO's percentile, errors within the SLO's rate, the replicas
+    settled, no candidate beside them, and a request mix no lighter than the probed one (a rate held on heavier
+    requests holds on the probed mix too). None when nothing is raised."""
+    observation, status = ctx.observation, ctx.status
+    if observation is None or ctx.rules.scaling is None or ctx.external_autoscaler or status.rollout is not None:
+        return None
+    changed = status.replicas_changed_at
+    if changed is not None and observation.start < changed + timedelta(seconds=ctx.rules.replica_settle_s):
+        return None
+    stable = observation.variants.get("stable")
+    if stable is None or "candidate" in observation.variants or stable.requests < ctx.rules.rollout.min_samples:
+        return None
+    if not within_slo(stable, ctx.rules.slo):
+        return None
+    entry = capacity_entry(ctx)
+    if entry is None or entry.capacity_rps is None:
+        return None
+    if tokens_per_request(observation.shape) < tokens_per_request(entry.shape) * TRANSFER_TOLERANCE:
+        return None
+    per_replica_rate = observation.shape.arrival_rate_rps / max(1, status.replicas)
+    if per_replica_rate <= entry.capacity_rps:
+        return None
+    note = (
+        f"production served {per_replica_rate:.2f} req/s per replica within the SLO over {stable.requests} "
+        f"requests, above the {entry.capacity_rps:.2f} req/s the canary's probe measured; sizing with "
+        f"{per_replica_rate:.2f} req/s from now on"
+    )
+    raised = with_schedule(status, entry.model_copy(update={"capacity_rps": per_replica_rate}))
+    return Intent(Code.CAPACITY_RAISED, raised, notes=(note,))
+
+
+def within_slo(stats: VariantStats, slo: SLO) -> bool:
+    """Whether a variant's latencies, each at its SLO's percentile, and its error rate are within the SLO (a
+    latency that cannot be judged is not within it)."""
+    for metric, bound, percentile in (
+        ("ttft", slo.ttft_seconds, slo.ttft_percentile),
+        ("tpot", slo.tpot_seconds, slo.tpot_percentile),
+    ):
+        value, _ = judged_latency(stats, metric, percentile)  # type: ignore[arg-type]
+        if value is None or value > bound:
+            return False
+    return stats.problem("errors") is None and stats.error_rate <= slo.max_error_rate
+
+
 def short_of_replicas(ctx: PlanContext, capacity_rps: float | None) -> str:
     """With an HPA or KEDA object owning the replicas: why the replicas it holds cannot carry the load observed
     now at ``capacity_rps`` per replica (empty when they can, or when either is unknown). A config rolled out
@@ -235,10 +353,14 @@ __all__ = [
     "active_capacity",
     "capacity_entry",
     "correct_capacity",
+    "during_rollout",
+    "in_flight_need",
+    "production_capacity",
     "scale",
     "scales_up",
     "short_of_replicas",
     "tokens_per_request",
     "transferred",
     "window_end_rate",
+    "within_slo",
 ]

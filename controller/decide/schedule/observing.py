@@ -34,10 +34,11 @@ def thaw(ctx: PlanContext) -> Intent:
 
 
 def observe(ctx: PlanContext) -> Intent:
-    """One observing cycle: scale first when the load outgrows the replicas, correct a probed capacity that
-    production disproved, re-tune on a breach or on drift, switch to (or pre-warm) the window's scheduled config,
-    tune the next window ahead; otherwise keep observing (code ``observing``; why the replicas stay as they are,
-    code ``replicas-kept-observing``)."""
+    """One observing cycle: raise a probed capacity that production exceeded within the SLO (code
+    ``capacity-raised``, :func:`~controller.decide.capacity.scaling.production_capacity`), scale first when the load
+    outgrows the replicas, correct a probed capacity that production disproved, re-tune on a breach or on drift,
+    switch to (or pre-warm) the window's scheduled config, tune the next window ahead; otherwise keep observing
+    (code ``observing``; why the replicas stay as they are, code ``replicas-kept-observing``)."""
     observation = ctx.observation
     assert observation is not None
     status = ctx.status
@@ -57,7 +58,13 @@ def observe(ctx: PlanContext) -> Intent:
         previous = drifts.DriftState()
     verdict, drift_state = drifts.assess(live, entry.shape, previous, now=ctx.now, params=ctx.rules.drift)
     ctx = ctx.with_status(status.model_copy(update={"drift": drift_state}))
+    raised = scaling.production_capacity(ctx)
+    if raised is not None:
+        ctx = ctx.with_status(raised.status)
     sized = scaling.scale(ctx)
+    if raised is not None:  # the raised capacity's note under its own code, before the sizing's
+        coded = (*((Code.CAPACITY_RAISED, n) for n in raised.notes), *sized.coded_notes)
+        sized = Intent(sized.code, sized.status, sized.actions, sized.notes, coded)
     ctx = ctx.with_status(sized.status)
     if scaling.scales_up(sized, ctx.status.replicas):
         # more load than the replicas carry: add replicas first; a re-tune would not add capacity soon enough
@@ -97,7 +104,7 @@ def observe(ctx: PlanContext) -> Intent:
     note = f"observing: {observation.shape.describe()}; {drift_note}"
     if switch is not None:  # a switch that does not pay: keep the active config, and say why
         return Intent(switch.code, ctx.status, sized.actions, (*sized.notes, note, *switch.notes))
-    replicas = tuple((Code.REPLICAS_KEPT_OBSERVING, n) for n in sized.notes)
+    replicas = (*sized.coded_notes, *((Code.REPLICAS_KEPT_OBSERVING, n) for n in sized.notes))
     return Intent(Code.OBSERVING, ctx.status, sized.actions, (note,), replicas)
 
 

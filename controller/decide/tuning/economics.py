@@ -113,13 +113,14 @@ class TrialWorth:
     """Whether a search's next trial is expected to pay for its own GPU time (``code``: ``trial-pays``,
     ``trial-gain-unknown``, or a stop reason: ``search-no-gain`` when the proposer expects nothing better than
     the best already measured, ``search-below-threshold`` when it expects less than a switch needs,
-    ``search-unpaid`` when what it expects saves less GPU time over the horizon than
-    the trial holds)."""
+    ``trial-not-worth-it`` when what it expects saves less GPU time over the horizon
+    than the trial holds)."""
 
     code: Code
     expected_gain: float | None
     saved_gpu_hours: float
-    """GPU-hours a config that gains ``expected_gain`` saves over the horizon (0 when the gain is unknown)."""
+    """GPU-hours a config that gains ``expected_gain`` saves over the horizon (0 when the gain is unknown); with
+    managed replicas, in whole replicas (see :func:`whole_replicas_saved`)."""
     cost_gpu_hours: float
     """GPU-hours the trial holds on the canary pool: its engine's start, warm-up and measurement."""
 
@@ -158,6 +159,46 @@ def _normal_cdf(z: float) -> float:
     return 0.5 * math.erfc(-z / math.sqrt(2))
 
 
+def whole_replicas_saved(
+    replicas: int,
+    *,
+    floor: int,
+    median_gain: float,
+    uncertainty: float | None,
+    needed_gain: float,
+    success_chance: float = 1.0,
+    samples: int = 16,
+) -> float:
+    """The replicas a find is expected to save at the window's busy hour, in whole replicas: the fleet runs
+    ``replicas`` there (its exact need somewhere in ``(replicas - 1, replicas]``, taken as evenly spread), a config
+    with ``G`` more goodput per replica needs ``ceil(need / (1 + G))`` of them, never fewer than ``floor``, and a
+    find is used only when ``G`` reaches ``needed_gain``. ``G`` is lognormal as in :func:`expected_excess_gain`
+    (exactly the median with no ``uncertainty``), times ``success_chance``. A window that runs on ``floor``
+    replicas saves nothing whatever is found: one replica of the stock config serving a quiet night is one replica
+    of any config."""
+    floor = max(1, floor)
+    if replicas <= floor:
+        return 0.0
+    m = math.log1p(max(median_gain, -0.999999))
+    if not uncertainty:  # G is the median: the share of needs in (replicas - 1, replicas] it brings down each step
+        if median_gain < needed_gain:
+            return 0.0
+        return sum(
+            min(1.0, max(0.0, (replicas - fewer) * (1 + median_gain) - (replicas - 1)))
+            for fewer in range(1, replicas - floor + 1)
+        )
+
+    def at_least(threshold: float) -> float:  # P(1 + G >= threshold)
+        return 1 - _normal_cdf((math.log(threshold) - m) / uncertainty)
+
+    total = 0.0
+    for j in range(samples):
+        need = replicas - 1 + (j + 0.5) / samples
+        for fewer in range(1, replicas - floor + 1):
+            total += at_least(max(need / (replicas - fewer), 1 + needed_gain))
+    return success_chance * total / samples
+
+
 def trial_worth(
     *,
     expected_gain: float | None,
@@ -166,6 +207,8 @@ def trial_worth(
     needed_gain: float = 0.0,
     gain_uncertainty: float | None = None,
     success_chance: float = 1.0,
+    replicas: int | None = None,
+    min_replicas: int = 1,
 ) -> TrialWorth:
     """The verdict on one more trial. ``window_gpu_hours``: what the window runs over the horizon the found
     config would serve; a config with ``expected_gain`` more goodput per replica carries the same load on
@@ -179,32 +222,44 @@ def trial_worth(
     ``needed_gain`` (:func:`expected_excess_gain`) times ``success_chance``: a proposal whose median is below the
     best measured can still be worth a trial while its model is unsure, and one the model is sure of is judged on
     its median. Then ``search-no-gain`` is a median at or below 0 that the uncertainty does not lift enough to pay,
-    ``search-below-threshold`` one between 0 and ``needed_gain``."""
+    ``search-below-threshold`` one between 0 and ``needed_gain``, and ``trial-not-worth-it`` a gain that would be
+    used but saves less than the trial costs.
+
+    With managed replicas (``replicas``: what the window runs at its busy hour, ``window_gpu_hours`` being that
+    many replicas over the horizon) the saving is counted in whole replicas above ``min_replicas``
+    (:func:`whole_replicas_saved`): a share of a replica saves no GPU, and a window on its minimum saves none."""
     if window_gpu_hours < 0 or trial_gpu_hours < 0:
         raise ValueError("GPU-hours must be >= 0")
     if gain_uncertainty is not None and (not math.isfinite(gain_uncertainty) or gain_uncertainty < 0):
         raise ValueError("gain_uncertainty must be a finite number >= 0")
     if not 0 <= success_chance <= 1:
         raise ValueError("success_chance must be within [0, 1]")
+    if replicas is not None and replicas < 1:
+        raise ValueError("replicas must be >= 1")
     if expected_gain is None:
         return TrialWorth(Code.TRIAL_GAIN_UNKNOWN, None, 0.0, trial_gpu_hours)
-    if gain_uncertainty is not None:
+    if replicas is not None:
+        fewer = whole_replicas_saved(
+            replicas,
+            floor=min_replicas,
+            median_gain=expected_gain,
+            uncertainty=gain_uncertainty,
+            needed_gain=needed_gain,
+            success_chance=success_chance if gain_uncertainty is not None else 1.0,
+        )
+        saved = fewer * window_gpu_hours / replicas
+    elif gain_uncertainty is not None:
         excess = success_chance * expected_excess_gain(expected_gain, gain_uncertainty, needed_gain)
         saved = excess / (1 + needed_gain + excess) * window_gpu_hours
-        if saved > trial_gpu_hours:
-            return TrialWorth(Code.TRIAL_PAYS, expected_gain, saved, trial_gpu_hours)
-        if expected_gain <= 0:
-            return TrialWorth(Code.SEARCH_NO_GAIN, expected_gain, saved, trial_gpu_hours)
-        if expected_gain < needed_gain:
-            return TrialWorth(Code.SEARCH_BELOW_THRESHOLD, expected_gain, saved, trial_gpu_hours)
-        return TrialWorth(Code.SEARCH_UNPAID, expected_gain, saved, trial_gpu_hours)
+    else:
+        saved = expected_gain / (1 + expected_gain) * window_gpu_hours if expected_gain >= needed_gain else 0.0
+    if saved > trial_gpu_hours and (gain_uncertainty is not None or expected_gain > 0):
+        return TrialWorth(Code.TRIAL_PAYS, expected_gain, saved, trial_gpu_hours)
     if expected_gain <= 0:
-        return TrialWorth(Code.SEARCH_NO_GAIN, expected_gain, 0.0, trial_gpu_hours)
+        return TrialWorth(Code.SEARCH_NO_GAIN, expected_gain, saved, trial_gpu_hours)
     if expected_gain < needed_gain:
-        return TrialWorth(Code.SEARCH_BELOW_THRESHOLD, expected_gain, 0.0, trial_gpu_hours)
-    saved = expected_gain / (1 + expected_gain) * window_gpu_hours
-    code = Code.TRIAL_PAYS if saved > trial_gpu_hours else Code.SEARCH_UNPAID
-    return TrialWorth(code, expected_gain, saved, trial_gpu_hours)
+        return TrialWorth(Code.SEARCH_BELOW_THRESHOLD, expected_gain, saved, trial_gpu_hours)
+    return TrialWorth(Code.TRIAL_NOT_WORTH_IT, expected_gain, saved, trial_gpu_hours)
 
 
 @dataclass(frozen=True)
@@ -223,8 +278,8 @@ class SwitchWorth:
     candidate_gpu_hours: float
     """The candidate replicas each rollout step holds for its bake time."""
     held_gpu_hours: float
-    """The active fleet held beyond what the window's load needs while the rollout runs (nothing is scaled down
-    until it is through): the old config draining."""
+    """The active fleet held beyond what the window's load needs until it comes down: the scale-down's
+    stabilisation, at most the rollout (the old config draining)."""
     trial_gpu_hours: float
     """Canary trials the switch still has to run before it can start (0 when its evidence is measured)."""
     rollout_s: float
@@ -275,8 +330,9 @@ def switch_worth(
     rate ``1 -/+ forecast_uncertainty`` times (a load that moves changes both fleets, and the rounding to whole
     replicas decides what is left), with the new config's capacity ``1 - capacity_uncertainty`` times its probe
     (the two capacities were probed alike, so the error that matters is their ratio's). Cost: the candidate
-    replicas of each step for its bake time, the active fleet held above what the window needs while the rollout
-    runs (``current_replicas`` against the active config's need), and the trials still to run. The switch pays
+    replicas of each step for its bake time, the active fleet held above what the window needs until it comes down
+    (``current_replicas`` against the active config's need, for the scale-down's stabilisation, at most the
+    rollout), and the trials still to run. The switch pays
     only when the saving exceeds the whole cost."""
     if min(rate_rps, active_capacity_rps, new_capacity_rps, window_s, bake_s) < 0 or not steps:
         raise ValueError("rates, capacities and times must be >= 0, and a rollout has steps")
@@ -297,7 +353,10 @@ def switch_worth(
     low_gpus = min(saving(r, low_capacity) for r in rates)
     new_replicas = need(rate_rps, new_capacity_rps)
     candidates = sum(max(1, math.ceil(new_replicas * w / 100 - 1e-9)) for w in steps) * bake_s * new_tp / 3600
-    held = max(0, current_replicas - need(rate_rps, active_capacity_rps)) * active_tp * rollout_s / 3600
+    # both capacities are known, so the fleet comes down to the window's need once the scale-down has waited its
+    # stabilisation, rollout or not (capacity.scaling.during_rollout)
+    held_s = min(rollout_s, rules.scale_down_stabilisation_s)
+    held = max(0, current_replicas - need(rate_rps, active_capacity_rps)) * active_tp * held_s / 3600
     saved = low_gpus * left_h
     cost = candidates + held + trial_gpu_hours
     return SwitchWorth(

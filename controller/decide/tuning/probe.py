@@ -19,8 +19,9 @@ from controller.domain.trial import TrialResult, TrialStatus
 
 def capacity_probe(ctx: PlanContext, round_: TuningRound) -> Intent | None:
     """The next step of the capacity search for the config the round will choose (code ``capacity-probe``): replay
-    its shape at growing multiples of the per-replica load until the SLO breaks, then narrow the bracket. Its
-    result (how far one replica stretches within the SLO) sizes the fleet. None when the search is done."""
+    its shape at growing multiples of the per-replica load until the SLO breaks, then narrow the bracket, while
+    another probe could still change the replicas the window's load needs (:func:`replicas_decided`). Its result
+    (how far one replica stretches within the SLO) sizes the fleet. None when the search is done."""
     chosen = selection.choice(ctx)
     if chosen is None:
         return None
@@ -78,6 +79,8 @@ def next_probe(ctx: PlanContext, round_: TuningRound, chosen: TrialResult) -> In
     key = chosen.config.key()
     done = probe_results(ctx, round_, key)
     low, high = bracket(ctx, round_, key)
+    if done and replicas_decided(ctx, round_, key, low, high):
+        return None
     factor = next_probe_factor(
         low, high, base_concurrency=round_.shape.concurrency, tried=len(done), rules=ctx.rules.capacity_probe
     )
@@ -93,6 +96,34 @@ def next_probe(ctx: PlanContext, round_: TuningRound, chosen: TrialResult) -> In
     status = ctx.status.model_copy(update={"tuning": round_})
     loop = ctx.rules.capacity_probe_loop
     return Intent(Code.CAPACITY_PROBE, status, (RunTrial(chosen.config, shape, why, "capacity-probe", loop=loop),))
+
+
+def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float, high: float | None) -> bool:
+    """Whether another probe could change the replicas the window's load needs: with managed replicas (no HPA or
+    KEDA object owning them), the fleet
+    rate the round was tuned for, and that rate ``ScheduleRules.forecast_uncertainty`` either side, need as many
+    replicas at the capacity that held (``low``) as at the one that did not (``high``; none found yet: however
+    much more one replica carries), so the probe's answer is already known in GPUs. A window whose whole busy hour
+    one replica of the config carries with headroom is decided by the first probe that held twice its load."""
+    rules, rate = ctx.rules.scaling, fleet_rate(ctx, round_)
+    if rules is None or ctx.external_autoscaler or not rate or low <= 0:
+        return False  # an HPA's replicas are not ours to count: the capacity is checked against its own
+    held = next((t for f, t in probe_results(ctx, round_, key) if f == low), None)
+    if held is None:
+        held = next((t for t in reversed(round_trials(ctx.status)) if t.config.key() == key), None)
+    if held is None:
+        return False
+    low_rps = min(held.goodput_rps, held.shape.arrival_rate_rps)
+    if low_rps <= 0:
+        return False
+    high_rps = round_.shape.arrival_rate_rps * high if high is not None else math.inf
+    floor = max(rules.min_replicas, 1)
+
+    def need(at: float, capacity: float) -> int:
+        return max(replicas_for(at, capacity, rules) if math.isfinite(capacity) else 0, floor)
+
+    u = ctx.rules.schedule.forecast_uncertainty
+    return all(need(r, low_rps) == need(r, high_rps) for r in (rate * (1 - u), rate, rate * (1 + u)))
 
 
 def probe_results(ctx: PlanContext, round_: TuningRound, key: str) -> list[tuple[float, TrialResult]]:
@@ -197,6 +228,7 @@ __all__ = [
     "more_slots",
     "next_probe",
     "probe_results",
+    "replicas_decided",
     "replicas_needed",
     "replicas_saved",
     "slots",

@@ -239,6 +239,10 @@ def worth(ctx: PlanContext, round_: TuningRound, proposal: Proposal) -> economic
         replicas = max(1.0, round_.fleet_concurrency / round_.shape.concurrency)
     elif ctx.rules.scaling is None:
         replicas = float(max(1, ctx.status.replicas))
+    busy = None
+    if ctx.rules.scaling is not None:
+        busy = fleet_replicas(ctx, round_, replicas)
+        replicas = float(busy)
     window_gpu_hours = window.hours * replicas * tp * rules.payback_horizon_s / 86400
     needed = 0.0
     baseline = selection.find(trials, ctx.status.active_config)
@@ -251,14 +255,31 @@ def worth(ctx: PlanContext, round_: TuningRound, proposal: Proposal) -> economic
         needed_gain=max(0.0, needed),
         gain_uncertainty=proposal.gain_uncertainty if best is not None else None,
         success_chance=proposal.success_chance,
+        replicas=busy,
+        min_replicas=ctx.rules.scaling.min_replicas if ctx.rules.scaling is not None else 1,
     )
+
+
+def fleet_replicas(ctx: PlanContext, round_: TuningRound, design: float) -> int:
+    """The replicas the round's window runs at its busy hour, as far as anything says: the round's design count
+    (its fleet load over one replica's slots), the window's schedule entry's replicas, and the replicas running
+    now when the round is the current window's; the most of them (a search is not stopped on a fleet it
+    underestimates)."""
+    counts = [math.ceil(design - 1e-9)]
+    entry = ctx.status.schedule_for(round_.window)
+    if entry is not None and entry.replicas > 0:
+        counts.append(entry.replicas)
+    if round_.window == ctx.window.name:
+        counts.append(ctx.status.replicas)
+    return max(1, *counts)
 
 
 def search_stop(ctx: PlanContext, round_: TuningRound) -> Intent | None:
     """The round's search stops asking for trials, the stop's own code and sentence kept on the round for status
-    and explain: code ``search-stopped`` when its best next proposal does not pay for its GPU time
-    (:func:`worth`), ``search-ended`` when the budget is spent (``search-budget-spent``) or nothing is left to
-    propose (``search-no-proposals``). None while the search goes on, and once it has stopped."""
+    and explain: code ``search-stopped`` when its best next proposal does not pay for its GPU time (:func:`worth`;
+    the round keeps the verdict's code, e.g. ``trial-not-worth-it``), ``search-ended`` when the budget is spent
+    (``search-budget-spent``) or nothing is left to propose (``search-no-proposals``). None while the search goes
+    on, and once it has stopped."""
     if round_.stop_code is not None:
         return None
     fresh = fresh_proposals(ctx, round_)
@@ -310,6 +331,7 @@ __all__ = [
     "SEARCHES_PER_WINDOW",
     "archived",
     "design_replicas",
+    "fleet_replicas",
     "fresh_proposals",
     "knows_active",
     "next_trials",

@@ -66,8 +66,8 @@ RULES = Rules(
         (-0.05, 100.0, 0.1, 0.0, "search-no-gain"),
         (0.02, 100.0, 0.1, 0.03, "search-below-threshold"),  # a 2 % find is not switched to
         (0.04, 100.0, 0.1, 0.03, "trial-pays"),
-        (0.001, 50.0, 0.1, 0.0, "search-unpaid"),  # saves 0.05 GPU-hours for 0.1
-        (0.10, 1.0, 0.2, 0.0, "search-unpaid"),  # a short, small window: 0.09 saved for 0.2
+        (0.001, 50.0, 0.1, 0.0, "trial-not-worth-it"),  # saves 0.05 GPU-hours for 0.1
+        (0.10, 1.0, 0.2, 0.0, "trial-not-worth-it"),  # a short, small window: 0.09 saved for 0.2
     ],
 )
 def test_trial_worth(gain: float | None, window_gpu_hours: float, cost: float, needed: float, code: str) -> None:
@@ -110,8 +110,8 @@ def test_expected_excess_gain_is_a_lognormal_expected_improvement(
         (-0.47, 0.02, 1.0, 0.0, "search-no-gain"),  # the same median, the model sure of it
         (0.02, 0.01, 1.0, 0.03, "search-below-threshold"),
         (0.10, 0.05, 1.0, 0.03, "trial-pays"),
-        (0.10, 0.05, 0.0, 0.03, "search-unpaid"),  # the failure model says it will not run
-        (0.0005, 0.001, 1.0, 0.0, "search-unpaid"),  # sure of a 0.05 % gain: 0.05 GPU-hours for 0.1
+        (0.10, 0.05, 0.0, 0.03, "trial-not-worth-it"),  # the failure model says it will not run
+        (0.0005, 0.001, 1.0, 0.0, "trial-not-worth-it"),  # sure of a 0.05 % gain: 0.05 GPU-hours for 0.1
     ],
 )
 def test_trial_worth_weighs_the_uncertainty_of_the_gain(
@@ -229,7 +229,7 @@ def test_next_trials_run_while_they_pay(
     ("fleet_concurrency", "horizon_days", "code"),
     [
         (256.0, 7.0, "trial-pays"),  # 2 replicas x 8 h x 7 days = 112 GPU-hours: 0.5 % of it is 0.56
-        (128.0, 0.05, "search-unpaid"),  # 1 replica x 8 h x 0.05 days: 0.4 GPU-hours, 0.5 % of it < one trial
+        (128.0, 0.05, "trial-not-worth-it"),  # 1 replica x 8 h x 0.05 days: 0.4 GPU-hours, 0.5 % of it < one trial
     ],
 )
 def test_the_window_gpu_hours_over_the_horizon_decide(fleet_concurrency: float, horizon_days: float, code: str) -> None:

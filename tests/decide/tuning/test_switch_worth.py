@@ -43,7 +43,8 @@ def worth(**overrides: object) -> SwitchWorth:
         ({"new_capacity_rps": 0.6, "window_s": 3600.0, "trial_gpu_hours": 0.5}, "switch-not-paying"),
         # the same saving over a night pays
         ({"new_capacity_rps": 0.6}, "switch-pays"),
-        # the day's 30 replicas held while a 3-hour rollout steps through a quiet evening cost more than it saves
+        # the day's 30 replicas held a quarter of an hour and a 3-hour rollout's candidates through a quiet evening
+        # cost more than it saves
         ({"current_replicas": 30, "bake_s": 3600.0, "window_s": 4 * 3600.0}, "switch-not-paying"),
         # a rollout longer than the window saves nothing
         ({"bake_s": 3 * 3600.0}, "switch-not-paying"),
@@ -64,8 +65,13 @@ def test_the_cost_is_the_candidates_the_old_fleet_held_and_the_trials() -> None:
     assert w.cost_gpu_hours == pytest.approx(1.5 + 0.25)
     # 5 replicas saved for the 7.5 hours after the 30-minute rollout
     assert w.median_saved_gpu_hours == pytest.approx(5 * 7.5)
+    # 4 replicas above the need, until the scale-down's 15-minute stabilisation has passed (the rollout does not
+    # hold them: both capacities are known)
     held = worth(current_replicas=14)
-    assert held.held_gpu_hours == pytest.approx(4 * 0.5)
+    assert held.held_gpu_hours == pytest.approx(4 * 0.25)
+    # a stabilisation longer than the rollout: held for the rollout
+    slow = ScalingRules(min_replicas=1, max_replicas=32, headroom=0.25, scale_down_stabilisation_s=7200.0)
+    assert worth(current_replicas=14, rules=slow).held_gpu_hours == pytest.approx(4 * 0.5)
 
 
 @pytest.mark.parametrize(
