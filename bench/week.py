@@ -22,7 +22,8 @@ Rows:
 (b) ``ideal-static``: the single best config with *ideal replica sizing every hour*: for every hour of the week the
     fewest replicas that hold the SLO at that hour's load from the performance model, i.e.
     ``ceil(peak concurrency of the hour x (1 + headroom) / per-replica concurrency at the SLO)`` on the hour's
-    noise-free shape (the same headroom Shiftlight plans with covers the traffic's noise; the per-replica
+    noise-free shape: its mid-point's mix, and each quarter-hour's own where the mix moves by more than 5 % (a
+    handover between populations); the same headroom Shiftlight plans with covers the traffic's noise; the per-replica
     concurrency is the config's, by bisection on the model, with the policy's SLO percentiles), never below one.
     The config is the one of the policy's valid space (stock included) whose schedule needs the fewest GPU-hours.
     The schedule is served in the simulator as it is: replicas added one cold start ahead of the hour that needs
@@ -67,6 +68,12 @@ switching cost (GPU-hours on rollout candidates and canary trials, promotions, r
 
     schedule: realised gain vs ideal best static +G.G GPU-hours (S.S vs H.H); switching cost: C.C GPU-hours on \
 rollout candidates, T.T on N canary trials, P promotions, R rollbacks
+
+Shiftlight's row also gives its canary trials by kind (the optimizer's, the rounds' baselines and repeats, the
+capacity probes, the switch checks) and, per window, the capacity per replica probed for the config serving it
+beside the most requests/s per ready replica production held within the SLO over one cycle (no candidate beside
+it, a mix no lighter than the probe's): where the two disagree, the decide layer's ``capacity-raised`` rule lets
+production win.
 
 Run: ``.venv/bin/python bench/week.py [--scenario workstation|dense-fleet|doc-quoting|rag-batch|support-afternoon]
 [--seed N] [--load-scale X] [--days D] [--uncalibrated] [--trajectory]``. ``--trajectory`` prints, for each window
@@ -468,8 +475,7 @@ class Result:
                 self.gpu_seconds += v.gpu_seconds
                 if v.variant == "candidate":
                     self.candidate_gpu_seconds += v.gpu_seconds
-                shape = v.shape or t.shape
-                self.good_tokens += v.good_requests * shape.output_tokens.mean
+                self.good_tokens += v.good_requests * t.shape.output_tokens.mean  # both variants serve the mix
             self.windows[key] = (requests, good)
 
 
@@ -482,11 +488,15 @@ class CountingLoadTester:
         self.cold_start_s = cold_start_s
         self.gpu_seconds = 0.0
         self.trials = 0
+        self.by_kind: dict[str, int] = {}
+        """Trials that held GPUs, by who asked for them (the optimizer, ``baseline``, ``capacity-probe``, ...)."""
 
     def run(self, request: TrialRequest) -> TrialResult:
         result = self.inner.run(request)
         if result.status is not TrialStatus.INFEASIBLE:
             self.trials += 1
+            kind = request.proposed_by or "other"
+            self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
             held = self.cold_start_s + request.budget.warmup_s + request.budget.duration_s
             self.gpu_seconds += held * request.config.tensor_parallel_size
         return result
@@ -543,7 +553,8 @@ DAY_TYPES = (0, 5)
 class IdealSizing:
     """Offline, from the performance model: for each config, the ideal replicas of every hour of a weekday and of a
     weekend day (``ideal_replicas`` at the hour's peak concurrency over the config's per-replica concurrency at the
-    SLO on the hour's mid-point shape)."""
+    SLO on the hour's mid-point shape, and at each quarter-hour whose mix is another, :func:`mix_moved`, on that
+    quarter's own mix)."""
 
     configs: list[EngineConfig]
     replicas: dict[int, dict[tuple[int, int], int]]
@@ -581,20 +592,53 @@ def ideal_sizing(perf: PerformanceModel, policy: Policy, s: WeekSettings) -> Ide
     configs = [STOCK, *policy.space.configs(policy.feasibility)]
     replicas: dict[int, dict[tuple[int, int], int]] = {i: {} for i in range(len(configs))}
     caps: dict[tuple[object, ...], list[float]] = {}  # per-replica streams depend on the mix, not on the load
+
+    def streams(shape: TrafficShape) -> list[float]:
+        key = _mix_key(shape)
+        if key not in caps:
+            caps[key] = [
+                capacity_streams(perf, c, shape, policy.slo) if shape.concurrency > 0 else 1.0 for c in configs
+            ]
+        return caps[key]
+
     for day in DAY_TYPES:
         for hour in range(24):
             mid = traffic.shape_at_hour(hour + 0.5, day_of_week=day, noise=False)
-            peak = max(traffic.shape_at_hour(hour + q / 4, day_of_week=day, noise=False).concurrency for q in range(5))
-            key = _mix_key(mid)
-            if key not in caps:
-                caps[key] = [
-                    capacity_streams(perf, c, mid, policy.slo) if mid.concurrency > 0 else 1.0 for c in configs
-                ]
-            for i, cap in enumerate(caps[key]):
-                replicas[i][(day, hour)] = ideal_replicas(
-                    peak, cap, headroom=s.headroom, lo=s.min_replicas, hi=s.max_replicas
+            quarters = [traffic.shape_at_hour(hour + q / 4, day_of_week=day, noise=False) for q in range(5)]
+            peak = max(q.concurrency for q in quarters)
+            at_mid = streams(mid)
+            # a quarter whose mix is another (a handover between populations) is sized on its own mix too: the
+            # mid-point's light evening chat does not carry the business hours' long prompts still in flight
+            other = [q for q in quarters if q.concurrency > 0 and mix_moved(q, mid)]
+            for i, cap in enumerate(at_mid):
+                need = ideal_replicas(
+                    peak if mid.concurrency > 0 else 0.0, cap, headroom=s.headroom, lo=s.min_replicas, hi=s.max_replicas
                 )
+                for q in other:
+                    need = max(
+                        need,
+                        ideal_replicas(
+                            q.concurrency, streams(q)[i], headroom=s.headroom, lo=s.min_replicas, hi=s.max_replicas
+                        ),
+                    )
+                replicas[i][(day, hour)] = need
     return IdealSizing(configs, replicas)
+
+
+#: A quarter-hour's mix whose mean prompt or output length is this share away from the hour's mid-point mix is
+#: sized on its own (the ideal plans read each hour's mid-point mix otherwise).
+MIX_MOVED = 0.05
+
+
+def mix_moved(shape: TrafficShape, mid: TrafficShape) -> bool:
+    """Whether ``shape``'s request mix is another than ``mid``'s: a mean length more than :data:`MIX_MOVED` away,
+    or no load at the mid-point."""
+    if mid.concurrency <= 0:
+        return True
+    return any(
+        abs(a.mean / b.mean - 1) > MIX_MOVED
+        for a, b in ((shape.prompt_tokens, mid.prompt_tokens), (shape.output_tokens, mid.output_tokens))
+    )
 
 
 def _mix_key(shape: TrafficShape) -> tuple[object, ...]:
@@ -799,12 +843,25 @@ def run_shiftlight(
     result = _result("shiftlight" if capacity else "shiftlight+hpa", "per window", fleet)
     trajectory: dict[WindowKey, tuple[str, int]] = {}
     peaks: dict[WindowKey, int] = {}
+    held: dict[str, float] = {}  # window -> production's highest per-replica rate in a cycle within the SLO
+    probed: dict[str, tuple[float, str]] = {}  # window -> the capacity probed for the config serving it
     end = WEEK_START + timedelta(days=s.days)
     while clock.now() < end:
         before = clock.now()
         fleet.advance(s.cycle_s)
         ticks = fleet.ticks_between(before, clock.now())
         result.add(ticks)
+        name = result.window_names(before)
+        entry = status.schedule_for(name)
+        if entry is not None and entry.capacity_rps and entry.config.key() == status.active_config.key():
+            probed[name] = (entry.capacity_rps, entry.config.label())
+            rate = production_rate_held(ticks)
+            if (
+                rate is not None
+                and ticks
+                and tokens_per_request(ticks[-1].shape) >= 0.99 * tokens_per_request(entry.shape)
+            ):
+                held[name] = max(held.get(name, 0.0), rate)
         for t in ticks:
             key = (t.start.date().isoformat(), result.window_names(t.start))
             stable_tick = t.variants.get("stable")
@@ -845,6 +902,17 @@ def run_shiftlight(
         f"{result.trial_gpu_seconds / 3600:.1f} on {result.trials} canary trials (counted), "
         f"mean {result.replica_seconds / max(result.seconds, 1):.1f} replicas"
     )
+    if tester.by_kind:
+        result.notes.append(
+            "canary trials by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(tester.by_kind.items()))
+        )
+    for name in sorted(set(held) | set(probed)):
+        probe = f"{probed[name][0]:.2f} req/s ({probed[name][1]})" if name in probed else "none"
+        prod = f"{held[name]:.2f} req/s" if name in held else "none"
+        result.notes.append(
+            f"capacity per replica, window {name}: probe {probe}; production held {prod} (the most per ready "
+            f"replica over a cycle within the SLO on a mix no lighter than the probe's)"
+        )
     for line in (h for h in status.history if "rolled back" in h):
         result.notes.append(line[:300])
     result.trajectory = trajectory
@@ -853,6 +921,31 @@ def run_shiftlight(
         + "; ".join(f"{d[5:]} {w}: {c} x{p}" for (d, w), (c, p) in trajectory.items())
     )
     return result
+
+
+def tokens_per_request(shape: TrafficShape) -> float:
+    return shape.prompt_tokens.mean + shape.output_tokens.mean
+
+
+def production_rate_held(ticks: Sequence[FleetTick]) -> float | None:
+    """The stable variant's requests/s per ready replica over one cycle's ticks, when it served all of its
+    requests within the SLO (at least 99 % of them) with no candidate beside it: a rate production shows one
+    replica holds at the SLO. None otherwise."""
+    requests = good = 0
+    replica_s = seconds = 0.0
+    for t in ticks:
+        if any(v.variant == "candidate" and v.replicas for v in t.variants.values()):
+            return None
+        v = t.variants.get("stable")
+        if v is None or v.ready_replicas <= 0:
+            return None
+        requests += v.requests
+        good += v.good_requests
+        replica_s += v.ready_replicas * t.seconds
+        seconds += t.seconds
+    if not requests or replica_s <= 0 or good < 0.99 * requests:
+        return None
+    return requests / replica_s
 
 
 def window_table(

@@ -142,6 +142,7 @@ def test_counting_load_tester_charges_the_canary_pool_for_launched_trials_only()
     launched.run(request)
     assert launched.trials == 2
     assert launched.gpu_seconds == pytest.approx(2 * (180.0 + 10.0 + 120.0))
+    assert launched.by_kind == {"other": 2}
     refused = week.CountingLoadTester(Fake(week.TrialStatus.INFEASIBLE), cold_start_s=180.0)
     refused.run(request)
     assert refused.trials == 0 and refused.gpu_seconds == 0.0
@@ -181,3 +182,74 @@ def test_the_unseen_scenarios_bring_their_own_windows_and_seeds(name: str) -> No
         base = week.SCENARIOS[old]
         assert new.seed != base.seed
         assert week.week_traffic(new).windows != week.week_traffic(base).windows
+
+
+def _shape(prompt: float, output: float, concurrency: float = 4.0) -> object:
+    from controller.domain.traffic import LengthDistribution, TrafficShape
+
+    return TrafficShape(
+        arrival_rate_rps=1.0,
+        concurrency=concurrency,
+        prompt_tokens=LengthDistribution(mean=prompt),
+        output_tokens=LengthDistribution(mean=output),
+    )
+
+
+@pytest.mark.parametrize(
+    ("prompt", "output", "mid_concurrency", "moved"),
+    [
+        (800.0, 300.0, 4.0, False),  # the mid-point's mix
+        (820.0, 310.0, 4.0, False),  # within 5 %
+        (6000.0, 300.0, 4.0, True),  # the business hours' long prompts still in the quarter
+        (800.0, 300.0, 0.0, True),  # no load at the mid-point: every loaded quarter is sized on its own
+    ],
+)
+def test_a_quarter_hour_is_sized_on_its_own_mix_when_it_moved(
+    prompt: float, output: float, mid_concurrency: float, moved: bool
+) -> None:
+    mid = _shape(800.0, 300.0, mid_concurrency)
+    assert week.mix_moved(_shape(prompt, output), mid) is moved
+
+
+def test_production_rate_held_is_per_ready_replica_within_the_slo_and_without_a_candidate() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from controller.simulator.fleet_records import FleetTick, VariantTick
+
+    start = datetime(2026, 11, 30, tzinfo=UTC)
+
+    def tick(requests: int, good: int, ready: int, candidate: bool = False) -> FleetTick:
+        def variant(name: str, n: int) -> VariantTick:
+            return VariantTick(
+                variant=name,
+                config=None,
+                replicas=n,
+                ready_replicas=n,
+                weight=0,
+                requests=requests,
+                errors=0,
+                good_requests=good,
+                output_tokens=0.0,
+                prompt_tokens=0.0,
+                ttft_s=None,
+                tpot_s=None,
+                e2e_s=None,
+                spec_acceptance=None,
+                gpu_seconds=60.0 * n,
+                capacity_tokens_per_s=0.0,
+            )
+
+        variants = {"stable": variant("stable", ready)}
+        if candidate:
+            variants["candidate"] = variant("candidate", 1)
+        return FleetTick(
+            start=start,
+            end=start + timedelta(seconds=60),
+            shape=_shape(800, 300),
+            candidate_weight=0,
+            variants=variants,
+        )
+
+    assert week.production_rate_held([tick(600, 600, 2), tick(600, 600, 2)]) == pytest.approx(5.0)
+    assert week.production_rate_held([tick(600, 590, 2)]) is None  # 98 % within the SLO
+    assert week.production_rate_held([tick(600, 600, 2, candidate=True)]) is None
