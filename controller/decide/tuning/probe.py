@@ -7,13 +7,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from controller.decide.capacity.sizing import holds, next_probe_factor, probe_bracket, replicas_for
+from controller.decide.capacity.sizing import holds, length_distance, next_probe_factor, probe_bracket, replicas_for
 from controller.decide.context import Intent, PlanContext, round_trials, scaled
 from controller.decide.tuning import selection
 from controller.domain.actions import RunTrial
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.status import TuningRound
+from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 
 
@@ -103,7 +104,8 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
     KEDA object owning them), the fleet
     rate the round was tuned for, and that rate ``ScheduleRules.forecast_uncertainty`` either side, need as many
     replicas at the capacity that held (``low``) as at the one that did not (``high``; none found yet: however
-    much more one replica carries), so the probe's answer is already known in GPUs. A window whose whole busy hour
+    much more one replica carries), and so do the forecast loads of the other windows the capacity would size
+    (:func:`loads_sized_alike`), so the probe's answer is already known in GPUs. A window whose whole busy hour
     one replica of the config carries with headroom is decided by the first probe that held twice its load."""
     rules, rate = ctx.rules.scaling, fleet_rate(ctx, round_)
     if rules is None or ctx.external_autoscaler or not rate or low <= 0:
@@ -123,7 +125,16 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
         return max(replicas_for(at, capacity, rules) if math.isfinite(capacity) else 0, floor)
 
     u = ctx.rules.schedule.forecast_uncertainty
-    return all(need(r, low_rps) == need(r, high_rps) for r in (rate * (1 - u), rate, rate * (1 + u)))
+    loads = [rate, *loads_sized_alike(ctx, round_.shape)]
+    return all(need(r, low_rps) == need(r, high_rps) for load in loads for r in (load * (1 - u), load, load * (1 + u)))
+
+
+def loads_sized_alike(ctx: PlanContext, shape: TrafficShape) -> list[float]:
+    """The forecast busy-hour rates of the windows whose traffic a capacity probed on ``shape`` would size (a
+    length mix within ``capacity_transfer_distance``): a capacity is read for every window of a nearby mix, so a
+    probe stopped for a quiet window's load must also decide the busiest of them."""
+    far = ctx.rules.capacity_transfer_distance
+    return [f.arrival_rate_rps for f in ctx.forecast.values() if length_distance(f, shape) <= far]
 
 
 def probe_results(ctx: PlanContext, round_: TuningRound, key: str) -> list[tuple[float, TrialResult]]:
@@ -225,6 +236,7 @@ __all__ = [
     "capacity_probe",
     "fewest_replicas",
     "fleet_rate",
+    "loads_sized_alike",
     "more_slots",
     "next_probe",
     "probe_results",
