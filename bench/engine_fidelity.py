@@ -21,7 +21,8 @@ for the least worst error (median as tie-break):
 1. ``prefill_compute_scale`` on the long-prompt points (compute-bound prefill);
 2. ``cpu_step_base_s`` and ``cpu_per_seq_s`` on the async-off points (``--no-async-scheduling``);
 3. ``v1_runner_step_s`` and ``v1_runner_per_seq_s`` on the n-gram points (the V1 runner);
-4. ``fp8_kv_step_bytes`` and ``fp8_kv_per_seq_s`` on the fp8-KV points.
+4. ``fp8_kv_step_bytes`` and ``fp8_kv_per_seq_s`` on the fp8-KV points;
+5. ``fp8_kv_prefill_attention_scale`` on the long-prompt fp8-KV points (prefill attention on the fp8 cache).
 
 The stages use the wave estimate for 512/512 points up to 64 streams (within 1-3 % of the replay there, and
 1,000 times faster) and the replay elsewhere. It is fitted on half the points (alternate points in (config,
@@ -111,6 +112,7 @@ class EngineFit:
     prefill_compute_scale: float = 1.0
     fp8_kv_step_bytes: float = 1.0
     fp8_kv_per_seq_s: float = 0.0
+    fp8_kv_prefill_attention_scale: float = 1.0
 
     def runtime(self, source: str = "bench/engine_fidelity.py") -> EngineRuntime:
         return EngineRuntime(vllm=VLLM, source=source, **{f.name: getattr(self, f.name) for f in fields(self)})
@@ -238,6 +240,12 @@ STAGES: tuple[tuple[str, Callable[[Point], bool], dict[str, list[float]]], ...] 
         lambda p: CONFIGS[p.config].kv_cache_dtype.startswith("fp8"),
         {"fp8_kv_step_bytes": _frange(1.0, 2.5, 0.1), "fp8_kv_per_seq_s": _frange(0.0, 40e-6, 2e-6)},
     ),
+    (
+        "fp8-prefill",
+        lambda p: CONFIGS[p.config].kv_cache_dtype.startswith("fp8") and p.input_len > p.output_len,
+        # 0.5: Hopper's fp8 tensor cores peak at twice its bf16 rate, so attention cannot get faster than that
+        {"fp8_kv_prefill_attention_scale": _frange(0.50, 1.20, 0.05)},
+    ),
 )
 
 
@@ -301,7 +309,8 @@ def _fmt(f: EngineFit) -> str:
         f"prefill_compute_scale {f.prefill_compute_scale:.2f},"
         f" cpu {f.cpu_step_base_s * 1e3:.2f} ms + {f.cpu_per_seq_s * 1e6:.0f} us/seq,"
         f" v1 runner {f.v1_runner_step_s * 1e3:.2f} ms + {f.v1_runner_per_seq_s * 1e6:.0f} us/seq,"
-        f" fp8 KV {f.fp8_kv_step_bytes:.2f} bytes + {f.fp8_kv_per_seq_s * 1e6:.0f} us/seq"
+        f" fp8 KV {f.fp8_kv_step_bytes:.2f} bytes + {f.fp8_kv_per_seq_s * 1e6:.0f} us/seq,"
+        f" prefill attention x{f.fp8_kv_prefill_attention_scale:.2f}"
     )
 
 

@@ -153,6 +153,9 @@ class EngineRuntime(BaseModel):
     - ``fp8_kv_step_bytes``: what one element of an fp8 KV cache costs the step, in bytes of KV traffic (1.0 is
       its size; more means the fp8 path's dequantisation costs beyond the bytes it saves), and
       ``fp8_kv_per_seq_s`` what it adds per decoding sequence and step. Capacity still counts one byte.
+    - ``fp8_kv_prefill_attention_scale``: prefill attention's compute time with an fp8 cache over its time with a
+      bf16 one (Hopper's FlashAttention 3 runs it on fp8 tensor cores; below 1.0 is faster). It acts where prompts
+      are long, and nowhere in decode.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -166,6 +169,7 @@ class EngineRuntime(BaseModel):
     prefill_compute_scale: float = Field(default=1.0, gt=0.3, le=2.0)
     fp8_kv_step_bytes: float = Field(default=1.0, gt=0, le=4.0)
     fp8_kv_per_seq_s: float = Field(default=0.0, ge=0, lt=1e-3)
+    fp8_kv_prefill_attention_scale: float = Field(default=1.0, gt=0.2, le=2.0)
 
 
 class MeasuredOn(BaseModel):

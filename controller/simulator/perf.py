@@ -735,7 +735,10 @@ class PerformanceModel:
             flops = p.attn_flops_per_work * prefill_work  # per layer
             on_cache = prefill_work > prefill_tokens * prefill_tokens / 2.0 + 1.0
             curve = cal.prefill_attention.cached if on_cache else cal.prefill_attention.fresh
-            cmp += m.attention_layers * flops * p.attn_peak_flop_s / curve.at(flops)
+            attention = m.attention_layers * flops * p.attn_peak_flop_s / curve.at(flops)
+            if cal.engine is not None and p.kv_fp8:  # prefill attention on the fp8 cache
+                attention *= cal.engine.fp8_kv_prefill_attention_scale
+            cmp += attention
         # activations and the new tokens' KV: written and read once, at the bandwidth a layer's small kernels
         # reached together (or the copy ceiling); each small kernel at its measured time for this many tokens
         ops = cal.layer_ops

@@ -545,6 +545,10 @@ def _h200_with_engine(**fields: float) -> PerformanceModel:
         ("fp8_kv_per_seq_s", 100e-6, EngineConfig(kv_cache_dtype="fp8"), (64, 0), True),
         ("fp8_kv_per_seq_s", 100e-6, EngineConfig(), (64, 0), False),
         ("fp8_kv_step_bytes", 4.0, EngineConfig(kv_cache_dtype="fp8"), (64, 0), True),
+        # prefill attention on an fp8 cache: long prompts only, never decode, never a bf16 cache
+        ("fp8_kv_prefill_attention_scale", 2.0, EngineConfig(kv_cache_dtype="fp8"), (0, 8192), True),
+        ("fp8_kv_prefill_attention_scale", 2.0, EngineConfig(kv_cache_dtype="fp8"), (64, 0), False),
+        ("fp8_kv_prefill_attention_scale", 2.0, EngineConfig(), (0, 8192), False),
     ],
 )
 def test_each_engine_field_acts_where_vllm_pays_it(
