@@ -1,6 +1,6 @@
 """kopf wiring: login from the same client configuration as the rest of the operator, and one daemon per
 TunedService that runs :meth:`ControlLoop.cycle` and sleeps for the cycle's requeue (a timer whose interval each
-cycle chooses)."""
+cycle chooses), woken early when the watch sees a new generation of its TunedService (a spec change)."""
 
 from __future__ import annotations
 
@@ -62,10 +62,19 @@ def build_registry(loop: ControlLoop, api: ApiClient) -> kopf.OperatorRegistry:
             report = loop.cycle(namespace, name)
             if report.acted:
                 log.debug("%s/%s: %s (%s) next in %.2fs", namespace, name, report.phase, report.reason, report.sleep_s)
-            stopped.wait(report.sleep_s)
+            loop.wait(namespace, name, report.sleep_s, lambda: bool(stopped))
         reason = stopped.reason
         if reason is not None and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
             loop.forget(namespace, name)  # deleted: nothing of it stays in the operator
+
+    @kopf.on.event(GROUP, VERSION, PLURAL_TUNED_SERVICE, registry=registry)
+    async def seen(*, body: kopf.Body, **_: Any) -> None:
+        """Every watch event of a TunedService: a new generation (a spec change) wakes its daemon at once. Event
+        handlers keep no state on the object, so this writes nothing; it runs on kopf's event loop (a sync handler
+        would take a thread of kopf's pool for each event, and every TunedService's daemon already holds one)."""
+        meta = body.get("metadata") or {}
+        if meta.get("namespace") and meta.get("name"):
+            loop.notice(meta["namespace"], meta["name"], meta.get("generation"))
 
     return registry
 

@@ -69,6 +69,9 @@ class KubernetesBackend:
         self.notifier = notifier
         self.trial_launcher = trial_launcher
         self._runtimes: dict[tuple[str, str, str, int | None], TargetRuntime] = {}
+        # one recorder for every TunedService, as client-go's: its bound on Events remembered for aggregation
+        # then holds for the process, not per TunedService
+        self.events = KubeEvents(api)
         # trial cache entries live in the tenant's namespace: each is signed with the admin's key (a mounted
         # Secret), or, with none configured, with a key of this process (a restart measures them again)
         key_file = settings.trial_cache_key_file
@@ -91,7 +94,7 @@ class KubernetesBackend:
         if key in self._runtimes:
             return self._runtimes[key]
         policy = resolve_policy(self.api, self.settings, spec, body)
-        events = KubeEvents(self.api)
+        events = self.events
         cluster = KubeCluster(
             self.api,
             port=spec.workload.port,
@@ -219,10 +222,11 @@ class KubernetesBackend:
 
     def forget(self, namespace: str, name: str) -> None:
         self._evict(namespace, name, keep_uid=None)
+        self.events.forget(namespace, name)
 
     def held(self) -> set[tuple[str, str]]:
         with self._evicting:
-            return {(k[0], k[1]) for k in list(self._runtimes) + list(self._trial_workers)}
+            return {(k[0], k[1]) for k in list(self._runtimes) + list(self._trial_workers)} | self.events.held()
 
 
 def digest_rules(spec: TunedServiceSpec, settings: OperatorSettings) -> DigestRules | None:

@@ -78,6 +78,9 @@ class ControlLoop:
         self._now = now
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._guard = threading.Lock()
+        self._wake: dict[tuple[str, str], threading.Event] = {}
+        self._generations: dict[tuple[str, str], int | None] = {}
+        """The generation each TunedService's last cycle read: a newer one seen on the watch wakes its daemon."""
         metrics.held.set_function(self.held)
         self.durations = DurationHistogram()
         """Each cycle's wall time in fixed-size buckets (exported as ``shiftlight_reconcile_duration_seconds`` too)."""
@@ -91,6 +94,10 @@ class ControlLoop:
         mirrors, remembered Events and metric series."""
         with self._guard:
             self._locks.pop((namespace, name), None)
+            self._generations.pop((namespace, name), None)
+            wake = self._wake.pop((namespace, name), None)
+        if wake is not None:
+            wake.set()
         self.backend.forget(namespace, name)
         self.mirror.forget(namespace, name)
         self.events.forget(namespace, name)
@@ -99,7 +106,8 @@ class ControlLoop:
 
     def held(self) -> int:
         """How many TunedServices this loop holds anything about (locks, runtimes, mirrors, Events, metric series)."""
-        names: set[tuple[str, str]] = set(self._locks)
+        with self._guard:
+            names: set[tuple[str, str]] = set(self._locks) | set(self._wake) | set(self._generations)
         names |= set(self.backend.held())
         names |= set(self.mirror.held())
         names |= set(self.events.held())
@@ -107,6 +115,30 @@ class ControlLoop:
             namespace, _, name = target.partition("/")
             names.add((namespace, name))
         return len(names)
+
+    def _wakeup(self, namespace: str, name: str) -> threading.Event:
+        with self._guard:
+            return self._wake.setdefault((namespace, name), threading.Event())
+
+    def notice(self, namespace: str, name: str, generation: int | None) -> bool:
+        """A TunedService as the watch saw it: a generation its last cycle did not read (a spec change) wakes its
+        daemon, so the change is answered by a cycle now rather than after the requeue. True when it woke one."""
+        with self._guard:
+            if (namespace, name) not in self._generations or self._generations[(namespace, name)] == generation:
+                return False  # not cycled yet (its daemon is starting) or nothing new
+        self._wakeup(namespace, name).set()
+        return True
+
+    def wait(self, namespace: str, name: str, seconds: float, stopped: Callable[[], bool]) -> None:
+        """Sleep until the next cycle of ``namespace/name``: ``seconds``, or less when :meth:`notice` wakes it;
+        ``stopped`` is asked at least every second (the daemon is being stopped)."""
+        wake = self._wakeup(namespace, name)
+        deadline = time.monotonic() + seconds
+        while not stopped():
+            left = deadline - time.monotonic()
+            if left <= 0 or wake.wait(min(left, 1.0)):
+                break
+        wake.clear()
 
     def _idle(self, reason: str) -> CycleReport:
         return CycleReport(acted=False, sleep_s=self.settings.loop.idle_s, reason=reason)
@@ -148,6 +180,8 @@ class ControlLoop:
         except InvalidInput as exc:
             return self._refuse(body, TargetRef(namespace=namespace, name=name, model=""), "InvalidSpec", exc)
         target = TargetRef(namespace=namespace, name=name, model=spec.model.name)
+        with self._guard:
+            self._generations[(namespace, name)] = body["metadata"].get("generation")
         if spec.paused:
             return self._idle("paused by spec.paused")
         try:

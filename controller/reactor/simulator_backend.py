@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, TypeVar, cast
 
 from controller.adapters.kube.canary.progress import ReportingLoadTester, TrialCRReporter
 from controller.adapters.kube.canary.runner import tuned_service_owner
@@ -26,20 +28,94 @@ from controller.reactor.policy_source import resolve_policy
 from controller.reactor.runtime import EventingCluster, MirroredRouter, TargetRuntime
 from controller.reactor.settings import OperatorSettings
 from controller.reconcile import Ports, Reconciler
+from controller.trials.background import BackgroundLoadTester
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Most performance-model estimates the fleets of one model and GPU keep together (a few KB each).
+SHARED_ESTIMATES = 4_096
+
+
+#: Threads that run the simulated trials of every TunedService.
+TRIAL_THREADS = 2
+
+
+class TrialQueue(Executor):
+    """One TunedService's trials on a pool shared with others; :meth:`shutdown` drops those not yet begun."""
+
+    def __init__(self, pool: Executor) -> None:
+        self.pool = pool
+        self._pending: set[Future[Any]] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new trials after shutdown")
+            future = self.pool.submit(fn, *args, **kwargs)
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: Future[Any]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._closed = True
+            pending = list(self._pending)
+        if cancel_futures:
+            for future in pending:
+                future.cancel()
 
 
 class SimulatorBackend:
     """One simulated fleet per TunedService; production actions land on the fleet, Events in Kubernetes."""
 
-    def __init__(self, settings: OperatorSettings, api: ApiClient, *, notifier: Notifier | None = None) -> None:
+    def __init__(
+        self,
+        settings: OperatorSettings,
+        api: ApiClient,
+        *,
+        notifier: Notifier | None = None,
+        background_trials: bool = True,
+    ) -> None:
+        """``background_trials``: trials run on each TunedService's worker thread beside the cycle (as the
+        ``kubernetes`` backend's canary Pods do); False runs each inside the cycle that starts it (a cycle's outcome
+        then depends on nothing but the calls made, as tests driving ``loop.cycle`` need)."""
         self.settings = settings
+        self.background_trials = background_trials
         self.api = api
         self.notifier = notifier
         self._runtimes: dict[tuple[str, str, str], TargetRuntime] = {}
+        # simulated trials (seconds of CPU each) run beside the cycles, so a spec change is read and answered by the
+        # next cycle instead of after a trial: on a few threads shared by every TunedService (a thread each would
+        # hold its stack for as long as the TunedService lives), through a view per TunedService kept across its
+        # generations, which drops its queued trials when the TunedService goes
+        self._trial_pool = ThreadPoolExecutor(TRIAL_THREADS, thread_name_prefix="shiftlight-trial")
+        self._trial_workers: dict[tuple[str, str, str], TrialQueue] = {}
         self._lock = threading.Lock()
+        # one recorder for every TunedService, as client-go's: its bound on Events remembered for aggregation
+        # then holds for the process, not per TunedService
+        self.events = KubeEvents(api)
         self._gateway: bool | None = None
+        # what every TunedService's fleet reads and nobody changes is built once and shared: the traffic generator
+        # (its profile and noise), the performance model of a model and GPU and the cache of its estimates
+        self._shared: dict[tuple[str, ...], Any] = {}
+
+    def _once(self, key: tuple[str, ...], build: Callable[[], T]) -> T:
+        found = self._shared.get(key)
+        if found is None:
+            found = self._shared[key] = build()
+        return cast(T, found)
 
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
         uid = str(body["metadata"].get("uid", ""))
@@ -54,16 +130,29 @@ class SimulatorBackend:
             for other in [k for k in self._runtimes if k[:2] == key[:2] and k != key]:
                 del self._runtimes[other]  # the same name deleted and created again: the old object's runtime
             self._runtimes[key] = built
-            return built
+            stale = [self._trial_workers.pop(k) for k in list(self._trial_workers) if k[:2] == key[:2] and k != key]
+        for worker in stale:
+            worker.shutdown(wait=False, cancel_futures=True)
+        return built
+
+    def _worker(self, key: tuple[str, str, str]) -> TrialQueue:
+        worker = self._trial_workers.get(key)
+        if worker is None:
+            worker = self._trial_workers[key] = TrialQueue(self._trial_pool)
+        return worker
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
             for key in [k for k in self._runtimes if k[:2] == (namespace, name)]:
                 del self._runtimes[key]
+            workers = [self._trial_workers.pop(k) for k in list(self._trial_workers) if k[:2] == (namespace, name)]
+        self.events.forget(namespace, name)
+        for worker in workers:
+            worker.shutdown(wait=False, cancel_futures=True)
 
     def held(self) -> set[tuple[str, str]]:
         with self._lock:
-            return {(k[0], k[1]) for k in self._runtimes}
+            return {(k[0], k[1]) for k in [*self._runtimes, *self._trial_workers]} | self.events.held()
 
     def _build(
         self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any], previous: TargetRuntime | None
@@ -74,6 +163,7 @@ class SimulatorBackend:
         from controller.decide import OptimizerAdvisor
         from controller.decide.signals.window import MAX_ANALYSIS_WINDOW_S
         from controller.simulator.fleet import SimulatedFleet
+        from controller.simulator.fleet_estimates import EstimateCache
         from controller.simulator.perf import PerformanceModel
         from controller.simulator.profiles import load_gpu, load_model
         from controller.simulator.traffic import DiurnalTraffic
@@ -83,10 +173,10 @@ class SimulatorBackend:
         model = policy.target.model or sim.model
         gpu = policy.target.gpu or sim.gpu
         try:
-            perf = PerformanceModel(load_model(model), load_gpu(gpu))
+            perf = self._once(("perf", model, gpu), lambda: PerformanceModel(load_model(model), load_gpu(gpu)))
         except Exception:  # the policy names hardware the simulator has no profile for
             model, gpu = sim.model, sim.gpu
-            perf = PerformanceModel(load_model(model), load_gpu(gpu))
+            perf = self._once(("perf", model, gpu), lambda: PerformanceModel(load_model(model), load_gpu(gpu)))
         if previous is not None and isinstance(previous.ports.cluster, EventingCluster):
             # a spec change keeps the simulated production fleet (it is the "cluster", not the operator's)
             inner = previous.ports.cluster.inner
@@ -95,7 +185,7 @@ class SimulatorBackend:
             fleet = None
         if fleet is None:
             clock = FakeClock()
-            traffic = DiurnalTraffic(sim.seed, sim.traffic_profile)
+            traffic = self._once(("traffic",), lambda: DiurnalTraffic(sim.seed, sim.traffic_profile))
             fleet = SimulatedFleet(
                 model,
                 gpu,
@@ -106,11 +196,13 @@ class SimulatorBackend:
                 stable_replicas=max(1, spec.replicas.min_replicas),
                 cold_start_s=sim.cold_start_s,
                 history_s=MAX_ANALYSIS_WINDOW_S,  # the longest window a cycle reads: memory stays bounded
+                perf=perf,
+                estimates=self._once(("estimates", model, gpu), lambda: EstimateCache(SHARED_ESTIMATES)),
             )
             fleet.advance(300.0)  # a first observation window of traffic before the first cycle
         windows = spec.schedule or fleet.traffic.windows
         router: TrafficRouter = SimulatedRouter(fleet)
-        events = KubeEvents(self.api)
+        events = self.events
         if spec.workload.http_route:
             if self._gateway is None:
                 self._gateway = gateway_installed(self.api)
@@ -149,7 +241,12 @@ class SimulatorBackend:
             clock=fleet.clock,
         )
         rules = Rules.from_policy(policy, windows)
-        reconciler = Reconciler(ports, policy, rules=rules)
+        if self.background_trials:  # on the TunedService's worker, started by one cycle and collected by a later one
+            worker = self._worker((target.namespace, target.name, str(body["metadata"].get("uid", ""))))
+            background = replace(ports, load_tester=BackgroundLoadTester(load_tester, executor=worker))
+            reconciler = Reconciler(background, policy, rules=rules)
+        else:
+            reconciler = Reconciler(ports, policy, rules=rules)
         log.info("%s: simulator runtime (%s on %s, policy %s)", target, model, gpu, policy.name)
         return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
 

@@ -70,7 +70,7 @@ def loop(operator_kubeconfig: Path, policy_dir: Path, operator_api: client.ApiCl
         loop=LoopSettings(time_scale=300.0, idle_s=0.1, min_sleep_s=0.02),
     )
     clock = Clock()
-    backend = SimulatorBackend(settings, operator_api)
+    backend = SimulatorBackend(settings, operator_api, background_trials=False)  # trials inside the cycle
     return ControlLoop(settings, operator_api, backend, AlwaysLeader(), OperatorMetrics(), now=clock), clock
 
 

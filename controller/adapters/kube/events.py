@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ class KubeEvents:
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
         self._now = now
         self.max_entries = max_entries
+        self._lock = threading.Lock()  # one writer serves every TunedService's cycle (each on its own thread)
 
     def _uid(self, target: TargetRef) -> str | None:
         key = (target.namespace, target.name)
@@ -58,8 +60,9 @@ class KubeEvents:
                     )
             except ShiftlightError:  # an Event without its object's uid is still an Event
                 return None
-            self._uids[key] = str(body.get("metadata", {}).get("uid", ""))
-        return self._uids[key] or None
+            with self._lock:
+                self._uids[key] = str(body.get("metadata", {}).get("uid", ""))
+        return self._uids.get(key) or None
 
     def record(self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = "") -> None:
         now = self._now()
@@ -67,17 +70,21 @@ class KubeEvents:
         body = event_manifest(target, reason=reason, message=message, warning=warning, uid=uid, now=now, action=action)
         key = (target.namespace, target.name, uid or "", body["type"], body["reason"], body["message"])
         try:
-            seen = self._seen.get(key)
+            with self._lock:
+                seen = self._seen.get(key)
             if seen is not None and self._repeat(target.namespace, seen, body["lastTimestamp"]):
-                self._seen.move_to_end(key)
+                with self._lock:
+                    if key in self._seen:
+                        self._seen.move_to_end(key)
                 return
             with kube_errors(f"event {target}"):
                 created = self.core.create_namespaced_event(target.namespace, client.CoreV1Event.model_validate(body))
             name = getattr(getattr(created, "metadata", None), "name", None)
             if name:
-                self._seen[key] = _Seen(str(name), 1)
-                while len(self._seen) > self.max_entries:
-                    self._seen.popitem(last=False)
+                with self._lock:
+                    self._seen[key] = _Seen(str(name), 1)
+                    while len(self._seen) > self.max_entries:
+                        self._seen.popitem(last=False)
         except ShiftlightError as exc:  # an Event is best effort: never fail the cycle for it
             log.warning("could not record event %s on %s: %s", reason, target, exc)
 
@@ -94,17 +101,20 @@ class KubeEvents:
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop what is remembered about ``namespace/name`` (a deleted TunedService)."""
-        self._uids.pop((namespace, name), None)
-        for key in [k for k in self._seen if k[0] == namespace and k[1] == name]:
-            del self._seen[key]
+        with self._lock:
+            self._uids.pop((namespace, name), None)
+            for key in [k for k in self._seen if k[0] == namespace and k[1] == name]:
+                del self._seen[key]
 
     def remembered(self) -> int:
         """How many objects and Events this writer remembers (for tests and the scale bench)."""
-        return len(self._uids) + len(self._seen)
+        with self._lock:
+            return len(self._uids) + len(self._seen)
 
     def held(self) -> set[tuple[str, str]]:
         """The objects (namespace, name) this writer remembers anything about."""
-        return set(self._uids) | {(k[0], k[1]) for k in self._seen}
+        with self._lock:
+            return set(self._uids) | {(k[0], k[1]) for k in self._seen}
 
 
 __all__ = ["EVENT_CACHE_ENTRIES", "KubeEvents"]

@@ -183,7 +183,9 @@ class TrialCRReporter:
         meta = owner["metadata"]
         self.namespace: str = meta["namespace"]
         self.service: str = meta["name"]
-        self.owner = owner
+        # only what the Trial CRs' owner references name: the whole body (spec, status, managed fields) would stay
+        # in memory for as long as the TunedService's runtime lives
+        self.owner = {"metadata": {"name": meta["name"], "uid": meta.get("uid", "")}}
         self._started: dict[str, datetime] = {}
         self._last: dict[str, ProgressUpdate] = {}
 
