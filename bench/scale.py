@@ -1,6 +1,7 @@
 """The operator at fleet scale: 10, 100 and 500 TunedServices in 20 namespaces, one real operator process.
 
     .venv/bin/python bench/scale.py [--targets 10,100,500] [--cycles-per-target 4] [--namespaces 20]
+        [--prometheus-cycles-per-target 1]
 
 For each count, a fresh fake Kubernetes API (``tests/support/kube_api.py``: kmock's emulator, real HTTP, every request
 recorded) holds the TunedServices, each beside a user-shaped Deployment (the vLLM production-stack chart's), Service
@@ -16,15 +17,21 @@ Reported per count: decide p50/p99 and cycle p99 per target (from the operator's
 operator process at start (first cycles), middle and end, Kubernetes API calls per cycle per target by verb (the
 fake API's record of the operator's user), status writes per cycle when nothing changed (the last quarter of the
 run, no spec changes from the bench: the status versions the fake API stored for the TunedServices that stayed
-Observing with no rollout and the same generation through it, per cycle of theirs; the fields those writes changed
-are printed), reaction to a spec change, and TunedServices still held after the deletions (the
-``shiftlight_tunedservices_held`` gauge against the live count). Ends with one line for the largest count:
+Observing with no rollout, no trial in flight and the same generation through it, per cycle of theirs; the fields
+those writes changed are printed), reaction to a spec change (the watch's new generation wakes the TunedService's
+daemon; trials run beside the cycle), Prometheus queries per target per cycle (below), and TunedServices still held
+after the deletions (the ``shiftlight_tunedservices_held`` gauge against the live count). Ends with one line for the
+largest count:
 
     scale: 500 targets, decide p99 X ms, cycle p99 Y ms/target, RSS A -> B MB over N cycles, steady writes W/cycle,
     api calls C/target/cycle
 
-Not measured here: Prometheus queries (the simulator backend's metrics come from the simulated fleets; see
-``bench/observe_cost.py`` for the Prometheus adapter at 500 targets) and trials as canary Pods.
+Prometheus queries per target: after the run, the same TunedServices on the ``kubernetes`` backend (its metrics
+from Prometheus) against a real Prometheus (the Debian package) that scrapes one simulated vLLM replica
+(``controller.simulator.server``, vLLM's metric names, under Poisson load) once per namespace, for
+``--prometheus-cycles-per-target`` cycles per TunedService: the API requests Prometheus itself counted
+(``prometheus_http_requests_total``), per cycle. Not measured here: trials as canary Pods (the Pods of that pass
+never start).
 """
 
 from __future__ import annotations
@@ -212,11 +219,104 @@ def quantile(text: str, name: str, q: float) -> float:
     return math.inf
 
 
+def running(status: dict[str, Any]) -> bool:
+    """Whether the status says trials are in flight (they finish on their worker and are recorded by a later cycle:
+    a status write then is a change)."""
+    return any(r.get("code") == "trials-running" for r in status.get("last_reasons") or [])
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return math.nan
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@dataclass
+class PrometheusPass:
+    """The same TunedServices on the ``kubernetes`` backend against a real Prometheus: the queries it answered."""
+
+    cycles: int
+    queries: int
+    by_handler: dict[str, int]
+    wall_s: float
+
+    @property
+    def per_cycle(self) -> float:
+        return self.queries / max(self.cycles, 1)
+
+
+def prometheus_requests(url: str) -> Counter[str]:
+    """Prometheus's own count of the API requests it answered (``prometheus_http_requests_total``), by handler."""
+    out = Counter[str]()
+    pattern = r'^prometheus_http_requests_total\{code="[^"]*",handler="(/api/v1/[^"]*)"\} ([0-9.e+-]+)$'
+    for handler, value in re.findall(pattern, get(f"{url}/metrics"), re.M):
+        out[handler] += int(float(value))
+    return out
+
+
+def prometheus_pass(
+    env: dict[str, str], port: int, work: Path, namespaces: list[str], cycles_wanted: float, log: Any
+) -> PrometheusPass:
+    """Run the operator on the ``kubernetes`` backend, its metrics from a real Prometheus (Debian package) that
+    scrapes one simulated vLLM replica (``controller.simulator.server``, vLLM's metric names, under Poisson load)
+    once per namespace, labelled with it, every second; count the queries Prometheus answered until the operator
+    has run ``cycles_wanted`` cycles. Canary trials are Pods on the fake API that never start, so a tuning
+    TunedService waits for them: its cycles still observe."""
+    from tests.observe.support import poisson_load, running_simulator
+    from tests.support.prometheus_server import ScrapeTarget, running_prometheus
+
+    model = "nemotron-3-super-nvfp4"
+    began = time.monotonic()
+    with running_simulator(model, work, seed=3) as replica:
+        targets = [ScrapeTarget(replica.address, {"namespace": ns, "variant": "stable"}) for ns in namespaces]
+        with running_prometheus(targets, work / "prometheus") as prom:
+            import threading
+
+            stop = threading.Event()
+
+            def load() -> None:
+                while not stop.is_set():
+                    poisson_load(replica.endpoint, model, rate=1.0, duration_s=10, prompt_tokens=256, output_tokens=32)
+
+            loader = threading.Thread(target=load, daemon=True)
+            loader.start()
+            time.sleep(20)  # a first minute's worth of rates for the observe window
+            before = prometheus_requests(prom.url)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "controller.reactor.run"],
+                cwd=REPO,
+                env={**env, "SHIFTLIGHT_BACKEND": "kubernetes", "SHIFTLIGHT_PROMETHEUS_URL": prom.url},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            try:
+                deadline = time.monotonic() + 900
+                while sample(scrape(port), "shiftlight_cycles_total") < cycles_wanted:
+                    assert proc.poll() is None, "the operator (kubernetes backend) exited"
+                    assert time.monotonic() < deadline, "the kubernetes-backend operator did not run its cycles"
+                    time.sleep(1.0)
+                cycles = int(sample(scrape(port), "shiftlight_cycles_total"))
+                after = prometheus_requests(prom.url)
+            finally:
+                stop.set()
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    by_handler = {h: after[h] - before[h] for h in sorted(after) if after[h] > before[h]}
+    return PrometheusPass(cycles, sum(by_handler.values()), by_handler, time.monotonic() - began)
 
 
 @dataclass
@@ -238,9 +338,10 @@ class Run:
     held_after: int
     live_after: int
     wall_s: float
+    prometheus: PrometheusPass | None = None
 
 
-def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float) -> Run:
+def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float, prometheus_cycles: float) -> Run:
     work = Path(tempfile.mkdtemp(prefix="shiftlight-scale-"))
     kube = KubeAPIServer(KubeAPI(tokens={"t-operator": OPERATOR, "t-admin": "admin"}, keep_requests=1000)).start()
     proc: subprocess.Popen[bytes] | None = None
@@ -351,7 +452,7 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
             late = [v for v in versions if int(v["metadata"]["resourceVersion"]) > steady_rv]
             before = [v for v in versions if int(v["metadata"]["resourceVersion"]) <= steady_rv]
             states = [(v.get("status") or {}) for v in before[-1:] + late]
-            quiet = all(st.get("phase") == "Observing" and not st.get("rollout") for st in states)
+            quiet = all(st.get("phase") == "Observing" and not st.get("rollout") and not running(st) for st in states)
             if states and quiet and len({v["metadata"].get("generation") for v in before[-1:] + late}) == 1:
                 idle += 1
                 for a, b in itertools.pairwise(states):
@@ -372,6 +473,19 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
             print(f"        an idle TunedService's status write: last_reasons {a} -> {b}")
         calls = Counter(c.verb for c in kube.api.calls if c.user == OPERATOR)
         per_cycle = {verb: n / max(done, 1) for verb, n in sorted(calls.items())}
+        wall_s = time.monotonic() - began
+        prometheus = None
+        if prometheus_cycles > 0:
+            stop(proc)
+            proc = None
+            prometheus = prometheus_pass(
+                env,
+                port,
+                work,
+                sorted({key[0] for key in fleet.live}),
+                prometheus_cycles * len(fleet.live),
+                log,
+            )
         return Run(
             targets=targets,
             cycles=int(done),
@@ -389,16 +503,12 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
             reaction_s=sorted(reaction.values()),
             held_after=held,
             live_after=len(fleet.live),
-            wall_s=time.monotonic() - began,
+            wall_s=wall_s,
+            prometheus=prometheus,
         )
     finally:
         if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
         kube.stop()
         shutil.rmtree(work, ignore_errors=True)
 
@@ -409,6 +519,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cycles-per-target", type=int, default=4, help="operator cycles to run, per TunedService")
     parser.add_argument("--namespaces", type=int, default=20)
     parser.add_argument("--time-scale", type=float, default=3000.0, help="simulated seconds per real second")
+    parser.add_argument(
+        "--prometheus-cycles-per-target",
+        type=float,
+        default=1.0,
+        help="cycles per TunedService of the kubernetes-backend pass against a real Prometheus (0: no pass)",
+    )
     args = parser.parse_args(argv)
     runs = []
     print(
@@ -416,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'api calls/cycle':>15} {'steady writes/cycle':>19} {'reaction s (max)':>16} {'held/live':>9} {'wall s':>7}"
     )
     for n in sorted(int(x) for x in args.targets.split(",")):
-        r = run(n, args.cycles_per_target, args.namespaces, args.time_scale)
+        r = run(n, args.cycles_per_target, args.namespaces, args.time_scale, args.prometheus_cycles_per_target)
         runs.append(r)
         reaction = f"{statistics.median(r.reaction_s):.1f} ({max(r.reaction_s):.1f})" if r.reaction_s else "n/a"
         print(
@@ -431,6 +547,13 @@ def main(argv: list[str] | None = None) -> int:
             f"(their status writes counted above; fields they changed: {r.idle_keys or 'none'}), all status writes "
             f"{r.all_writes:.3f}/cycle; reactions " + " ".join(f"{x:.1f}" for x in r.reaction_s)
         )
+        if r.prometheus is not None:
+            p = r.prometheus
+            print(
+                f"        Prometheus (kubernetes backend, real Prometheus): {p.per_cycle:.2f} queries/target/cycle "
+                f"({p.queries} queries over {p.cycles} cycles of {r.live_after} TunedServices, by handler "
+                f"{p.by_handler}, {p.wall_s:.0f} s)"
+            )
     last = runs[-1]
     print(
         f"scale: {last.targets} targets, decide p99 {last.decide_p99_ms:.1f} ms, cycle p99 {last.cycle_p99_ms:.0f} "
