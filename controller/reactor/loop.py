@@ -40,6 +40,9 @@ from controller.reconcile import CycleResult
 
 log = logging.getLogger(__name__)
 
+#: Longest a routine cycle waits for the cycles that answer spec changes (:meth:`ControlLoop.notice`).
+CHANGE_FIRST_S = 5.0
+
 
 class Leadership(Protocol):
     def is_leader(self) -> bool: ...
@@ -81,6 +84,9 @@ class ControlLoop:
         self._wake: dict[tuple[str, str], threading.Event] = {}
         self._generations: dict[tuple[str, str], int | None] = {}
         """The generation each TunedService's last cycle read: a newer one seen on the watch wakes its daemon."""
+        self._changed: set[tuple[str, str]] = set()
+        """TunedServices woken for a spec change whose cycle has not run yet: other cycles wait for them."""
+        self._answered = threading.Condition(self._guard)
         metrics.held.set_function(self.held)
         self.durations = DurationHistogram()
         """Each cycle's wall time in fixed-size buckets (exported as ``shiftlight_reconcile_duration_seconds`` too)."""
@@ -95,6 +101,8 @@ class ControlLoop:
         with self._guard:
             self._locks.pop((namespace, name), None)
             self._generations.pop((namespace, name), None)
+            self._changed.discard((namespace, name))
+            self._answered.notify_all()
             wake = self._wake.pop((namespace, name), None)
         if wake is not None:
             wake.set()
@@ -126,8 +134,26 @@ class ControlLoop:
         with self._guard:
             if (namespace, name) not in self._generations or self._generations[(namespace, name)] == generation:
                 return False  # not cycled yet (its daemon is starting) or nothing new
+            self._changed.add((namespace, name))
         self._wakeup(namespace, name).set()
         return True
+
+    def _give_way(self, namespace: str, name: str) -> None:
+        """A cycle of a TunedService without a pending spec change waits (at most ``CHANGE_FIRST_S``) while others
+        have one: on busy cores, a spec change is answered before the routine cycles of everyone else."""
+        deadline = time.monotonic() + CHANGE_FIRST_S
+        with self._guard:
+            while self._changed and (namespace, name) not in self._changed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._answered.wait(left)
+
+    def _answer(self, namespace: str, name: str) -> None:
+        with self._guard:
+            if (namespace, name) in self._changed:
+                self._changed.discard((namespace, name))
+                self._answered.notify_all()
 
     def wait(self, namespace: str, name: str, seconds: float, stopped: Callable[[], bool]) -> None:
         """Sleep until the next cycle of ``namespace/name``: ``seconds``, or less when :meth:`notice` wakes it;
@@ -146,7 +172,9 @@ class ControlLoop:
     def cycle(self, namespace: str, name: str) -> CycleReport:
         """One observe -> decide -> act cycle for ``namespace/name`` (a no-op unless we lead)."""
         if not self.leadership.is_leader():
+            self._answer(namespace, name)
             return self._idle("not the leader")
+        self._give_way(namespace, name)
         with self._lock(namespace, name):
             try:
                 return self._cycle(namespace, name)
@@ -164,6 +192,8 @@ class ControlLoop:
                 self.metrics.errors.labels(kind=type(exc).__name__).inc()
                 log.exception("%s/%s: unexpected error in a cycle", namespace, name)
                 return CycleReport(acted=False, sleep_s=self._sleep(60.0), reason=f"unexpected error: {exc}")
+            finally:
+                self._answer(namespace, name)
 
     def _sleep(self, virtual_s: float) -> float:
         loop = self.settings.loop

@@ -1,6 +1,7 @@
 """A spec change is answered by the next cycle, not after the requeue or a trial: the watch's new generation wakes
 the TunedService's daemon (:meth:`ControlLoop.notice`, :meth:`ControlLoop.wait`), and the ``simulator`` backend runs
-its trials beside the cycle on a few shared threads, a queue per TunedService that goes with it. What every fleet
+its trials beside the cycle on a few shared threads, a queue per TunedService that goes with it; while a spec change
+waits for its cycle, the routine cycles of other TunedServices give way (at most a few seconds). What every fleet
 reads and nobody changes (the traffic generator, the performance model and its estimates, the Event recorder) is
 built once for all TunedServices."""
 
@@ -14,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from controller.adapters.simulated.fleet import SimulatedCluster
-from controller.reactor.loop import ControlLoop
+from controller.reactor.loop import ControlLoop, CycleReport
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.runtime import EventingCluster
 from controller.reactor.settings import ConnectionSettings, LoopSettings, OperatorSettings
@@ -82,6 +83,35 @@ def test_a_new_generation_wakes_the_daemon_and_the_same_one_does_not(
     co.delete_namespaced_custom_object(G, V, "prod", "tunedservices", "workhorse")
     assert loop.cycle("prod", "workhorse").reason == "deleted"
     assert loop.held() == 0
+
+
+def test_a_spec_change_is_answered_before_the_routine_cycles_of_others(
+    api: client.ApiClient, operator_api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
+) -> None:
+    co = client.CustomObjectsApi(api)
+    for name in ("changed", "routine"):
+        co.create_namespaced_custom_object(G, V, "prod", "tunedservices", tuned_service(name, route=None))
+    loop = simulator_loop(operator_kubeconfig, policy_dir, operator_api, background=False)
+    for name in ("changed", "routine"):
+        loop.cycle("prod", name)
+    order: list[str] = []
+    cycle = loop._cycle
+
+    def traced(namespace: str, name: str) -> CycleReport:
+        order.append(name)
+        return cycle(namespace, name)
+
+    loop._cycle = traced  # type: ignore[method-assign]
+    body = co.patch_namespaced_custom_object(
+        G, V, "prod", "tunedservices", "changed", {"spec": {"replicas": {"minReplicas": 1, "maxReplicas": 4}}}
+    )
+    assert loop.notice("prod", "changed", body["metadata"]["generation"])
+    routine = threading.Thread(target=loop.cycle, args=("prod", "routine"))
+    routine.start()  # its cycle waits: a spec change is pending
+    loop.cycle("prod", "changed")
+    routine.join()
+    assert order == ["changed", "routine"]
+    assert loop._changed == set()
 
 
 def test_trials_run_beside_the_cycle_on_a_queue_that_goes_with_its_tunedservice(
