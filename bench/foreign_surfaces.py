@@ -40,6 +40,17 @@ and from structure drawn at random, so the search is judged on surfaces it has n
     async scheduling 445 (it hurts here); ngram speculation with 75% of draft tokens accepted; fp8 KV refused on
     that CPU, a failed trial), extended to other shapes by queueing under ``max_num_seqs`` and the prefix share.
 
+``engine-h200-measured``
+    vLLM 0.26.0 measured on the H200 (``controller/simulator/profiles/calibration/engine-h200/run*/results.jsonl``,
+    the median of each point's measured runs): stock, fp8 KV, async scheduling off, ngram k=2/4 and ngram_gpu
+    k=4 (both on the V1 runner), ``max_num_batched_tokens`` 2048/16384 (16,384 at 512/512 from
+    ``--performance-mode throughput``, which is that), ``max_num_seqs`` 64 and ``max_cudagraph_capture_size`` 64,
+    at 1-256 streams of 512/512 and 16-64 of 2048/64. Each knob's value is its measured throughput over stock's in
+    the shape family (long prompts: prompt >= 4 x output) at the nearest measured concurrency (log scale); a
+    config's goodput is stock's measured curve times its knobs' ratios. The engine drafted on dummy weights
+    (nothing accepted), so the drafters' ratios are their cost alone; acceptance is added apart, a per-token
+    probability of 0.9 x the shape's repetitiveness (none on fresh text, as measured). A 192-config space.
+
 ``synthetic-random``
     Structure drawn by a seeded random generator over the dense-8B policy's space, not chosen by hand: a main
     effect per knob value, four random pairs of knobs with an interaction table, and one knob whose effect flips
@@ -282,6 +293,93 @@ def cpu_engine_measured(cfg: EngineConfig, shape: TrafficShape) -> float:
     return float(max(v, 0.0))
 
 
+# ----- vLLM on the H200, measured ----------------------------------------------------------------------------------
+ENGINE_RUNS = ROOT / "controller" / "simulator" / "profiles" / "calibration" / "engine-h200"
+#: The measured configs whose ratio to stock each knob value takes (``scripts/gpu/measure.py``'s names).
+_ENGINE_SPEC = {("ngram", 2): "ngram2", ("ngram", 4): "ngram4", ("ngram_gpu", 4): "ngram-gpu4"}
+
+
+@functools.cache
+def _engine_medians() -> dict[tuple[str, bool, int], float]:
+    """Median measured output tok/s per (config, long prompts, concurrency), over every committed run."""
+    import json
+
+    runs: dict[tuple[str, bool, int], list[float]] = {}
+    for path in sorted(ENGINE_RUNS.glob("run*/results.jsonl")):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            result = rec.get("result")
+            if rec.get("kind") != "measured" or not isinstance(result, dict) or result.get("failed"):
+                continue
+            long = rec["input_len"] >= 4 * rec["output_len"]
+            runs.setdefault((rec["config"], long, rec["concurrency"]), []).append(float(result["output_throughput"]))
+    return {k: sorted(v)[len(v) // 2] if len(v) % 2 else sum(sorted(v)[len(v) // 2 - 1 : len(v) // 2 + 1]) / 2
+            for k, v in runs.items()}  # fmt: skip
+
+
+def _stock_curve(long: bool) -> tuple[list[float], list[float]]:
+    pts = sorted((c, v) for (name, lg, c), v in _engine_medians().items() if name == "stock" and lg == long)
+    return [float(c) for c, _ in pts], [v for _, v in pts]
+
+
+def _engine_ratio(name: str, long: bool, c: float) -> float:
+    """``name``'s measured throughput over stock's (interpolated at the same streams), in the shape family where it
+    was measured (else the other), at the measured concurrency nearest ``c`` on a log scale."""
+    med = _engine_medians()
+    for family in (long, not long):
+        mine = sorted((cc, v) for (n, lg, cc), v in med.items() if n == name and lg == family)
+        if mine:
+            cc, v = min(mine, key=lambda p: abs(math.log(p[0] / c)))
+            xs, ys = _stock_curve(family)
+            return v / _interp(xs, ys, cc)
+    raise KeyError(name)
+
+
+def _engine_space() -> tuple[EngineConfig, ...]:
+    out = []
+    for (method, k), kv, async_, mbt, seqs, cg in itertools.product(
+        (("none", 0), ("ngram", 2), ("ngram", 4), ("ngram_gpu", 4)),
+        ("auto", "fp8"),
+        (None, False),
+        (None, 2048, 16384),
+        (None, 64),
+        (None, 64),
+    ):
+        out.append(
+            EngineConfig(
+                speculative_method=method,
+                num_speculative_tokens=k,
+                kv_cache_dtype=kv,
+                async_scheduling=async_,
+                max_num_batched_tokens=mbt,
+                max_num_seqs=seqs,
+                max_cudagraph_capture_size=cg,
+            )
+        )
+    return tuple(out)
+
+
+def engine_h200_measured(cfg: EngineConfig, shape: TrafficShape) -> float:
+    c = max(shape.concurrency, 1.0)
+    long = shape.prompt_tokens.mean >= 4 * shape.output_tokens.mean
+    v = _interp(*_stock_curve(long), c)
+    if cfg.speculative_method != "none":
+        v *= _engine_ratio(_ENGINE_SPEC[(cfg.speculative_method, cfg.k)], long, c)  # the V1 runner, async off
+        v *= _tokens_per_step(0.9 * shape.repetitiveness, cfg.k)
+    elif cfg.async_scheduling is False:
+        v *= _engine_ratio("sync", long, c)
+    if cfg.kv_cache_dtype == "fp8":
+        v *= _engine_ratio("kv-fp8", long, c)
+    if cfg.max_num_batched_tokens is not None:
+        name = f"mbt{cfg.max_num_batched_tokens}"
+        v *= _engine_ratio("perf-throughput" if name == "mbt16384" and not long else name, long, c)
+    if cfg.max_num_seqs is not None and c > cfg.max_num_seqs:
+        v *= _engine_ratio("seqs64", long, c)  # measured at 128 streams: requests queue for the 64 slots
+    if cfg.max_cudagraph_capture_size is not None and c * (1 + cfg.k) > cfg.max_cudagraph_capture_size:
+        v *= _engine_ratio("cg64", long, 256)  # decode batches above the capture size run without CUDA graphs
+    return float(max(v, 0.0))
+
+
 # ----- structure drawn at random ---------------------------------------------------------------------------------
 class RandomStructure:
     """Main effects, four pair interactions and one concurrency-flipped effect, all drawn by a seeded generator."""
@@ -343,6 +441,7 @@ def surfaces() -> tuple[ForeignSurface, ...]:
         ForeignSurface("vllm-mtp-concurrency", _mtp_space(), vllm_mtp_concurrency),
         ForeignSurface("h200-calibration-steps", _calibration_space(), h200_calibration_steps),
         ForeignSurface("cpu-engine-measured", _cpu_space(), cpu_engine_measured),
+        ForeignSurface("engine-h200-measured", _engine_space(), engine_h200_measured),
         ForeignSurface("synthetic-random", dense, RandomStructure(dense)),
         ForeignSurface("synthetic-cliffs", _mtp_space(), synthetic_cliffs),
     )
