@@ -19,6 +19,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -106,24 +107,32 @@ def main() -> int:
                 if time.monotonic() > t_end:
                     print(f"loadgen pair: budget spent before c{conc} run {i}", flush=True)
                     return 0
-                plan, texts = make_plan(conc, 1000 + 10 * conc + i, args.vocab)
-                try:
-                    rec = (
-                        run_bench(args.port, args.model_dir, plan, texts, conc, tmp)
-                        if tool == "bench"
-                        else run_ours(args.port, plan)
-                    )
-                except Exception as exc:
-                    rec = {"tool": tool, "error": repr(exc)[:2000]}
-                rec.update(concurrency=conc, run=i, seed=plan.seed, input_len=512, output_len=512)
-                out.write(json.dumps(rec) + "\n")
-                out.flush()
-                print(
-                    f"pair c{conc} run {i} {rec['tool']}: out {rec.get('output_throughput')} tok/s,"
-                    f" ttft p50 {rec.get('median_ttft_ms')} ms",
-                    flush=True,
-                )
+                rec = run_tool(tool, args.port, args.model_dir, conc, 1000 + 10 * conc + i, args.vocab, tmp)
+                record(out, rec, f"pair c{conc} run {i}", concurrency=conc, run=i)
     return 0
+
+
+def run_tool(tool: str, port: int, model_dir: str, conc: int, seed: int, vocab: int, tmp: Path) -> dict[str, object]:
+    """One run of ``bench`` (vllm bench serve) or ``ours`` on its own seeded plan; a failure is recorded, not raised."""
+    plan, texts = make_plan(conc, seed, vocab)
+    try:
+        rec = run_bench(port, model_dir, plan, texts, conc, tmp) if tool == "bench" else run_ours(port, plan)
+    except Exception as exc:
+        rec = {"tool": tool, "error": repr(exc)[:2000]}
+    rec["seed"] = plan.seed
+    return rec
+
+
+def record(out: TextIO, rec: dict[str, object], label: str, extra: str = "", **fields: object) -> None:
+    """Append ``rec`` (with ``fields``, 512/512) as one JSON line and print its figures."""
+    rec.update(fields, input_len=512, output_len=512)
+    out.write(json.dumps(rec) + "\n")
+    out.flush()
+    print(
+        f"{label} {rec['tool']}: out {rec.get('output_throughput')} tok/s,"
+        f" ttft p50 {rec.get('median_ttft_ms')} ms{extra}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

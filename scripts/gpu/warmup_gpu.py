@@ -18,7 +18,6 @@ One JSON line per run.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loadgen_pair import SERVED, make_plan, run_bench, run_ours  # noqa: E402
+from loadgen_pair import SERVED, record, run_tool  # noqa: E402
 
 from controller.domain.config import EngineConfig  # noqa: E402
 from controller.domain.observation import TargetRef  # noqa: E402
@@ -117,27 +116,16 @@ def main() -> int:
             if time.monotonic() > t_end:
                 print(f"warmup {args.config}: budget spent before run {i}", flush=True)
                 break
-            try:
-                if tool == "trial":
+            if tool == "trial":
+                try:
                     rec = run_trial(args.port, conc, args.vocab, args.startup_s)
-                else:
-                    plan, texts = make_plan(conc, 2000 + 10 * conc + i, args.vocab)
-                    rec = (
-                        run_bench(args.port, args.model_dir, plan, texts, conc, tmp)
-                        if tool == "bench"
-                        else run_ours(args.port, plan)
-                    )
-                    rec["seed"] = plan.seed
-            except Exception as exc:
-                rec = {"tool": tool, "error": repr(exc)[:2000]}
-            rec.update(config=args.config, concurrency=conc, run=i, input_len=512, output_len=512)
-            out.write(json.dumps(rec) + "\n")
-            out.flush()
+                except Exception as exc:
+                    rec = {"tool": tool, "error": repr(exc)[:2000]}
+            else:
+                rec = run_tool(tool, args.port, args.model_dir, conc, 2000 + 10 * conc + i, args.vocab, tmp)
             extra = f" warm-up rounds {rec.get('warmup')}" if tool == "trial" else ""
-            print(
-                f"warmup {args.config} c{conc} run {i} {rec['tool']}: out {rec.get('output_throughput')} tok/s,"
-                f" ttft p50 {rec.get('median_ttft_ms')} ms{extra}",
-                flush=True,
+            record(
+                out, rec, f"warmup {args.config} c{conc} run {i}", extra, config=args.config, concurrency=conc, run=i
             )
     return 0
 
