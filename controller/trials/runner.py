@@ -269,19 +269,14 @@ class TrialRunner:
         s = self.settings
         budget = request.budget
         plan = self.plan(request)
-        warmup_rounds = 0
         try:
             if s.warmup_rule is not None and budget.warmup_s > 0:
                 verdict = self._warm_until_steady(request, launch, s.warmup_rule, budget.warmup_s)
+                base = {**base, "warmup_rounds": verdict.rounds}  # every result from here on records them
                 if not verdict.steady:
                     return TrialResult(
-                        **base,
-                        status=TrialStatus.INVALID,
-                        reason=verdict.describe(),
-                        startup_s=launch.startup_s,
-                        warmup_rounds=verdict.rounds,
+                        **base, status=TrialStatus.INVALID, reason=verdict.describe(), startup_s=launch.startup_s
                     )
-                warmup_rounds = verdict.rounds
             elif s.warmup_requests > 0 and budget.warmup_s > 0:
                 warm = plan_requests(
                     request.shape,
@@ -366,7 +361,6 @@ class TrialRunner:
             reason=reason,
             duration_s=report.duration_s,
             startup_s=launch.startup_s,
-            warmup_rounds=warmup_rounds,
             completed=summary.completed,
             failed=summary.failed,
             output_tokens_per_s=summary.output_tokens_per_s,
