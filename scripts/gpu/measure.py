@@ -118,6 +118,11 @@ GROUPS: list[Group] = [
         ("perf-throughput", {SHORT: [64, 256]}),
         ("cg64", {SHORT: [256]}),
     )),
+    # run6: the canary trial with the one-sided warm-up rule on two untouched servers, kv-fp8 first (run5 never
+    # reached it), each followed by vllm bench serve: the first-run and steady figures of two configs
+    Group("warm-two", 36, 0.3, (("kv-fp8", {}), ("stock", {})), warm=(("kv-fp8", "bench,bench"), ("stock", "bench,bench"))),
+    # run6: our trial client beside vllm bench serve at 64 and 256 streams (loadgen_pair.py), on a server of its own
+    Group("pair", 36, 0.3, (("stock-pair", {}),), pair="stock-pair"),
     # the hybrid Gated DeltaNet model with an MTP head at the profile's widths and 8 of its 64 layers (2 of them
     # full attention): five servers fit together; the model is evaluated at the same depth
     Group("hybrid", 8, 0.12, (

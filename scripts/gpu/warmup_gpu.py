@@ -5,8 +5,8 @@ touched yet, then our trial client beside ``vllm bench serve`` on the same, now 
         --out warmup.jsonl --order ours,bench,bench,ours
 
 1. ``trial``: ``TrialRunner.run`` as a canary trial runs it, with the stability rule (``WarmupRule()``, the
-   product's default: throughput and TPOT within 5 % over 2 consecutive intervals, at most 6 rounds of one
-   request per stream), on a closed-loop 512/512 plan of 4 x C requests at C streams. The launcher attaches to the
+   product's default: 2 consecutive intervals that each got faster by at most 5 % in throughput and TPOT, at
+   most 6 rounds of one request per stream), on a closed-loop 512/512 plan of 4 x C requests at C streams. The launcher attaches to the
    running server (it was started by ``measure.py``, so its start-up is already paid); every warm-up round's
    figures are recorded, the first of them being what a fresh engine gives.
 2. Then, per ``--order``: ``bench`` (``vllm bench serve``) or ``ours`` (``replay_in_worker``, the trial client
