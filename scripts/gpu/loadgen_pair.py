@@ -6,8 +6,11 @@ For each concurrency (64 and 256 by default): one seeded closed-loop plan of 4 x
 512 output tokens (``plan_requests``); prompts are the plan's token ids as words of the word-level tokenizer
 (``t<id>``), which encode back to exactly those ids, so both tools send the same texts. ``vllm bench serve``
 gets them as a ShareGPT file (``--disable-shuffle``, ``--ignore-eos``; in-process, as ``measure.py --inproc``);
-ours runs in its worker process (``replay_in_worker``), as trials run it. Order per concurrency: bench, ours,
-ours, bench (so a linear drift cancels in the geometric means), each run with its own seed. One JSON line per run.
+ours runs in its worker process (``replay_in_worker``), as trials run it. Both ask for the same sampling:
+``--temperature`` (default 0, greedy, as trials send it) goes to our client's settings and to ``vllm bench serve``,
+which sends no temperature unless told (the server's default then applies: 1.0 for a model directory whose
+``generation_config.json`` sets none, a different sampler from ours). Order per concurrency: bench, ours, ours,
+bench (so a linear drift cancels in the geometric means), each run with its own seed. One JSON line per run.
 """
 
 from __future__ import annotations
@@ -45,20 +48,34 @@ def make_plan(conc: int, seed: int, vocab: int) -> tuple[LoadPlan, list[str]]:
     return dataclasses.replace(plan, requests=reqs), texts
 
 
-def run_bench(port: int, model_dir: str, plan: LoadPlan, texts: list[str], conc: int, tmp: Path) -> dict[str, object]:
+def bench_command(
+    port: int, model_dir: str, plan: LoadPlan, dataset: Path, conc: int, tmp: Path, name: str, temperature: float
+) -> list[str]:
+    """The ``vllm bench serve`` command for ``plan`` (its ShareGPT file ``dataset``), with our client's sampling."""
+    return [
+        sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
+        "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/completions", "--model", SERVED,
+        "--tokenizer", model_dir, "--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--disable-shuffle",
+        "--num-prompts", str(len(plan.requests)), "--max-concurrency", str(conc), "--request-rate", "inf",
+        "--ignore-eos", "--temperature", f"{temperature:g}", "--seed", str(plan.seed), "--save-result",
+        "--result-dir", str(tmp), "--result-filename", name,
+    ]  # fmt: skip
+
+
+def worker_settings(port: int, temperature: float) -> WorkerSettings:
+    """Our client's settings for the server on ``port``."""
+    return WorkerSettings(base_url=f"http://127.0.0.1:{port}", model=SERVED, temperature=temperature)
+
+
+def run_bench(
+    port: int, model_dir: str, plan: LoadPlan, texts: list[str], conc: int, tmp: Path, temperature: float = 0.0
+) -> dict[str, object]:
     ds = tmp / f"sharegpt-{plan.seed}.json"
     # answers of max_tokens words of the vocabulary, so the bench's ShareGPT filter and output length see
     # exactly the planned lengths (the default placeholder is one unknown word to this tokenizer)
     write_sharegpt_dataset(plan, ds, prompt_texts=texts, output_token=" t5")
     name = f"pair-bench-{plan.seed}-{time.monotonic_ns()}.json"
-    cmd = [
-        sys.executable, "-m", "vllm.entrypoints.cli.main", "bench", "serve", "--backend", "openai",
-        "--base-url", f"http://127.0.0.1:{port}", "--endpoint", "/v1/completions", "--model", SERVED,
-        "--tokenizer", model_dir, "--dataset-name", "sharegpt", "--dataset-path", str(ds), "--disable-shuffle",
-        "--num-prompts", str(len(plan.requests)), "--max-concurrency", str(conc), "--request-rate", "inf",
-        "--ignore-eos", "--seed", str(plan.seed), "--save-result", "--result-dir", str(tmp),
-        "--result-filename", name,
-    ]  # fmt: skip
+    cmd = bench_command(port, model_dir, plan, ds, conc, tmp, name, temperature)
     t0 = time.monotonic()
     rc = bench_inproc(cmd)  # the CLI's parser and main, in this process (measure.py)
     wall = time.monotonic() - t0
@@ -74,9 +91,9 @@ def run_bench(port: int, model_dir: str, plan: LoadPlan, texts: list[str], conc:
     }  # fmt: skip
 
 
-def run_ours(port: int, plan: LoadPlan) -> dict[str, object]:
+def run_ours(port: int, plan: LoadPlan, temperature: float = 0.0) -> dict[str, object]:
     t0 = time.monotonic()
-    report = replay_in_worker(plan, WorkerSettings(base_url=f"http://127.0.0.1:{port}", model=SERVED))
+    report = replay_in_worker(plan, worker_settings(port, temperature))
     s = report.summary()
     return {
         "tool": "shiftlight", "wall_s": time.monotonic() - t0, "completed": s.completed, "failed": s.failed,
@@ -97,6 +114,7 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--budget-s", type=float, default=300)
+    ap.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, for both tools")
     args = ap.parse_args()
     t_end = time.monotonic() + args.budget_s
     tmp = Path("/tmp/loadgen-pair")
@@ -107,19 +125,27 @@ def main() -> int:
                 if time.monotonic() > t_end:
                     print(f"loadgen pair: budget spent before c{conc} run {i}", flush=True)
                     return 0
-                rec = run_tool(tool, args.port, args.model_dir, conc, 1000 + 10 * conc + i, args.vocab, tmp)
+                seed = 1000 + 10 * conc + i
+                rec = run_tool(tool, args.port, args.model_dir, conc, seed, args.vocab, tmp, args.temperature)
                 record(out, rec, f"pair c{conc} run {i}", concurrency=conc, run=i)
     return 0
 
 
-def run_tool(tool: str, port: int, model_dir: str, conc: int, seed: int, vocab: int, tmp: Path) -> dict[str, object]:
-    """One run of ``bench`` (vllm bench serve) or ``ours`` on its own seeded plan; a failure is recorded, not raised."""
+def run_tool(
+    tool: str, port: int, model_dir: str, conc: int, seed: int, vocab: int, tmp: Path, temperature: float = 0.0
+) -> dict[str, object]:
+    """One run of ``bench`` (vllm bench serve) or ``ours`` on its own seeded plan, both sampling at ``temperature``;
+    a failure is recorded, not raised."""
     plan, texts = make_plan(conc, seed, vocab)
     try:
-        rec = run_bench(port, model_dir, plan, texts, conc, tmp) if tool == "bench" else run_ours(port, plan)
+        if tool == "bench":
+            rec = run_bench(port, model_dir, plan, texts, conc, tmp, temperature)
+        else:
+            rec = run_ours(port, plan, temperature)
     except Exception as exc:
         rec = {"tool": tool, "error": repr(exc)[:2000]}
     rec["seed"] = plan.seed
+    rec["temperature"] = temperature
     return rec
 
 
