@@ -1,6 +1,8 @@
-"""kopf wiring: login from the same client configuration as the rest of the operator, and one daemon per
-TunedService that runs :meth:`ControlLoop.cycle` and sleeps for the cycle's requeue (a timer whose interval each
-cycle chooses), woken early when the watch sees a new generation of its TunedService (a spec change)."""
+"""kopf wiring: login from the same client configuration as the rest of the operator, and the watch of
+TunedServices feeding the :class:`CycleScheduler`, which runs every TunedService's cycles on a few shared threads
+(each cycle chooses when the next is due). A new generation (a spec change) is answered first; a deletion drops the
+TunedService. kopf keeps no daemon, thread or handler progress per TunedService, and writes nothing on them.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +13,9 @@ import kopf
 
 from controller.adapters.kube.client import ApiClient
 from controller.crd.models import GROUP, PLURAL_TUNED_SERVICE, VERSION
-from controller.reactor.loop import ControlLoop
+from controller.reactor.scheduler import CycleScheduler
 
 log = logging.getLogger(__name__)
-
-#: Threads for kopf's sync handlers. Each TunedService's daemon holds one for as long as it lives, so kopf's default
-#: (``min(32, CPUs + 4)``: 6 on a 2-core node) would leave every TunedService after the sixth waiting forever.
-DAEMON_THREADS = 1024
 
 
 def connection_info(api: ApiClient) -> kopf.ConnectionInfo:
@@ -40,7 +38,7 @@ def connection_info(api: ApiClient) -> kopf.ConnectionInfo:
     )
 
 
-def build_registry(loop: ControlLoop, api: ApiClient) -> kopf.OperatorRegistry:
+def build_registry(scheduler: CycleScheduler, api: ApiClient) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.startup(registry=registry)
@@ -48,33 +46,29 @@ def build_registry(loop: ControlLoop, api: ApiClient) -> kopf.OperatorRegistry:
         settings.posting.level = logging.WARNING  # our Events carry the reasons; kopf's own only for problems
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
-        settings.execution.max_workers = DAEMON_THREADS
+        scheduler.start()
+
+    @kopf.on.cleanup(registry=registry)
+    def stop(**_: Any) -> None:
+        scheduler.stop()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
         return connection_info(api)
 
-    @kopf.daemon(GROUP, VERSION, PLURAL_TUNED_SERVICE, registry=registry, cancellation_timeout=30.0)
-    def tuned_service(*, name: str, namespace: str | None, stopped: kopf.DaemonStopped, **_: Any) -> None:
-        if namespace is None:
-            return
-        while not stopped:
-            report = loop.cycle(namespace, name)
-            if report.acted:
-                log.debug("%s/%s: %s (%s) next in %.2fs", namespace, name, report.phase, report.reason, report.sleep_s)
-            loop.wait(namespace, name, report.sleep_s, lambda: bool(stopped))
-        reason = stopped.reason
-        if reason is not None and reason & kopf.DaemonStoppingReason.RESOURCE_DELETED:
-            loop.forget(namespace, name)  # deleted: nothing of it stays in the operator
-
     @kopf.on.event(GROUP, VERSION, PLURAL_TUNED_SERVICE, registry=registry)
-    async def seen(*, body: kopf.Body, **_: Any) -> None:
-        """Every watch event of a TunedService: a new generation (a spec change) wakes its daemon at once. Event
-        handlers keep no state on the object, so this writes nothing; it runs on kopf's event loop (a sync handler
-        would take a thread of kopf's pool for each event, and every TunedService's daemon already holds one)."""
+    async def seen(*, type: str | None, body: kopf.Body, **_: Any) -> None:
+        """Every watch event of a TunedService (and each one listed): held and cycled from then on, a new
+        generation (a spec change) taken first, a deletion dropped with all its state. Event handlers keep no state
+        on the object, so this writes nothing; it runs on kopf's event loop and only touches the queue."""
         meta = body.get("metadata") or {}
-        if meta.get("namespace") and meta.get("name"):
-            loop.notice(meta["namespace"], meta["name"], meta.get("generation"))
+        namespace, name = meta.get("namespace"), meta.get("name")
+        if not namespace or not name:
+            return
+        if type == "DELETED":
+            scheduler.remove(namespace, name)
+        else:
+            scheduler.notice(namespace, name, meta.get("generation"))
 
     return registry
 

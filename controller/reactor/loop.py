@@ -81,9 +81,10 @@ class ControlLoop:
         self._now = now
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._guard = threading.Lock()
-        self._wake: dict[tuple[str, str], threading.Event] = {}
+        self.holders: list[Callable[[], set[tuple[str, str]]]] = []
+        """Others that hold TunedServices for this loop (the scheduler's queue): counted in :meth:`held`."""
         self._generations: dict[tuple[str, str], int | None] = {}
-        """The generation each TunedService's last cycle read: a newer one seen on the watch wakes its daemon."""
+        """The generation each TunedService's last cycle read: a newer one seen on the watch is a spec change."""
         self._changed: set[tuple[str, str]] = set()
         """TunedServices woken for a spec change whose cycle has not run yet: other cycles wait for them."""
         self._answered = threading.Condition(self._guard)
@@ -103,9 +104,6 @@ class ControlLoop:
             self._generations.pop((namespace, name), None)
             self._changed.discard((namespace, name))
             self._answered.notify_all()
-            wake = self._wake.pop((namespace, name), None)
-        if wake is not None:
-            wake.set()
         self.backend.forget(namespace, name)
         self.mirror.forget(namespace, name)
         self.events.forget(namespace, name)
@@ -113,9 +111,12 @@ class ControlLoop:
         log.info("%s/%s: deleted; its state is dropped", namespace, name)
 
     def held(self) -> int:
-        """How many TunedServices this loop holds anything about (locks, runtimes, mirrors, Events, metric series)."""
+        """How many TunedServices this loop holds anything about (locks, runtimes, mirrors, Events, metric series,
+        the scheduler's entries)."""
         with self._guard:
-            names: set[tuple[str, str]] = set(self._locks) | set(self._wake) | set(self._generations)
+            names: set[tuple[str, str]] = set(self._locks) | set(self._generations)
+        for holder in self.holders:
+            names |= holder()
         names |= set(self.backend.held())
         names |= set(self.mirror.held())
         names |= set(self.events.held())
@@ -124,18 +125,15 @@ class ControlLoop:
             names.add((namespace, name))
         return len(names)
 
-    def _wakeup(self, namespace: str, name: str) -> threading.Event:
-        with self._guard:
-            return self._wake.setdefault((namespace, name), threading.Event())
-
     def notice(self, namespace: str, name: str, generation: int | None) -> bool:
-        """A TunedService as the watch saw it: a generation its last cycle did not read (a spec change) wakes its
-        daemon, so the change is answered by a cycle now rather than after the requeue. True when it woke one."""
+        """A TunedService as the watch saw it: True for a generation its last cycle did not read (a spec change),
+        which is then answered by a cycle now rather than after the requeue (the scheduler takes it first, and
+        routine cycles give way to it). False when nothing is new, or it has not cycled yet (its first cycle reads
+        it anyway)."""
         with self._guard:
             if (namespace, name) not in self._generations or self._generations[(namespace, name)] == generation:
-                return False  # not cycled yet (its daemon is starting) or nothing new
+                return False
             self._changed.add((namespace, name))
-        self._wakeup(namespace, name).set()
         return True
 
     def _give_way(self, namespace: str, name: str) -> None:
@@ -154,17 +152,6 @@ class ControlLoop:
             if (namespace, name) in self._changed:
                 self._changed.discard((namespace, name))
                 self._answered.notify_all()
-
-    def wait(self, namespace: str, name: str, seconds: float, stopped: Callable[[], bool]) -> None:
-        """Sleep until the next cycle of ``namespace/name``: ``seconds``, or less when :meth:`notice` wakes it;
-        ``stopped`` is asked at least every second (the daemon is being stopped)."""
-        wake = self._wakeup(namespace, name)
-        deadline = time.monotonic() + seconds
-        while not stopped():
-            left = deadline - time.monotonic()
-            if left <= 0 or wake.wait(min(left, 1.0)):
-                break
-        wake.clear()
 
     def _idle(self, reason: str) -> CycleReport:
         return CycleReport(acted=False, sleep_s=self.settings.loop.idle_s, reason=reason)

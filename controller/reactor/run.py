@@ -23,6 +23,7 @@ from controller.reactor.handlers import build_registry
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import HealthServer, OperatorMetrics
 from controller.reactor.runtime import Backend
+from controller.reactor.scheduler import CycleScheduler
 from controller.reactor.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,8 @@ class OperatorRuntime:
             self.metrics.leader.set(1)
         self.backend = backend or make_backend(settings, self.api, notifier=notifier)
         self.loop = ControlLoop(settings, self.api, self.backend, self.elector, self.metrics)
-        self.registry = build_registry(self.loop, self.api)
+        self.scheduler = CycleScheduler(self.loop)
+        self.registry = build_registry(self.scheduler, self.api)
         self._stop = threading.Event()
         self._leader_thread = threading.Thread(
             target=self.elector.run, args=(self._stop,), name="shiftlight-leader", daemon=True
@@ -90,7 +92,9 @@ class OperatorRuntime:
         return self
 
     def stop(self, *, release: bool = True) -> None:
-        """Stop leader election and the endpoints; ``release=False`` leaves the Lease to expire (as a crash does)."""
+        """Stop the cycles, leader election and the endpoints; ``release=False`` leaves the Lease to expire (as a
+        crash does)."""
+        self.scheduler.stop()
         if isinstance(self.elector, LeaderElector):
             self.elector.release_on_exit = release
         self._stop.set()

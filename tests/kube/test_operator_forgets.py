@@ -1,5 +1,6 @@
 """Bounded by construction: the operator holds nothing of a deleted TunedService (its runtime, trial worker,
-mirrors, remembered Events, lock, metric series), and a new generation replaces its runtime instead of adding one."""
+mirrors, remembered Events, lock, metric series, its entry in the scheduler's queue), whether the watch reports the
+deletion or a cycle finds it gone, and a new generation replaces its runtime instead of adding one."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from kubernetes import client
 
 from controller.reactor.kubernetes_backend import KubernetesBackend
+from controller.reactor.scheduler import CycleQueue, CycleScheduler
 from tests.support.kube_api import KubeAPIServer
 
 from .conftest import G, V, free_port, kubernetes_loop, tuned_service
@@ -35,9 +37,18 @@ def test_a_hundred_deleted_tunedservices_leave_nothing_behind(
     loop = kubernetes_loop(operator_kubeconfig, policy_dir, prometheus_url=f"http://127.0.0.1:{free_port()}")
     backend = loop.backend
     assert isinstance(backend, KubernetesBackend)
+    now = [0.0]
+    scheduler = CycleScheduler(loop, queue=CycleQueue(lambda: now[0]))  # the test takes each cycle itself
+    queue = scheduler.queue
     for namespace, name in names():
-        assert loop.cycle(namespace, name).acted
-    assert loop.held() == SERVICES
+        scheduler.notice(namespace, name, 1)  # the watch's listing
+    for _ in names():
+        key = queue.take(0.0)
+        assert key is not None
+        assert loop.cycle(*key).acted
+        assert queue.done(key, 60.0)
+    assert queue.take(0.0) is None  # every one cycled once, none due again yet
+    assert loop.held() == SERVICES and len(queue.held()) == SERVICES
     workers = dict(backend._trial_workers)
     assert len(backend._runtimes) == len(workers) == SERVICES
 
@@ -52,9 +63,15 @@ def test_a_hundred_deleted_tunedservices_leave_nothing_behind(
 
     for namespace, name in names():
         co.delete_namespaced_custom_object(G, V, namespace, "tunedservices", name)
-    for namespace, name in names():
-        assert loop.cycle(namespace, name).reason == "deleted"
-    assert loop.held() == 0
+    for namespace, name in names()[: SERVICES // 2]:
+        scheduler.remove(namespace, name)  # the watch's DELETED event
+    now[0] += 3600.0
+    for _ in names()[SERVICES // 2 :]:  # the others' watch events were missed: their next cycle finds them gone
+        key = queue.take(0.0)
+        assert key is not None
+        assert not scheduler.run_once(key)
+    assert queue.take(0.0) is None
+    assert loop.held() == 0 and queue.held() == set()
     assert backend._runtimes == {} and backend._trial_workers == {}
     assert loop._locks == {}
     assert loop.metrics.targets() == []

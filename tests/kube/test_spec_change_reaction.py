@@ -1,9 +1,9 @@
-"""A spec change is answered by the next cycle, not after the requeue or a trial: the watch's new generation wakes
-the TunedService's daemon (:meth:`ControlLoop.notice`, :meth:`ControlLoop.wait`), and the ``simulator`` backend runs
-its trials beside the cycle on a few shared threads, a queue per TunedService that goes with it; while a spec change
-waits for its cycle, the routine cycles of other TunedServices give way (at most a few seconds). What every fleet
-reads and nobody changes (the traffic generator, the performance model and its estimates, the Event recorder) is
-built once for all TunedServices."""
+"""A spec change is answered by the next cycle, not after the requeue or a trial: the watch's new generation puts
+the TunedService first in the scheduler's queue (:meth:`CycleScheduler.notice`, :meth:`ControlLoop.notice`), and
+the ``simulator`` backend runs its trials beside the cycle on a few shared threads, a queue per TunedService that
+goes with it; while a spec change waits for its cycle, the routine cycles of other TunedServices give way (at most
+a few seconds). What every fleet reads and nobody changes (the traffic generator, the performance model and its
+estimates, the Event recorder) is built once for all TunedServices."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from controller.adapters.simulated.fleet import SimulatedCluster
 from controller.reactor.loop import ControlLoop, CycleReport
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.runtime import EventingCluster
+from controller.reactor.scheduler import CycleQueue, CycleScheduler
 from controller.reactor.settings import ConnectionSettings, LoopSettings, OperatorSettings
 from controller.reactor.simulator_backend import SimulatorBackend, TrialQueue
 from controller.trials.background import BackgroundLoadTester
@@ -39,50 +40,54 @@ def simulator_loop(kubeconfig: Path, policy_dir: Path, api: client.ApiClient, *,
     return ControlLoop(settings, api, backend, AlwaysLeader(), OperatorMetrics())
 
 
-class Stopped:
-    """The daemon's ``stopped`` flag, counting how often the wait asked it."""
+class Clock:
+    """Monotonic seconds that move only when the test says."""
 
-    def __init__(self, after: int) -> None:
-        self.asked = 0
-        self.after = after
+    def __init__(self) -> None:
+        self.now = 0.0
 
-    def __call__(self) -> bool:
-        self.asked += 1
-        return self.asked > self.after
+    def __call__(self) -> float:
+        return self.now
 
 
-def test_a_new_generation_wakes_the_daemon_and_the_same_one_does_not(
+def test_a_new_generation_is_taken_at_once_and_the_same_one_is_not(
     api: client.ApiClient, operator_api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
 ) -> None:
     co = client.CustomObjectsApi(api)
     co.create_namespaced_custom_object(G, V, "prod", "tunedservices", tuned_service(route=None))
     loop = simulator_loop(operator_kubeconfig, policy_dir, operator_api, background=False)
-    assert not loop.notice("prod", "workhorse", 1)  # no cycle yet: its daemon is starting and reads it anyway
-    loop.cycle("prod", "workhorse")
-    assert not loop.notice("prod", "workhorse", 1)  # the status write's own watch event: nothing new
-
-    stopped = Stopped(after=3)
-    loop.wait("prod", "workhorse", 3600.0, stopped)  # not woken: it sleeps (1 s at a time) until stopped
-    assert stopped.asked == 4
+    clock = Clock()
+    scheduler = CycleScheduler(loop, queue=CycleQueue(clock))  # not started: the test takes the cycles itself
+    queue = scheduler.queue
+    key = ("prod", "workhorse")
+    assert not scheduler.notice(*key, 1)  # listed: held, its first cycle due now (it reads the spec anyway)
+    assert queue.take(0.0) == key
+    assert scheduler.run_once(key)
+    assert not scheduler.notice(*key, 1)  # the status write's own watch event: nothing new
+    assert queue.take(0.0) is None  # the next cycle is due after its requeue, which has not passed
 
     body = co.patch_namespaced_custom_object(
         G, V, "prod", "tunedservices", "workhorse", {"spec": {"replicas": {"minReplicas": 1, "maxReplicas": 4}}}
     )
     generation = body["metadata"]["generation"]
     assert generation == 2
-    assert loop.notice("prod", "workhorse", generation)
-    stopped = Stopped(after=100)
-    loop.wait("prod", "workhorse", 3600.0, stopped)  # woken: back at once for the next cycle
-    assert stopped.asked == 1
-
-    loop.cycle("prod", "workhorse")
+    assert scheduler.notice(*key, generation)
+    assert queue.take(0.0, changes_only=True) == key  # woken: taken now, before its requeue
+    assert scheduler.run_once(key)
     stored = co.get_namespaced_custom_object(G, V, "prod", "tunedservices", "workhorse")
     assert stored["status"]["observedGeneration"] == generation
-    assert not loop.notice("prod", "workhorse", generation)  # answered: nothing wakes it again
+    assert not scheduler.notice(*key, generation)  # answered: nothing wakes it again
+    assert queue.take(0.0) is None
+    clock.now += 3600.0
+    assert queue.take(0.0) == key  # its routine cycle, once due
+    assert scheduler.run_once(key)
 
     co.delete_namespaced_custom_object(G, V, "prod", "tunedservices", "workhorse")
-    assert loop.cycle("prod", "workhorse").reason == "deleted"
-    assert loop.held() == 0
+    scheduler.remove(*key)  # the watch's DELETED event
+    assert loop.held() == 0 and queue.held() == set()
+    assert queue.take(0.0) is None
+    clock.now += 3600.0
+    assert queue.take(0.0) is None
 
 
 def test_a_spec_change_is_answered_before_the_routine_cycles_of_others(
