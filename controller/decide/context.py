@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from controller.decide.rules import Rules
 from controller.domain.actions import Action
@@ -107,6 +107,41 @@ def observing(status: TargetStatus) -> TargetStatus:
     return status.model_copy(update={"phase": move(status.phase, Phase.OBSERVING)})
 
 
+def measured_cold_start_s(status: TargetStatus, config: EngineConfig) -> float | None:
+    """The longest cold start ``config``'s engine was measured to take: its canary trials' start-ups and what its
+    promotions recorded. None when nothing reported one."""
+    key = config.key()
+    seen = [t.startup_s for t in status.trials if t.config.key() == key and t.startup_s > 0]
+    seen += [s.cold_start_s for s in status.served if s.config.key() == key and s.cold_start_s]
+    return max(seen, default=None)
+
+
+def next_window(rules: Rules, now: datetime) -> tuple[TimeWindow, float]:
+    """The window after the one ``now`` falls in, and the seconds until it starts (to the minute; a day ahead at
+    most: one window all day has no next one but itself)."""
+    current = window_at(rules.windows, now).name
+    for minute in range(1, 24 * 60 + 1):
+        window = window_at(rules.windows, now + timedelta(minutes=minute))
+        if window.name != current:
+            start = (now + timedelta(minutes=minute)).replace(second=0, microsecond=0)
+            return window, max(0.0, (start - now).total_seconds())
+    return window_at(rules.windows, now), 24 * 3600.0
+
+
+def prewarm_lead_s(ctx: PlanContext) -> float:
+    """How long before the next window begins its scheduled config is pre-warmed: that config's measured cold start
+    (:func:`measured_cold_start_s`) plus the schedule's ``prewarm_margin_s``, so the candidate's replicas are ready
+    as the window begins; the schedule's ``prewarm_lead_s`` when it was never measured (or the window keeps the
+    active config)."""
+    rules = ctx.rules.schedule
+    upcoming, _ = next_window(ctx.rules, ctx.now)
+    entry = ctx.status.schedule_for(upcoming.name)
+    if entry is None or entry.config.key() == ctx.status.active_config.key():
+        return rules.prewarm_lead_s
+    cold = measured_cold_start_s(ctx.status, entry.config)
+    return rules.prewarm_lead_s if cold is None else cold + rules.prewarm_margin_s
+
+
 def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
     others = tuple(s for s in status.schedule if s.window != entry.window)
     return status.model_copy(update={"schedule": (*others, entry)})
@@ -115,9 +150,12 @@ def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
 __all__ = [
     "Intent",
     "PlanContext",
+    "measured_cold_start_s",
     "move",
+    "next_window",
     "observing",
     "per_replica",
+    "prewarm_lead_s",
     "remaining_s",
     "round_trials",
     "scaled",

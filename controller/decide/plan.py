@@ -140,11 +140,12 @@ def trialling_steps(ctx: PlanContext) -> list[Intent]:
 
 def follow_load(ctx: PlanContext) -> Intent:
     """Replicas follow the load whatever the tuning or rollout is doing; a candidate carrying part of the traffic
-    keeps its share of a rescaled fleet."""
+    keeps its share of a rescaled fleet (a pre-validated swap's surge keeps its size)."""
     sized = scaling.scale(ctx)
     actions = list(sized.actions)
     rollout = sized.status.rollout
-    if rollout is not None and rollout.weight > 0:
+    if rollout is not None and rollout.weight > 0 and rollout.surge_replicas is None:
+        # a pre-validated swap's surge is sized for the coming window's whole load already
         for a in sized.actions:
             if isinstance(a, Scale) and a.variant == "stable":
                 need = rollouts.candidate_replicas_for(a.replicas, rollout.weight)

@@ -141,7 +141,12 @@ class ScheduleRules:
     """When a time-of-day switch is worth making."""
 
     prewarm_lead_s: float = 900.0
-    """Start moving to the next window's config this long before the window begins (vLLM cold start is minutes)."""
+    """Start moving to the next window's config this long before the window begins (vLLM cold start is minutes),
+    when its engine's cold start was never measured; once its canary trials (or its earlier rollouts) measured one,
+    the lead is that cold start plus ``prewarm_margin_s``, so its replicas are ready as the window begins."""
+    prewarm_margin_s: float = 300.0
+    """Added to a measured cold start for the pre-warm's lead: a control cycle's latency (the decision may come a
+    cycle after the lead begins) and a replica's readiness check."""
     min_dwell_s: float = 3600.0
     """No two automatic config switches closer together than this (against flapping)."""
     switch_cost_s: float = 1800.0
@@ -155,6 +160,21 @@ class ScheduleRules:
     tune_ahead_s: float = 3 * 3600.0
     """With a load forecast, tune a window that has no config yet this long before it starts, on its forecast
     busy-hour shape, so its config can be pre-warmed instead of found while production waits."""
+    swap_steps: tuple[int, ...] = (50, 100)
+    """A pre-validated swap's weights: a switch between two configs production already served in the windows it
+    moves between (each promoted there after its canary and an analysed rollout) shifts the traffic in these steps
+    instead of the rollout's own, with the analysis and the automatic rollback still on."""
+    swap_bake_s: float = 60.0
+    """A pre-validated swap's bake per step, instead of the rollout's ``bake_s``."""
+
+    def __post_init__(self) -> None:
+        steps = self.swap_steps
+        if not steps or steps[-1] != 100 or any(not 0 < w <= 100 for w in steps) or list(steps) != sorted(set(steps)):
+            raise ValueError("swap steps must be strictly increasing percentages in (0, 100], ending at 100")
+        if self.prewarm_lead_s < 0 or self.prewarm_margin_s < 0:
+            raise ValueError("prewarm_lead_s and prewarm_margin_s must be >= 0")
+        if self.swap_bake_s <= 0:
+            raise ValueError("swap_bake_s must be > 0")
 
 
 @dataclass(frozen=True)

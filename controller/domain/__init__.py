@@ -20,7 +20,15 @@ from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import Observation, TargetRef, VariantStats
 from controller.domain.phases import VALID_TRANSITIONS, Phase, transition
 from controller.domain.slo import SLO
-from controller.domain.status import AnalysisRecord, Approval, RolloutState, ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.status import (
+    AnalysisRecord,
+    Approval,
+    RolloutState,
+    ScheduledConfig,
+    ServedConfig,
+    TargetStatus,
+    TuningRound,
+)
 from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
 from controller.domain.trial import Percentiles, QualityReport, SpecDecodeStats, TrialResult, TrialStatus
 
@@ -47,6 +55,7 @@ __all__ = [
     "RunTrial",
     "Scale",
     "ScheduledConfig",
+    "ServedConfig",
     "SetWeights",
     "Severity",
     "SpecDecodeStats",

@@ -59,6 +59,7 @@ class Code(StrEnum):
     # the time-of-day schedule
     SCHEDULED_SWITCH = "scheduled-switch"
     PREWARM = "prewarm"
+    PRE_VALIDATED_SWAP = "pre-validated-swap"
     SWITCH_CHECK = "switch-check"
     SWITCH_PAYS = "switch-pays"
     SWITCH_NOT_PAYING = "switch-not-paying"

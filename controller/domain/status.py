@@ -68,6 +68,20 @@ class RolloutState(BaseModel):
     paused: bool = False
     abort_requested: bool = False
     abort_reason: str = ""
+    window: str | None = Field(
+        default=None, description="the time-of-day window the rollout moves to its config (the one pre-warmed for)"
+    )
+    bake_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="each step's bake in seconds when not the policy's: a pre-validated swap's shorter bake",
+    )
+    surge_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        description="a pre-validated swap's candidate replicas, sized for the coming window's forecast and deployed "
+        "at once instead of a share of the fleet per step",
+    )
 
     def approved_step(self, step: int) -> bool:
         return any(a.step == step and a.decision == "approved" for a in self.approvals)
@@ -117,6 +131,26 @@ class ScheduledConfig(BaseModel):
     @property
     def gain(self) -> float:
         return self.goodput_tokens_per_s / self.stock_goodput_tokens_per_s if self.stock_goodput_tokens_per_s else 0.0
+
+
+class ServedConfig(BaseModel):
+    """A config production served in one window after a rollout that passed, with its evidence: the canary trial
+    that measured it on the window's traffic and the rollout's analysed steps. Two configs served this way in the
+    windows a switch moves between are swapped without a full analysed rollout (``pre-validated-swap``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    window: str = Field(min_length=1)
+    config: EngineConfig
+    promoted_at: datetime
+    rollout_id: str = Field(min_length=1, description="the rollout that promoted it")
+    analysed_steps: int = Field(ge=1, description="the rollout's steps whose analysis passed")
+    canary_goodput_tokens_per_s: float | None = Field(
+        default=None, ge=0, description="the canary trial's goodput on the window's traffic, when one measured it"
+    )
+    cold_start_s: float | None = Field(
+        default=None, gt=0, description="the engine's cold start its canary trials measured, when they reported one"
+    )
 
 
 class MeasuredNoise(BaseModel):
@@ -278,7 +312,16 @@ class TargetStatus(BaseModel):
         description="the schedule's realised GPU-hours this week against the best static config measured, and the "
         "static fallback after a losing week",
     )
+    served: tuple[ServedConfig, ...] = Field(
+        default=(),
+        description="configs production served per window after a rollout that passed, with their canary and "
+        "rollout evidence (the latest per window and config)",
+    )
     updated_at: datetime | None = None
+
+    def served_in(self, window: str, config_key: str) -> ServedConfig | None:
+        """The evidence that production served the config keyed ``config_key`` in ``window``, if any."""
+        return next((s for s in reversed(self.served) if s.window == window and s.config.key() == config_key), None)
 
     def schedule_for(self, window: str) -> ScheduledConfig | None:
         return next((s for s in self.schedule if s.window == window), None)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from controller.decide.capacity.sizing import ScalingDecision, desired_replicas, leading_rate, length_distance
-from controller.decide.context import Intent, PlanContext, remaining_s, window_at, with_schedule
+from controller.decide.context import Intent, PlanContext, prewarm_lead_s, remaining_s, window_at, with_schedule
 from controller.decide.signals.breach import slo_breach
 from controller.decide.signals.latency import judged_latency
 from controller.domain.actions import Scale
@@ -71,7 +71,7 @@ def scale(ctx: PlanContext) -> Intent:
                 more, f"scale up {status.replicas} -> {more}: no probed capacity for this traffic and {breach}", None
             )
             status = status.model_copy(update={"reactive_scale_at": ctx.now})
-    lead = ctx.rules.schedule.prewarm_lead_s
+    lead = prewarm_lead_s(ctx)
     upcoming_window = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead))
     upcoming = status.schedule_for(upcoming_window.name)
     if (

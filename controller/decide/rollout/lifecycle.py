@@ -12,11 +12,21 @@ from controller.domain.approval import needs_approval
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import BlockedConfig
+from controller.domain.status import BlockedConfig, RolloutState, ServedConfig
 
 
-def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str, gain: float | None) -> Intent:
-    """Start rolling ``config`` out (code ``rollout-started``, or ``approval-required`` when it waits for one)."""
+def begin(
+    ctx: PlanContext,
+    config: EngineConfig,
+    why: str,
+    *,
+    proposed_by: str,
+    gain: float | None,
+    window: str | None = None,
+    swap: rollouts.Swap | None = None,
+) -> Intent:
+    """Start rolling ``config`` out for ``window`` (the current one when None; code ``rollout-started``, or
+    ``approval-required`` when it waits for one); a pre-validated ``swap`` in its own steps, bake and surge."""
     status = ctx.status
     approval = ctx.rules.tuning.approval
     ttft_ratio, tpot_ratio = expected_ratios(status.trials, candidate=config, stable=status.active_config)
@@ -36,6 +46,8 @@ def begin(ctx: PlanContext, config: EngineConfig, why: str, *, proposed_by: str,
         expected_ttft_ratio=ttft_ratio,
         expected_tpot_ratio=tpot_ratio,
         latency_vs_stable=not stable_missed,
+        window=window or ctx.window.name,
+        swap=swap,
     )
     new = status.model_copy(update={"phase": move(status.phase, step.phase), "rollout": step.rollout, "tuning": None})
     code = Code.APPROVAL_REQUIRED if waits else Code.ROLLOUT_STARTED
@@ -71,11 +83,23 @@ def advance(ctx: PlanContext) -> Intent:
         if isinstance(action, Promote):
             update.update(active_config=action.config, rollout=None, last_switch_at=ctx.now)
             history = (*history, f"{ctx.now:%Y-%m-%d %H:%M} promoted {action.config.label()}: {action.reason}")
+            finished = step.rollout or state
+            served = served_record(ctx, finished, state.window or ctx.window.name)
+            if served is not None:
+                same = (served.window, served.config.key())
+                kept = tuple(s for s in status.served if (s.window, s.config.key()) != same)
+                update["served"] = (*kept, served)[-20:]
+            if state.surge_replicas is not None:
+                # the surge, sized for the window's forecast, is the promoted fleet
+                update["replicas"] = state.surge_replicas
         elif isinstance(action, Rollback):
             history = (*history, f"{ctx.now:%Y-%m-%d %H:%M} {action.reason}")
             if not state.abort_requested and not state.rejected():
                 failed_on = BlockedConfig(key=state.to_config.key(), window=ctx.window.name)
                 update["blocked_in_windows"] = (*status.blocked_in_windows, failed_on)[-50:]
+                # what production served before is no evidence once it failed there
+                gone, there = state.to_config.key(), (state.window, ctx.window.name)
+                update["served"] = tuple(s for s in status.served if not (s.config.key() == gone and s.window in there))
             entry = status.schedule_for(ctx.window.name)
             if entry is not None and entry.config.key() == state.to_config.key():
                 restored = entry.model_copy(
@@ -94,4 +118,32 @@ def advance(ctx: PlanContext) -> Intent:
     return Intent(step.code, status.model_copy(update=update), step.actions, step.notes)
 
 
-__all__ = ["advance", "begin"]
+def served_record(ctx: PlanContext, finished: RolloutState, window: str) -> ServedConfig | None:
+    """The evidence a promotion leaves that production served ``finished``'s config in ``window``: its analysed
+    steps that passed and its canary trial (the best of the config's trials that met the SLO; its cold start when
+    one was reported). None without a canary trial or a step that passed: a config that was never measured before
+    production is not pre-validated."""
+    config = finished.to_config
+    passed = sum(1 for a in finished.analyses if a.outcome == "Successful")
+    trials = [t for t in ctx.status.trials if t.config.key() == config.key() and t.ok and t.objective() > 0]
+    entry = ctx.status.schedule_for(window)
+    if entry is not None:  # on the window's own mix, when the canary measured it there
+        mix = (entry.shape.prompt_tokens.mean, entry.shape.output_tokens.mean, entry.shape.repetitiveness)
+        trials = [
+            t for t in trials if (t.shape.prompt_tokens.mean, t.shape.output_tokens.mean, t.shape.repetitiveness) == mix
+        ] or trials
+    if not trials or passed == 0:
+        return None
+    cold = max((t.startup_s for t in trials), default=0.0)
+    return ServedConfig(
+        window=window,
+        config=config,
+        promoted_at=ctx.now,
+        rollout_id=finished.id,
+        analysed_steps=passed,
+        canary_goodput_tokens_per_s=max(t.objective() for t in trials),
+        cold_start_s=cold if cold > 0 else None,
+    )
+
+
+__all__ = ["advance", "begin", "served_record"]

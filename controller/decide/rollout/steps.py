@@ -61,14 +61,20 @@ def start(
     expected_ttft_ratio: float | None = None,
     expected_tpot_ratio: float | None = None,
     latency_vs_stable: bool = True,
+    window: str | None = None,
+    swap: Swap | None = None,
 ) -> RolloutStep:
     """Begin a rollout: deploy the candidate with its first step's share of the ``candidate_replicas`` (the stable
-    fleet's size), then wait for approval of step 0 or for the candidate to be ready."""
+    fleet's size), then wait for approval of step 0 or for the candidate to be ready. A pre-validated ``swap``
+    deploys its surge of replicas at once and shifts in its own steps and bake."""
     state = RolloutState(
         id=rollout_id,
         from_config=from_config,
         to_config=to_config,
-        steps=rules.steps,
+        steps=swap.steps if swap is not None else rules.steps,
+        window=window,
+        bake_s=swap.bake_s if swap is not None else None,
+        surge_replicas=swap.surge_replicas if swap is not None else None,
         started_at=now,
         reason=reason,
         proposed_by=proposed_by,
@@ -77,10 +83,21 @@ def start(
         expected_tpot_ratio=expected_tpot_ratio,
         latency_vs_stable=latency_vs_stable,
     )
-    first = candidate_replicas_for(candidate_replicas, rules.steps[0])
-    deploy = DeployCandidate(
-        to_config, first, f"warm up {first} replica(s) of {to_config.label()} as the candidate before it takes traffic"
-    )
+    if swap is not None:
+        first = swap.surge_replicas
+        deploy = DeployCandidate(
+            to_config,
+            first,
+            f"surge {first} replica(s) of {to_config.label()}, sized for the coming window's forecast, before the "
+            f"swap shifts traffic in {len(swap.steps)} step(s) of {swap.bake_s:.0f} s",
+        )
+    else:
+        first = candidate_replicas_for(candidate_replicas, state.steps[0])
+        deploy = DeployCandidate(
+            to_config,
+            first,
+            f"warm up {first} replica(s) of {to_config.label()} as the candidate before it takes traffic",
+        )
     if needs_approval or 0 in rules.manual_gates:
         why = f"approval needed before shifting traffic to {to_config.label()}: {reason}"
         return RolloutStep(
@@ -102,6 +119,15 @@ def start(
         ),
         code=Code.STARTED,
     )
+
+
+@dataclass(frozen=True)
+class Swap:
+    """A pre-validated swap's shape: its steps, its bake per step and the candidate replicas it surges at once."""
+
+    steps: tuple[int, ...]
+    bake_s: float
+    surge_replicas: int
 
 
 def candidate_replicas_for(fleet_replicas: int, weight: int) -> int:
@@ -151,7 +177,7 @@ def advance(
     """
 
     def apply(index: int, base: RolloutState, reason: str, code: Code) -> RolloutStep:
-        need = candidate_replicas_for(fleet_replicas, base.steps[index])
+        need = base.surge_replicas or candidate_replicas_for(fleet_replicas, base.steps[index])
         if candidate_ready_replicas is not None and candidate_ready_replicas < need:
             why = (
                 f"step {index + 1} ({base.steps[index]}%) needs {need} ready candidate replicas, "
@@ -224,7 +250,8 @@ def advance(
         why = f"holding step {state.step_index + 1} at {state.weight}% ({analysis.code}): {analysis.reason}"
         return RolloutStep(state, Phase.ROLLING_OUT, notes=(why,))
 
-    baked = state.step_started_at is not None and step_age >= rules.bake_s
+    bake_s = state.bake_s if state.bake_s is not None else rules.bake_s
+    baked = state.step_started_at is not None and step_age >= bake_s
     if analysis.verdict == "Pending" or not baked:
         wait = (
             analysis.reason
@@ -277,6 +304,7 @@ def _finished(state: RolloutState) -> RolloutState:
 
 __all__ = [
     "RolloutStep",
+    "Swap",
     "advance",
     "candidate_replicas_for",
     "start",

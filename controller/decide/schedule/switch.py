@@ -7,13 +7,15 @@ import math
 from datetime import timedelta
 
 from controller.decide.capacity.scaling import short_of_replicas
-from controller.decide.capacity.sizing import holds, length_distance
-from controller.decide.context import Intent, PlanContext, remaining_s, window_at
+from controller.decide.capacity.sizing import holds, length_distance, replicas_for
+from controller.decide.context import Intent, PlanContext, prewarm_lead_s, remaining_s, window_at
 from controller.decide.rollout.lifecycle import begin as begin_rollout
+from controller.decide.rollout.steps import Swap
 from controller.decide.signals.noise import ASSUMED, clamped
 from controller.decide.tuning.economics import SwitchWorth, switch_worth
 from controller.decide.tuning.rounds import start as start_tuning
 from controller.domain.actions import RunTrial
+from controller.domain.approval import needs_approval
 from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.status import ScheduledConfig
@@ -25,11 +27,14 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
     of its start (code ``prewarm``); first measure the active config on the window's traffic when nothing says
     what it does there (code ``switch-check``, :func:`measure_active`); code ``switch-not-paying`` (status
     unchanged, the note says why) when the switch's GPU saving over the window does not exceed its rollout's cost
-    (:func:`switch_economics`); None when no switch is due or worth its goodput gain."""
+    (:func:`switch_economics`); code ``pre-validated-swap`` when production already served both configs in their
+    windows (:func:`pre_validated`: a surge, a fast shift, the analysis and rollback on); None when no switch is
+    due or worth its goodput gain. The pre-warm's lead is the scheduled config's measured cold start and a margin
+    (:func:`~controller.decide.context.prewarm_lead_s`)."""
     status = ctx.status
     if status.schedule_account is not None and status.schedule_account.falls_back(ctx.now):
         return static_fallback(ctx)
-    lead = ctx.rules.schedule.prewarm_lead_s
+    lead = prewarm_lead_s(ctx)
     upcoming = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead))
     ahead = upcoming.name != ctx.window.name
     for window in (upcoming,) if ahead else (ctx.window,):
@@ -45,6 +50,7 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         last = status.last_switch_at
         if last is not None and (ctx.now - last).total_seconds() < ctx.rules.schedule.min_dwell_s:
             return None
+        swap = pre_validated(ctx, window, entry)
         gain = switch_gain(ctx, entry)
         when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
         if gain is None:
@@ -62,7 +68,7 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
             if gain < ctx.rules.tuning.min_gain or benefit_s < ctx.rules.schedule.switch_cost_s:
                 return None
             seconds = window.hours * 3600 if ahead else remaining_s(ctx.now, window)
-            worth = switch_economics(ctx, window, entry, seconds)
+            worth = switch_economics(ctx, window, entry, seconds, swap=swap)
             if worth is not None and not worth.pays:
                 # with managed replicas a switch pays in GPUs: the replicas it saves over the window, at the
                 # pessimistic end of the forecast and the capacities, against its whole rollout
@@ -78,11 +84,43 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
             )
             if worth is not None:
                 why += f"; it {worth.describe()}"
+        if swap is not None:
+            why = (
+                f"pre-validated swap ({swap.surge_replicas} replica(s) surged, {len(swap.steps)} step(s) of "
+                f"{swap.bake_s:.0f} s, analysis on): production served both configs after their rollouts; " + why
+            )
         if ahead:
             why = f"pre-warming {lead / 60:.0f} min ahead: " + why
-        started = begin_rollout(ctx, entry.config, why, proposed_by="schedule", gain=gain)
-        return Intent(Code.PREWARM if ahead else Code.SCHEDULED_SWITCH, started.status, started.actions, started.notes)
+        started = begin_rollout(
+            ctx, entry.config, why, proposed_by="schedule", gain=gain, window=window.name, swap=swap
+        )
+        code = Code.PRE_VALIDATED_SWAP if swap is not None else Code.PREWARM if ahead else Code.SCHEDULED_SWITCH
+        return Intent(code, started.status, started.actions, started.notes)
     return None
+
+
+def pre_validated(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig) -> Swap | None:
+    """A swap instead of a full analysed rollout, when production already served both configs after a rollout that
+    passed: the scheduled config in ``window`` and the active config in the window now (``status.served``, each
+    with its canary trial and its analysed steps). The swap surges the new config's replicas for ``window``'s
+    forecast at once (at its probed capacity, with the scaling rules' headroom and bounds; the fleet's size when
+    either is unknown) and shifts in the schedule's ``swap_steps``, each baked ``swap_bake_s``, the analysis and
+    the automatic rollback on. None otherwise, or while a human approves rollouts."""
+    status = ctx.status
+    if status.served_in(window.name, entry.config.key()) is None:
+        return None
+    if status.served_in(ctx.window.name, status.active_config.key()) is None:
+        return None
+    if needs_approval(ctx.rules.tuning.approval, lossy=ctx.is_lossy(entry.config)):
+        return None
+    surge = max(1, status.replicas)
+    scaling = ctx.rules.scaling
+    forecast = ctx.forecast.get(window.name)
+    rate = forecast.arrival_rate_rps if forecast is not None else entry.fleet_rate_rps
+    if scaling is not None and entry.capacity_rps and rate:
+        surge = min(max(replicas_for(rate, entry.capacity_rps, scaling), scaling.min_replicas, 1), scaling.max_replicas)
+    rules = ctx.rules.schedule
+    return Swap(steps=rules.swap_steps, bake_s=rules.swap_bake_s, surge_replicas=max(1, surge))
 
 
 def static_fallback(ctx: PlanContext) -> Intent | None:
@@ -182,7 +220,7 @@ def probed_capacity(ctx: PlanContext, config: EngineConfig, shape: TrafficShape)
 
 
 def switch_economics(
-    ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig, seconds: float
+    ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig, seconds: float, *, swap: Swap | None = None
 ) -> SwitchWorth | None:
     """With managed replicas: what switching to ``entry``'s config saves over ``seconds`` of ``window`` at its
     forecast load against what its rollout costs (:func:`~controller.decide.tuning.economics.switch_worth`), with the
@@ -207,8 +245,9 @@ def switch_economics(
         new_tp=entry.config.tensor_parallel_size,
         window_s=seconds,
         current_replicas=ctx.status.replicas,
-        steps=rollout.steps,
-        bake_s=rollout.bake_s,
+        steps=swap.steps if swap is not None else rollout.steps,
+        bake_s=swap.bake_s if swap is not None else rollout.bake_s,
+        surge=swap is not None,
         rules=rules,
         forecast_uncertainty=ctx.rules.schedule.forecast_uncertainty,
         capacity_uncertainty=1 - math.exp(-math.sqrt(2) * noise),
@@ -235,6 +274,7 @@ def tune_ahead(ctx: PlanContext) -> Intent | None:
 
 __all__ = [
     "measure_active",
+    "pre_validated",
     "probed_capacity",
     "scheduled_switch",
     "static_fallback",

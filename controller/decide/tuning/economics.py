@@ -321,6 +321,7 @@ def switch_worth(
     forecast_uncertainty: float,
     capacity_uncertainty: float,
     trial_gpu_hours: float = 0.0,
+    surge: bool = False,
 ) -> SwitchWorth:
     """The verdict on a scheduled switch with managed replicas, in GPU-hours at the SLO over ``window_s``.
 
@@ -332,8 +333,8 @@ def switch_worth(
     (the two capacities were probed alike, so the error that matters is their ratio's). Cost: the candidate
     replicas of each step for its bake time, the active fleet held above what the window needs until it comes down
     (``current_replicas`` against the active config's need, for the scale-down's stabilisation, at most the
-    rollout), and the trials still to run. The switch pays
-    only when the saving exceeds the whole cost."""
+    rollout), and the trials still to run. A pre-validated swap (``surge``) holds the new config's whole fleet for
+    the window's rate from its first step. The switch pays only when the saving exceeds the whole cost."""
     if min(rate_rps, active_capacity_rps, new_capacity_rps, window_s, bake_s) < 0 or not steps:
         raise ValueError("rates, capacities and times must be >= 0, and a rollout has steps")
     if not (0 <= forecast_uncertainty < 1 and 0 <= capacity_uncertainty < 1):
@@ -352,7 +353,8 @@ def switch_worth(
     rates = (rate_rps * (1 - forecast_uncertainty), rate_rps, rate_rps * (1 + forecast_uncertainty))
     low_gpus = min(saving(r, low_capacity) for r in rates)
     new_replicas = need(rate_rps, new_capacity_rps)
-    candidates = sum(max(1, math.ceil(new_replicas * w / 100 - 1e-9)) for w in steps) * bake_s * new_tp / 3600
+    held_each = [new_replicas if surge else max(1, math.ceil(new_replicas * w / 100 - 1e-9)) for w in steps]
+    candidates = sum(held_each) * bake_s * new_tp / 3600
     # both capacities are known, so the fleet comes down to the window's need once the scale-down has waited its
     # stabilisation, rollout or not (capacity.scaling.during_rollout)
     held_s = min(rollout_s, rules.scale_down_stabilisation_s)
