@@ -74,6 +74,17 @@ def test_the_cost_is_the_candidates_the_old_fleet_held_and_the_trials() -> None:
     assert worth(current_replicas=14, rules=slow).held_gpu_hours == pytest.approx(4 * 0.5)
 
 
+def test_a_pre_validated_swaps_surge_holds_the_whole_new_fleet_for_each_of_its_short_steps() -> None:
+    swap = worth(steps=(50, 100), bake_s=60.0, surge=True)
+    # the new config's 5 replicas for the night's 4 req/s, from the first step, for two steps of a minute
+    assert swap.candidate_gpu_hours == pytest.approx(5 * 2 * 60 / 3600)
+    assert swap.rollout_s == 120.0
+    # the same steps without the surge: 3 candidates, then 5
+    assert worth(steps=(50, 100), bake_s=60.0).candidate_gpu_hours == pytest.approx((3 + 5) * 60 / 3600)
+    # against the full rollout's 1.5 GPU-hours over 30 minutes
+    assert swap.candidate_gpu_hours < worth().candidate_gpu_hours
+
+
 @pytest.mark.parametrize(
     ("forecast_uncertainty", "capacity_uncertainty", "saved_replicas"),
     [
