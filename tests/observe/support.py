@@ -102,6 +102,9 @@ class RequestRecord:
     output_tokens: int = 0
     prompt_tokens: int = 0
     ok: bool = False
+    error: str = ""  # why it is not ok: the exception the request ended with
+    status: int | None = None  # the HTTP status of the answer (None: none came back)
+    retried: str = ""  # the transport error of a first attempt that got no answer (it was sent once more)
 
     @property
     def ttft(self) -> float | None:
@@ -129,9 +132,39 @@ class LoadResult:
         return busy / (end - start)
 
 
+#: vLLM's HTTP server closes a connection after 5 s idle (``VLLM_HTTP_TIMEOUT_KEEP_ALIVE``), and httpx keeps an
+#: idle connection for 5 s by default: a request could go out on a connection the server is closing at that moment.
+#: The load's client lets idle connections go well before the server does.
+KEEPALIVE_EXPIRY_S = 2.0
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
 async def _one(client: httpx.AsyncClient, url: str, body: dict[str, object], record: RequestRecord) -> None:
+    """Send one request and fill its record. A transport error before any answer came back (the connection was
+    refused, reset or closed under the request: the server has not served it) sends it once more, keeping the first
+    error in ``record.retried``; any other failure leaves its error in ``record.error``."""
+    for attempt in range(2):
+        try:
+            await _send(client, url, body, record)
+            return
+        except httpx.TransportError as exc:
+            if attempt == 0 and record.status is None:
+                record.retried = _describe(exc)
+                continue
+            record.end, record.error = time.time(), _describe(exc)
+            raise
+        except Exception as exc:
+            record.end, record.error = time.time(), _describe(exc)
+            raise
+
+
+async def _send(client: httpx.AsyncClient, url: str, body: dict[str, object], record: RequestRecord) -> None:
     if not body.get("stream"):
         response = await client.post(url, json=body)
+        record.status = response.status_code
         response.raise_for_status()
         usage = response.json()["usage"]
         record.output_tokens, record.prompt_tokens = int(usage["completion_tokens"]), int(usage["prompt_tokens"])
@@ -139,6 +172,7 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict[str, object], rec
         record.ok = True
         return
     async with client.stream("POST", url, json=body) as response:
+        record.status = response.status_code
         response.raise_for_status()
         async for line in response.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -181,7 +215,7 @@ def poisson_load(
 
     async def run() -> LoadResult:
         result = LoadResult(started=time.time(), finished=0.0)
-        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64, keepalive_expiry=KEEPALIVE_EXPIRY_S)
         async with httpx.AsyncClient(timeout=120, limits=limits) as client:
             tasks = []
             next_at = time.time()
