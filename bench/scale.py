@@ -6,7 +6,8 @@
 For each count, a fresh fake Kubernetes API (``tests/support/kube_api.py``: kmock's emulator, real HTTP, every request
 recorded) holds the TunedServices, each beside a user-shaped Deployment (the vLLM production-stack chart's), Service
 and HTTPRoute. The operator runs as it does in a cluster: ``python -m controller.reactor.run`` in its own process,
-kopf, one daemon per TunedService, Lease leader election, as the operator's own ServiceAccount user. Its production
+kopf's watch feeding the cycle scheduler (a few threads shared by every TunedService), Lease leader election, as
+the operator's own ServiceAccount user. Its production
 is the ``simulator`` backend: one simulated vLLM fleet per TunedService on its own fake clock, moved by each
 cycle's requeue (``SHIFTLIGHT_TIME_SCALE`` compresses the sleeps), so trials, rollouts, weights on the HTTPRoute and
 Events happen as they would, without GPUs. Half the TunedServices approve automatically (rollouts in flight), half
@@ -18,13 +19,15 @@ operator process at start (first cycles), middle and end, Kubernetes API calls p
 fake API's record of the operator's user), status writes per cycle when nothing changed (the last quarter of the
 run, no spec changes from the bench: the status versions the fake API stored for the TunedServices that stayed
 Observing with no rollout, no trial in flight and the same generation through it, per cycle of theirs; the fields
-those writes changed are printed), reaction to a spec change (the watch's new generation wakes the TunedService's
-daemon; trials run beside the cycle), Prometheus queries per target per cycle (below), and TunedServices still held
-after the deletions (the ``shiftlight_tunedservices_held`` gauge against the live count). Ends with one line for the
-largest count:
+those writes changed are printed), reaction to a spec change (the watch's new generation puts the TunedService
+first in the scheduler's queue; trials run beside the cycle) against its goal of one cycle plus 5 s (a cycle as the
+operator sleeps it: an Observing TunedService's 60 s requeue at ``--time-scale``; the time between two cycles of
+one TunedService when the operator cannot keep up is printed beside it), Prometheus queries per target per cycle
+(below), and TunedServices still held after the deletions (the ``shiftlight_tunedservices_held`` gauge against the
+live count, with the live ones not cycled yet). Ends with one line for the largest count:
 
-    scale: 500 targets, decide p99 X ms, cycle p99 Y ms/target, RSS A -> B MB over N cycles, steady writes W/cycle,
-    api calls C/target/cycle
+    scale: 500 targets, decide p99 X ms, cycle p99 Y ms/target, RSS A -> M -> B MB over N cycles, steady writes
+    W/cycle, api calls C/target/cycle, reaction median R s, slowest S s (goal G s), held/live H/L
 
 Prometheus queries per target: after the run, the same TunedServices on the ``kubernetes`` backend (its metrics
 from Prometheus) against a real Prometheus (the Debian package) that scrapes one simulated vLLM replica
@@ -62,11 +65,24 @@ sys.path.insert(0, str(REPO))
 
 from kubernetes import client, config  # noqa: E402
 
+from controller.domain.actions import Plan  # noqa: E402
+from controller.reactor.settings import LoopSettings  # noqa: E402
 from tests.support.kube_api import KubeAPI, KubeAPIServer  # noqa: E402
 
 G, V = "shiftlight.dev", "v1alpha1"
 OPERATOR = "system:serviceaccount:shiftlight:op"
 STACK = REPO / "tests/adapters/manifests/production-stack.yaml"
+#: The goal for a spec change: answered within one cycle of the TunedService plus this.
+REACTION_SLACK_S = 5.0
+
+
+def cycle_length_s(time_scale: float) -> float:
+    """One cycle of a TunedService in real seconds, as the operator sleeps it: the requeue an Observing
+    TunedService asks for (60 s simulated), compressed by ``time_scale`` (``ControlLoop._sleep``). The goal for a
+    spec change is this plus :data:`REACTION_SLACK_S`; the time between two cycles of one TunedService when the
+    operator cannot keep up is longer, and is printed beside it, not used as the goal."""
+    loop = LoopSettings()
+    return max(loop.min_sleep_s, min(Plan().requeue_after_s, loop.max_requeue_s) / time_scale)
 
 
 def get(url: str) -> str:
@@ -337,7 +353,10 @@ class Run:
     reaction_s: list[float]
     held_after: int
     live_after: int
+    never_cycled: int
     wall_s: float
+    cycle_s: float
+    period_s: float
     prometheus: PrometheusPass | None = None
 
 
@@ -406,6 +425,7 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
         seeded_cycles = sample(scrape(port), "shiftlight_cycles_total")
         total = seeded_cycles + targets * cycles_per_target
         rss_start = rss_mb(proc.pid)
+        counted_from = time.monotonic()
         wait_cycles(seeded_cycles + (total - seeded_cycles) / 2, 3600)  # the middle of the counted cycles
         rss_mid = rss_mb(proc.pid)
         # churn: 5 % changed (a new generation), 5 % deleted, 5 % created
@@ -464,6 +484,11 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
         idle_cycles = steady_cycles * idle / max(len(fleet.live), 1)
         done = sample(text, "shiftlight_cycles_total") - seeded_cycles
         held = int(sample(text, "shiftlight_tunedservices_held"))
+        # a live TunedService the operator holds nothing of has never been cycled (no observedGeneration yet)
+        never_cycled = sum(
+            1 for key in fleet.live if "observedGeneration" not in (fleet.status(key).get("status") or {})
+        )
+        period_s = len(fleet.live) * (time.monotonic() - counted_from) / max(done, 1)
         if os.environ.get("SCALE_DEBUG"):
             for key in list(fleet.live)[:3]:
                 versions = [v.get("status") or {} for v in kube.api.versions(f"tunedservices.{V}.{G}", *key)]
@@ -503,7 +528,10 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
             reaction_s=sorted(reaction.values()),
             held_after=held,
             live_after=len(fleet.live),
+            never_cycled=never_cycled,
             wall_s=wall_s,
+            cycle_s=cycle_length_s(time_scale),
+            period_s=period_s,
             prometheus=prometheus,
         )
     finally:
@@ -547,6 +575,19 @@ def main(argv: list[str] | None = None) -> int:
             f"(their status writes counted above; fields they changed: {r.idle_keys or 'none'}), all status writes "
             f"{r.all_writes:.3f}/cycle; reactions " + " ".join(f"{x:.1f}" for x in r.reaction_s)
         )
+        if r.reaction_s:
+            goal = r.cycle_s + REACTION_SLACK_S
+            print(
+                f"        reaction to a spec change: median {statistics.median(r.reaction_s):.1f} s, slowest "
+                f"{max(r.reaction_s):.1f} s; a cycle is the {Plan().requeue_after_s:.0f} s requeue of an Observing "
+                f"TunedService at {args.time_scale:g}x, {r.cycle_s:.2f} s, so the goal is {goal:.2f} s: "
+                f"{'met' if max(r.reaction_s) <= goal else 'missed'} (each TunedService was cycled every "
+                f"{r.period_s:.1f} s on average: the operator's cycles per second spread over {r.live_after})"
+            )
+        print(
+            f"        held/live after the deletions: {r.held_after}/{r.live_after}; {r.never_cycled} live "
+            f"TunedService(s) not cycled yet"
+        )
         if r.prometheus is not None:
             p = r.prometheus
             print(
@@ -555,10 +596,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"{p.by_handler}, {p.wall_s:.0f} s)"
             )
     last = runs[-1]
+    reaction = (
+        f"reaction median {statistics.median(last.reaction_s):.1f} s, slowest {max(last.reaction_s):.1f} s "
+        f"(goal {last.cycle_s + REACTION_SLACK_S:.2f} s)"
+        if last.reaction_s
+        else "reaction n/a"
+    )
     print(
         f"scale: {last.targets} targets, decide p99 {last.decide_p99_ms:.1f} ms, cycle p99 {last.cycle_p99_ms:.0f} "
-        f"ms/target, RSS {last.rss[0]:.0f} -> {last.rss[2]:.0f} MB over {last.cycles} cycles, steady writes "
-        f"{last.steady_writes:.2f}/cycle, api calls {sum(last.calls.values()):.2f}/target/cycle"
+        f"ms/target, RSS {last.rss[0]:.0f} -> {last.rss[1]:.0f} -> {last.rss[2]:.0f} MB over {last.cycles} cycles, "
+        f"steady writes {last.steady_writes:.2f}/cycle, api calls {sum(last.calls.values()):.2f}/target/cycle, "
+        f"{reaction}, held/live {last.held_after}/{last.live_after}"
     )
     return 0
 

@@ -1,5 +1,5 @@
-"""bench/scale.py's readings: Prometheus's own request count by API handler, and what counts as a trial in flight
-(a status write then is a change, not an idle one)."""
+"""bench/scale.py's readings: Prometheus's own request count by API handler, what counts as a trial in flight
+(a status write then is a change, not an idle one), and the cycle a spec change's reaction is held to."""
 
 from __future__ import annotations
 
@@ -45,3 +45,10 @@ def test_a_pass_reports_queries_per_cycle() -> None:
 )
 def test_a_status_with_trials_in_flight_is_not_idle(reasons: object, running: bool) -> None:
     assert scale.running({"phase": "Observing", "last_reasons": reasons}) is running
+
+
+def test_the_reaction_goal_is_one_cycle_as_the_operator_sleeps_it_plus_five_seconds() -> None:
+    assert scale.cycle_length_s(1.0) == 60.0  # real time: an Observing TunedService's requeue
+    assert scale.cycle_length_s(3000.0) == pytest.approx(0.02)  # the bench's compression
+    assert scale.cycle_length_s(1e6) == 0.02  # never below the loop's shortest sleep
+    assert scale.REACTION_SLACK_S == 5.0
