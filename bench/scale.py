@@ -24,7 +24,8 @@ first in the scheduler's queue; trials run beside the cycle) against its goal of
 operator sleeps it: an Observing TunedService's 60 s requeue at ``--time-scale``; the time between two cycles of
 one TunedService when the operator cannot keep up is printed beside it), Prometheus queries per target per cycle
 (below), and TunedServices still held after the deletions (the ``shiftlight_tunedservices_held`` gauge against the
-live count, with the live ones not cycled yet). Ends with one line for the largest count:
+live count, and how many of those created without a status have not been cycled yet). Ends with one line for the
+largest count:
 
     scale: 500 targets, decide p99 X ms, cycle p99 Y ms/target, RSS A -> M -> B MB over N cycles, steady writes
     W/cycle, api calls C/target/cycle, reaction median R s, slowest S s (goal G s), held/live H/L
@@ -484,7 +485,8 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
         idle_cycles = steady_cycles * idle / max(len(fleet.live), 1)
         done = sample(text, "shiftlight_cycles_total") - seeded_cycles
         held = int(sample(text, "shiftlight_tunedservices_held"))
-        # a live TunedService the operator holds nothing of has never been cycled (no observedGeneration yet)
+        # created without a status (the untuned 2 % and those created mid-run) and still without observedGeneration:
+        # never cycled (the others carry the seed's copied status, so this cannot tell for them)
         never_cycled = sum(
             1 for key in fleet.live if "observedGeneration" not in (fleet.status(key).get("status") or {})
         )
@@ -586,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(
             f"        held/live after the deletions: {r.held_after}/{r.live_after}; {r.never_cycled} live "
-            f"TunedService(s) not cycled yet"
+            f"TunedService(s) created without a status not cycled yet"
         )
         if r.prometheus is not None:
             p = r.prometheus
