@@ -58,10 +58,13 @@ from controller.domain.config import EngineConfig  # noqa: E402
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
 from controller.simulator.engine import ReplicaEngine  # noqa: E402
 from controller.simulator.perf import PerformanceModel, shipped_calibration  # noqa: E402
-from controller.simulator.profiles import load_gpu, load_model  # noqa: E402
+from controller.simulator.profiles import ModelProfile, load_gpu, load_model  # noqa: E402
 
 DATA = ROOT / "controller" / "simulator" / "profiles" / "calibration" / "engine-h200"
-MODEL, GPU = "llama-3.1-8b", "h200"
+MODEL, HYBRID, GPU = "llama-3.1-8b", "qwen3.6-27b-int4", "h200"
+#: the hybrid servers' depth (``model_dir.py qwen3.6-27b-int4 --layers 8``: 2 attention and 6 Gated DeltaNet
+#: layers at the profile's widths, bf16 weights)
+HYBRID_LAYERS = 8
 VLLM = "0.26.0"
 
 #: ``scripts/gpu/measure.py``'s config names as the operator's engine configs.
@@ -76,7 +79,41 @@ CONFIGS: dict[str, EngineConfig] = {
     "mbt16384": EngineConfig(max_num_batched_tokens=16384),
     "seqs64": EngineConfig(max_num_seqs=64),
     "seqs256": EngineConfig(max_num_seqs=256),
+    # the hybrid MTP model (measure.py's MM_OFF: 256 sequence slots, the Triton Gated DeltaNet prefill)
+    "hy-stock": EngineConfig(max_num_seqs=256),
+    "hy-mtp1": EngineConfig(max_num_seqs=256, speculative_method="mtp", num_speculative_tokens=1),
+    "hy-mtp2": EngineConfig(max_num_seqs=256, speculative_method="mtp", num_speculative_tokens=2),
+    "hy-mtp3": EngineConfig(max_num_seqs=256, speculative_method="mtp", num_speculative_tokens=3),
+    "hy-ssm-fp16": EngineConfig(max_num_seqs=256, mamba_ssm_cache_dtype="float16"),
 }
+
+#: A prediction's models: the dense model and the hybrid at the servers' depth, on one GPU.
+Models = dict[str, PerformanceModel]
+
+
+def model_of(config: str) -> str:
+    return HYBRID if config.startswith("hy-") else MODEL
+
+
+def hybrid_at_depth(profile: ModelProfile, layers: int) -> ModelProfile:
+    """``profile`` with ``layers`` of its layers, as ``model_dir.py --layers`` builds the server: the same mix of
+    attention and Gated DeltaNet layers at the same widths, embedding, lm_head and MTP head kept, and bf16
+    weights (dummy weights cannot be quantised without a checkpoint)."""
+    share = layers / profile.num_layers
+    body = profile.dense_params_b * share
+    total = body + profile.embedding_params_b + profile.lm_head_params_b
+    return replace(
+        profile,
+        name=f"{profile.name}-l{layers}-bf16",
+        num_layers=layers,
+        attention_layers=round(profile.attention_layers * share),
+        mamba_layers=round(profile.mamba_layers * share),
+        total_params_b=total,
+        active_params_b=total,
+        weight_bytes_per_param=2.0,
+        compute_dtype="bf16",
+        activation_mb_per_token=profile.activation_mb_per_token * share,
+    )
 
 
 @dataclass(frozen=True)
@@ -96,8 +133,9 @@ class Point:
         return (max(self.runs) - min(self.runs)) / self.engine
 
     @property
-    def cell(self) -> tuple[int, int, int]:
-        return (self.input_len, self.output_len, self.concurrency)
+    def cell(self) -> tuple[str, int, int, int]:
+        """(model, shape, concurrency): configs compete within one model's cell."""
+        return (model_of(self.config), self.input_len, self.output_len, self.concurrency)
 
 
 @dataclass(frozen=True)
@@ -113,6 +151,11 @@ class EngineFit:
     fp8_kv_step_bytes: float = 1.0
     fp8_kv_per_seq_s: float = 0.0
     fp8_kv_prefill_attention_scale: float = 1.0
+    decode_attention_scale: float = 1.0
+    v1_runner_host_step_s: float = 0.0
+    v1_runner_host_per_seq_s: float = 0.0
+    model_drafter_step_s: float = 0.0
+    model_drafter_pass_s: float = 0.0
 
     def runtime(self, source: str = "bench/engine_fidelity.py") -> EngineRuntime:
         return EngineRuntime(vllm=VLLM, source=source, **{f.name: getattr(self, f.name) for f in fields(self)})
@@ -129,12 +172,15 @@ class MeasuredAcceptance(PerformanceModel):
         return (0.0,) * config.num_speculative_tokens
 
 
-def with_engine(base: PerformanceModel, fit: EngineFit | None) -> MeasuredAcceptance:
-    """``base`` with its calibration's ``engine`` section replaced by ``fit`` (``None``: removed)."""
-    cal: Calibration | None = base.calibration
-    if cal is not None:
-        cal = cal.model_copy(update={"engine": fit.runtime() if fit is not None else None})
-    return MeasuredAcceptance(base.model, base.gpu, cal, prefill_fixes=base.prefill_fixes)
+def with_engine(bases: Models, fit: EngineFit | None) -> Models:
+    """Each of ``bases`` with its calibration's ``engine`` section replaced by ``fit`` (``None``: removed)."""
+    out: Models = {}
+    for name, base in bases.items():
+        cal: Calibration | None = base.calibration
+        if cal is not None:
+            cal = cal.model_copy(update={"engine": fit.runtime() if fit is not None else None})
+        out[name] = MeasuredAcceptance(base.model, base.gpu, cal, prefill_fixes=base.prefill_fixes)
+    return out
 
 
 def load_points(data: Path = DATA) -> list[Point]:
@@ -148,13 +194,21 @@ def load_points(data: Path = DATA) -> list[Point]:
                 continue
             key = (rec["config"], rec["input_len"], rec["output_len"], rec["concurrency"])
             runs.setdefault(key, []).append(float(result["output_throughput"]))
+    # the warm-up groups' ``vllm bench serve`` runs on a warm server (warmup_gpu.py: 512/512, 4 x C requests)
+    for path in sorted(data.glob("run*/warmup.jsonl")):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("tool") == "vllm-bench" and rec.get("output_throughput"):
+                key = (rec["config"], 512, 512, rec["concurrency"])
+                runs.setdefault(key, []).append(float(rec["output_throughput"]))
     points = [Point(*k, runs=tuple(v)) for k, v in runs.items() if len(v) >= 2 and k[0] in CONFIGS]
     return sorted(points, key=lambda p: (p.config, p.input_len, p.output_len, p.concurrency))
 
 
-def replay_throughput(model: PerformanceModel, p: Point) -> float:
+def replay_throughput(models: Models, p: Point) -> float:
     """Output tok/s of the bench run replayed on the replica engine: ``C`` closed-loop streams of fixed-length
     requests until ``4 x C`` are done, output tokens over the time to the last."""
+    model = models[model_of(p.config)]
     engine = ReplicaEngine(model, CONFIGS[p.config], record_token_times=False, max_model_len=4096)
     total = max(4, 4 * p.concurrency)
     sent = done = out = 0
@@ -174,9 +228,10 @@ def replay_throughput(model: PerformanceModel, p: Point) -> float:
     return out / engine.now if engine.now > 0 else 0.0
 
 
-def wave_throughput(model: PerformanceModel, p: Point) -> float:
+def wave_throughput(models: Models, p: Point) -> float:
     """Output tok/s of synchronized waves: the C prompts prefill in ``ceil(C x I / max_num_batched_tokens)``
     chunked steps, then ``O - 1`` decode steps of C sequences at a mean context of ``I + O / 2``."""
+    model = models[model_of(p.config)]
     config = CONFIGS[p.config]
     c, i, o = p.concurrency, p.input_len, p.output_len
     mbt = model.capacity(config).max_num_batched_tokens
@@ -191,7 +246,7 @@ def wave_throughput(model: PerformanceModel, p: Point) -> float:
     return c * o / wave
 
 
-def fluid_throughput(model: PerformanceModel, p: Point) -> float:
+def fluid_throughput(models: Models, p: Point) -> float:
     length = LengthDistribution(mean=p.input_len)
     shape = TrafficShape(
         arrival_rate_rps=0,
@@ -199,15 +254,15 @@ def fluid_throughput(model: PerformanceModel, p: Point) -> float:
         prompt_tokens=length,
         output_tokens=LengthDistribution(mean=p.output_len),
     )
-    return model.estimate(CONFIGS[p.config], shape).output_tokens_per_s
+    return models[model_of(p.config)].estimate(CONFIGS[p.config], shape).output_tokens_per_s
 
 
-def fast_throughput(model: PerformanceModel, p: Point) -> float:
+def fast_throughput(models: Models, p: Point) -> float:
     """The fit's estimate: the wave where it matches the replay (decode-bound 512/512 runs up to 64 streams
     without a sequence cap below the streams), the replay elsewhere."""
     decode_bound = p.output_len >= p.input_len and p.concurrency <= 64
     capped = CONFIGS[p.config].max_num_seqs is not None and CONFIGS[p.config].max_num_seqs < p.concurrency
-    return wave_throughput(model, p) if decode_bound and not capped else replay_throughput(model, p)
+    return wave_throughput(models, p) if decode_bound and not capped else replay_throughput(models, p)
 
 
 def errors(predict: Callable[[Point], float], points: Sequence[Point]) -> list[float]:
@@ -217,6 +272,11 @@ def errors(predict: Callable[[Point], float], points: Sequence[Point]) -> list[f
 
 def _frange(lo: float, hi: float, step: float) -> list[float]:
     return [lo + step * i for i in range(round((hi - lo) / step) + 1)]
+
+
+def _plain(config: EngineConfig) -> bool:
+    """Stock but for a sequence cap."""
+    return config == EngineConfig(max_num_seqs=config.max_num_seqs)
 
 
 #: The fit's stages: which points each acts on, and the grid of its fields.
@@ -236,6 +296,11 @@ STAGES: tuple[tuple[str, Callable[[Point], bool], dict[str, list[float]]], ...] 
         },
     ),
     (
+        "decode-attention",
+        lambda p: p.concurrency >= 128 and model_of(p.config) == MODEL and _plain(CONFIGS[p.config]),
+        {"decode_attention_scale": _frange(0.80, 2.00, 0.02)},
+    ),
+    (
         "fp8-kv",
         lambda p: CONFIGS[p.config].kv_cache_dtype.startswith("fp8"),
         {"fp8_kv_step_bytes": _frange(1.0, 2.5, 0.1), "fp8_kv_per_seq_s": _frange(0.0, 40e-6, 2e-6)},
@@ -245,6 +310,16 @@ STAGES: tuple[tuple[str, Callable[[Point], bool], dict[str, list[float]]], ...] 
         lambda p: CONFIGS[p.config].kv_cache_dtype.startswith("fp8") and p.input_len > p.output_len,
         # 0.5: Hopper's fp8 tensor cores peak at twice its bf16 rate, so attention cannot get faster than that
         {"fp8_kv_prefill_attention_scale": _frange(0.50, 1.20, 0.05)},
+    ),
+    (
+        "hybrid-v1-runner",
+        lambda p: model_of(p.config) == HYBRID and CONFIGS[p.config].k == 0,
+        {"v1_runner_host_step_s": _frange(0.0, 4e-3, 1e-4), "v1_runner_host_per_seq_s": _frange(0.0, 60e-6, 5e-6)},
+    ),
+    (
+        "model-drafter",
+        lambda p: model_of(p.config) == HYBRID and CONFIGS[p.config].speculative_method == "mtp",
+        {"model_drafter_step_s": _frange(0.0, 8e-3, 1e-4), "model_drafter_pass_s": _frange(0.0, 2e-3, 5e-5)},
     ),
 )
 
@@ -263,7 +338,7 @@ def _grid(space: dict[str, list[float]]) -> Iterable[dict[str, float]]:
     return rec(0, {})
 
 
-def fit_engine(base: PerformanceModel, train: Sequence[Point]) -> EngineFit:
+def fit_engine(bases: Models, train: Sequence[Point]) -> EngineFit:
     """The staged grid search (module docstring) on ``train``; a stage with no point of its kind keeps its
     defaults."""
     fit = EngineFit()
@@ -274,8 +349,8 @@ def fit_engine(base: PerformanceModel, train: Sequence[Point]) -> EngineFit:
         best: tuple[float, float, EngineFit] | None = None
         for values in _grid(space):
             candidate = replace(fit, **values)
-            model = with_engine(base, candidate)
-            err = [abs(fast_throughput(model, p) / p.engine - 1.0) * 100.0 for p in pts]
+            models = with_engine(bases, candidate)
+            err = [abs(fast_throughput(models, p) / p.engine - 1.0) * 100.0 for p in pts]
             key = (round(max(err), 6), round(statistics.median(err), 6), candidate)
             if best is None or key[:2] < best[:2]:
                 best = key
@@ -286,7 +361,7 @@ def fit_engine(base: PerformanceModel, train: Sequence[Point]) -> EngineFit:
 
 def cell_choices(predict: Callable[[Point], float], points: Sequence[Point]) -> list[tuple[Point, Point]]:
     """Per cell with at least two configs measured: (the model's top config, the engine's best)."""
-    cells: dict[tuple[int, int, int], list[Point]] = {}
+    cells: dict[tuple[str, int, int, int], list[Point]] = {}
     for p in points:
         cells.setdefault(p.cell, []).append(p)
     return [(max(ps, key=predict), max(ps, key=lambda q: q.engine)) for ps in cells.values() if len(ps) >= 2]
@@ -310,7 +385,10 @@ def _fmt(f: EngineFit) -> str:
         f" cpu {f.cpu_step_base_s * 1e3:.2f} ms + {f.cpu_per_seq_s * 1e6:.0f} us/seq,"
         f" v1 runner {f.v1_runner_step_s * 1e3:.2f} ms + {f.v1_runner_per_seq_s * 1e6:.0f} us/seq,"
         f" fp8 KV {f.fp8_kv_step_bytes:.2f} bytes + {f.fp8_kv_per_seq_s * 1e6:.0f} us/seq,"
-        f" prefill attention x{f.fp8_kv_prefill_attention_scale:.2f}"
+        f" prefill attention x{f.fp8_kv_prefill_attention_scale:.2f},"
+        f" decode attention x{f.decode_attention_scale:.2f},"
+        f" hybrid V1 runner {f.v1_runner_host_step_s * 1e3:.2f} ms + {f.v1_runner_host_per_seq_s * 1e6:.0f} us/seq,"
+        f" MTP drafter {f.model_drafter_step_s * 1e3:.2f} ms/step + {f.model_drafter_pass_s * 1e3:.2f} ms/pass"
     )
 
 
@@ -321,15 +399,19 @@ def main(argv: list[str] | None = None) -> int:
     points = load_points(args.data)
     if len(points) < 2:
         raise SystemExit(f"fewer than two measured points under {args.data}")
-    model, gpu = load_model(MODEL), load_gpu(GPU)
-    uncal = MeasuredAcceptance(model, gpu, None)
-    shipped = PerformanceModel(model, gpu, shipped_calibration(GPU), prefill_fixes=True)
+    gpu = load_gpu(GPU)
+    profiles = {MODEL: load_model(MODEL), HYBRID: hybrid_at_depth(load_model(HYBRID), HYBRID_LAYERS)}
+    uncal: Models = {name: MeasuredAcceptance(m, gpu, None) for name, m in profiles.items()}
+    shipped = {
+        name: PerformanceModel(m, gpu, shipped_calibration(GPU), prefill_fixes=True) for name, m in profiles.items()
+    }
     kernels_only = with_engine(shipped, None)
     train, held = points[0::2], points[1::2]
     fit_half = fit_engine(kernels_only, train)
     fit_all = fit_engine(kernels_only, points)
     half_model, full_model = with_engine(kernels_only, fit_half), with_engine(kernels_only, fit_all)
-    shipped_engine = shipped.calibration.engine if shipped.calibration is not None else None
+    shipped_cal = shipped[MODEL].calibration
+    shipped_engine = shipped_cal.engine if shipped_cal is not None else None
 
     print(f"{len(points)} points from {args.data.relative_to(ROOT) if args.data.is_relative_to(ROOT) else args.data}")
     for label, f in (("all points", fit_all), (f"half ({len(train)} points)", fit_half)):
@@ -357,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     for chosen, best in cell_choices(predicted.__getitem__, points):
         verdict = "right" if chosen.engine >= 0.97 * best.engine else "wrong"
         print(
-            f"cell {chosen.input_len}/{chosen.output_len} x {chosen.concurrency}: model picks {chosen.config}"
+            f"cell {model_of(chosen.config)} {chosen.input_len}/{chosen.output_len} x {chosen.concurrency}:"
+            f" model picks {chosen.config}"
             f" ({chosen.engine:.0f} tok/s), engine's best {best.config} ({best.engine:.0f}): {verdict}"
         )
     med, worst = describe(errors(predicted.__getitem__, points))

@@ -156,6 +156,14 @@ class EngineRuntime(BaseModel):
     - ``fp8_kv_prefill_attention_scale``: prefill attention's compute time with an fp8 cache over its time with a
       bf16 one (Hopper's FlashAttention 3 runs it on fp8 tensor cores; below 1.0 is faster). It acts where prompts
       are long, and nowhere in decode.
+    - ``decode_attention_scale``: the engine's paged decode attention (KV read) time over the kernel probe's
+      contiguous one; it shows where many long contexts decode together.
+    - ``v1_runner_host_step_s`` / ``v1_runner_host_per_seq_s``: models vLLM 0.26 serves only on the V1 model
+      runner (hybrid Mamba / attention models: ``VllmConfig._is_default_v2_model_runner_model``) add this host
+      time per step to the engine core's CPU time; async scheduling hides it behind the GPU as it hides the rest.
+    - ``model_drafter_step_s``: an MTP or EAGLE drafter on the V1 runner adds this host time per step (the
+      drafting loop's bookkeeping, whatever the depth), hidden the same way; ``model_drafter_pass_s``: the GPU
+      time each draft pass takes beyond its kernels (measured: MTP3 against MTP1 at 64 streams).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -170,6 +178,11 @@ class EngineRuntime(BaseModel):
     fp8_kv_step_bytes: float = Field(default=1.0, gt=0, le=4.0)
     fp8_kv_per_seq_s: float = Field(default=0.0, ge=0, lt=1e-3)
     fp8_kv_prefill_attention_scale: float = Field(default=1.0, gt=0.2, le=2.0)
+    decode_attention_scale: float = Field(default=1.0, gt=0.3, le=3.0)
+    v1_runner_host_step_s: float = Field(default=0.0, ge=0, lt=0.05)
+    v1_runner_host_per_seq_s: float = Field(default=0.0, ge=0, lt=1e-3)
+    model_drafter_step_s: float = Field(default=0.0, ge=0, lt=0.05)
+    model_drafter_pass_s: float = Field(default=0.0, ge=0, lt=0.01)
 
 
 class MeasuredOn(BaseModel):

@@ -637,6 +637,11 @@ class PerformanceModel:
             + per_seq * (decode_seqs + prefill_seqs)
             + (CPU_PER_DRAFT_TOKEN_S * p.k + p.cpu_drafter_per_seq_s) * decode_seqs
         ) * p.omp_factor
+        if engine is not None and self.model.has_mamba:  # vLLM serves hybrid models on the V1 model runner only
+            cpu += engine.v1_runner_host_step_s + engine.v1_runner_host_per_seq_s * (decode_seqs + prefill_seqs)
+            if decode_seqs and (p.method == "mtp" or p.method in _MODEL_DRAFTERS):
+                cpu += engine.model_drafter_step_s
+                gpu += engine.model_drafter_pass_s * p.draft_passes
         if engine is not None and p.method in engine.v1_runner_methods:
             # the V1 model runner's drafting path: a host-side floor per step, with or without async scheduling
             cpu += engine.v1_runner_step_s + engine.v1_runner_per_seq_s * decode_seqs
@@ -729,7 +734,8 @@ class PerformanceModel:
             fixed += 2 * p.moe_layers * w.fixed_s
         if decode_seqs:
             att = cal.decode_attention
-            mem += decode_seqs * ctx * p.kv_bytes_per_token / (peak_bw * att.efficiency(decode_seqs, q))
+            read = decode_seqs * ctx * p.kv_bytes_per_token / (peak_bw * att.efficiency(decode_seqs, q))
+            mem += read * (cal.engine.decode_attention_scale if cal.engine is not None else 1.0)
             fixed += m.attention_layers * att.fixed_s
         if prefill_tokens and m.attention_layers:
             flops = p.attn_flops_per_work * prefill_work  # per layer

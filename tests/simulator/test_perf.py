@@ -509,7 +509,7 @@ def test_main_prints_the_field_note_table(capsys: pytest.CaptureFixture[str]) ->
 
 
 # ----- the engine section of a calibration (vLLM's own costs, fitted in bench/engine_fidelity.py) -----------------
-def _h200_with_engine(**fields: float) -> PerformanceModel:
+def _h200_with_engine(model: str = "llama-3.1-8b", **fields: float) -> PerformanceModel:
     from controller.calibrate.profile import EngineRuntime
     from controller.simulator.perf import shipped_calibration
 
@@ -517,7 +517,7 @@ def _h200_with_engine(**fields: float) -> PerformanceModel:
     assert cal is not None and cal.engine is not None
     engine = EngineRuntime(**{**cal.engine.model_dump(), **fields})
     return PerformanceModel(
-        load_model("llama-3.1-8b"), load_gpu("h200"), cal.model_copy(update={"engine": engine}), prefill_fixes=True
+        load_model(model), load_gpu("h200"), cal.model_copy(update={"engine": engine}), prefill_fixes=True
     )
 
 
@@ -549,15 +549,67 @@ def _h200_with_engine(**fields: float) -> PerformanceModel:
         ("fp8_kv_prefill_attention_scale", 2.0, EngineConfig(kv_cache_dtype="fp8"), (0, 8192), True),
         ("fp8_kv_prefill_attention_scale", 2.0, EngineConfig(kv_cache_dtype="fp8"), (64, 0), False),
         ("fp8_kv_prefill_attention_scale", 2.0, EngineConfig(), (0, 8192), False),
+        # paged decode attention: many long contexts decoding, not a prompt alone
+        ("decode_attention_scale", 2.0, EngineConfig(), (256, 0), True),
+        ("decode_attention_scale", 2.0, EngineConfig(), (0, 8192), False),
+        # a dense model runs on the V2 runner: the hybrid's V1-runner and drafter costs are not its
+        ("v1_runner_host_step_s", 10e-3, EngineConfig(), (1, 0), False),
+        (
+            "model_drafter_step_s",
+            20e-3,
+            EngineConfig(speculative_method="eagle3", num_speculative_tokens=2),
+            (1, 0),
+            False,
+        ),
     ],
 )
 def test_each_engine_field_acts_where_vllm_pays_it(
     field: str, value: float, config: EngineConfig, step: tuple[int, int], slower: bool
 ) -> None:
+    _assert_field_acts("llama-3.1-8b", field, value, config, step, slower)
+
+
+HYBRID = "qwen3.6-27b-int4"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "config", "step", "slower"),
+    [
+        # vLLM 0.26 serves a hybrid model on the V1 runner: its host time per step, hidden by async until it binds
+        ("v1_runner_host_step_s", 10e-3, EngineConfig(), (1, 0), True),
+        ("v1_runner_host_step_s", 10e-3, EngineConfig(async_scheduling=False), (16, 0), True),
+        # the MTP drafting loop's floor per step, whatever the depth; none without a drafter
+        ("model_drafter_step_s", 20e-3, EngineConfig(speculative_method="mtp", num_speculative_tokens=1), (1, 0), True),
+        ("model_drafter_step_s", 20e-3, EngineConfig(speculative_method="mtp", num_speculative_tokens=3), (1, 0), True),
+        ("model_drafter_step_s", 20e-3, EngineConfig(), (1, 0), False),
+        # each draft pass's GPU time: MTP3 pays three
+        ("model_drafter_pass_s", 5e-3, EngineConfig(speculative_method="mtp", num_speculative_tokens=3), (64, 0), True),
+        ("model_drafter_pass_s", 5e-3, EngineConfig(), (64, 0), False),
+    ],
+)
+def test_each_hybrid_engine_field_acts_where_vllm_pays_it(
+    field: str, value: float, config: EngineConfig, step: tuple[int, int], slower: bool
+) -> None:
+    _assert_field_acts(HYBRID, field, value, config, step, slower)
+
+
+def test_a_draft_pass_costs_mtp3_three_times_what_it_costs_mtp1() -> None:
+    kwargs = {"decode_seqs": 64, "prefill_tokens": 0, "mean_context_tokens": 768.0}
+    extra: dict[int, float] = {}
+    for k in (1, 3):
+        config = EngineConfig(speculative_method="mtp", num_speculative_tokens=k)
+        base = _h200_with_engine(HYBRID, model_drafter_pass_s=0.0).step(config, **kwargs).gpu_seconds
+        extra[k] = _h200_with_engine(HYBRID, model_drafter_pass_s=1e-3).step(config, **kwargs).gpu_seconds - base
+    assert extra[1] == pytest.approx(1e-3) and extra[3] == pytest.approx(3e-3)
+
+
+def _assert_field_acts(
+    model: str, field: str, value: float, config: EngineConfig, step: tuple[int, int], slower: bool
+) -> None:
     decode, prefill = step
     kwargs = {"decode_seqs": decode, "prefill_tokens": prefill, "mean_context_tokens": 1024.0}
-    shipped = _h200_with_engine()
-    changed = _h200_with_engine(**{field: value})
+    shipped = _h200_with_engine(model)
+    changed = _h200_with_engine(model, **{field: value})
     before = shipped.step(config, **kwargs).seconds
     after = changed.step(config, **kwargs).seconds
     if slower:
