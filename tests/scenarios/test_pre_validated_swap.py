@@ -33,7 +33,6 @@ from controller.domain import (
     ScheduledConfig,
     ServedConfig,
     TargetStatus,
-    TimeWindow,
     TrafficShape,
     TrialResult,
     TrialStatus,
@@ -44,12 +43,9 @@ from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE
 
 TARGET = TargetRef("team-a", "docs", "llama")
-NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
-DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
-DAY_CONFIG = EngineConfig(max_num_seqs=512)
-NIGHT_CONFIG = EngineConfig(speculative_method="ngram", num_speculative_tokens=4)
 SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.1)
 COLD_START_S = 240.0
 DAY_SHAPE = TrafficShape(
@@ -57,13 +53,6 @@ DAY_SHAPE = TrafficShape(
     concurrency=16,
     prompt_tokens=LengthDistribution(mean=512),
     output_tokens=LengthDistribution(mean=512),
-)
-NIGHT_SHAPE = TrafficShape(
-    arrival_rate_rps=1.0,
-    concurrency=16,
-    prompt_tokens=LengthDistribution(mean=24000),
-    output_tokens=LengthDistribution(mean=1024),
-    repetitiveness=0.85,
 )
 #: the fleet's load in each window's busy hour: 20 req/s by day, 4 req/s of documents at night
 FORECAST = {

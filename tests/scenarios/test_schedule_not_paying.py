@@ -28,7 +28,6 @@ from controller.domain import (
     Percentiles,
     ScheduledConfig,
     TargetStatus,
-    TimeWindow,
     TrafficShape,
     TrialResult,
     TrialStatus,
@@ -36,26 +35,16 @@ from controller.domain import (
 from controller.domain.actions import Notify
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduleAccount
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE
 
-NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
-DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CYCLE_S = 300.0
-DAY_CONFIG = EngineConfig(max_num_seqs=512)
-NIGHT_CONFIG = EngineConfig(speculative_method="ngram", num_speculative_tokens=4)
 #: one replica's share, as the rounds replayed them
 DAY_SHAPE = TrafficShape(
     arrival_rate_rps=10.0,
     concurrency=128,
     prompt_tokens=LengthDistribution(mean=512),
     output_tokens=LengthDistribution(mean=512),
-)
-NIGHT_SHAPE = TrafficShape(
-    arrival_rate_rps=1.0,
-    concurrency=16,
-    prompt_tokens=LengthDistribution(mean=24000),
-    output_tokens=LengthDistribution(mean=1024),
-    repetitiveness=0.85,
 )
 SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.1)
 RULES = Rules(

@@ -19,17 +19,13 @@ from controller.domain import (
     Percentiles,
     ScheduledConfig,
     TargetStatus,
-    TimeWindow,
     TrafficShape,
     TrialResult,
     TrialStatus,
 )
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG
 
-NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
-DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
 BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
-DAY_CONFIG = EngineConfig(max_num_seqs=512)
-NIGHT_CONFIG = EngineConfig(speculative_method="ngram", num_speculative_tokens=4)
 DAY_SHAPE = TrafficShape(
     arrival_rate_rps=20,
     concurrency=256,

@@ -20,17 +20,13 @@ from controller.domain import (
     ScheduledConfig,
     ServedConfig,
     TargetStatus,
-    TimeWindow,
     TrafficShape,
     TrialResult,
     TrialStatus,
 )
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG
 
-NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
-DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
 NOW = datetime(2026, 12, 1, 23, 50, tzinfo=UTC)
-DAY_CONFIG = EngineConfig(max_num_seqs=512)
-NIGHT_CONFIG = EngineConfig(speculative_method="ngram", num_speculative_tokens=4)
 SHAPE = TrafficShape(
     arrival_rate_rps=1.0,
     concurrency=16,
