@@ -2,15 +2,21 @@
 
     PYTHONPATH=/root/site:. python3 scripts/gpu/loadgen_pair.py --port 8101 --model-dir DIR --out loadgen.jsonl
 
-For each concurrency (64 and 256 by default): one seeded closed-loop plan of 4 x C requests of 512 prompt /
-512 output tokens (``plan_requests``); prompts are the plan's token ids as words of the word-level tokenizer
-(``t<id>``), which encode back to exactly those ids, so both tools send the same texts. ``vllm bench serve``
+For each concurrency (64 and 256 by default): one seeded closed-loop plan of 4 x C requests (``plan_requests``);
+``--shape fixed`` gives every request 512 prompt / 512 output tokens, ``--shape varied`` draws both lengths from
+a log-normal of mean 512 and cv 0.5, capped at 1,000 (inside ``vllm bench serve``'s ShareGPT filter), as observed
+traffic varies. Prompts are the plan's token ids as words of the word-level tokenizer (``t<id>``), which encode back
+to exactly those ids, so both tools send the same texts. ``vllm bench serve``
 gets them as a ShareGPT file (``--disable-shuffle``, ``--ignore-eos``; in-process, as ``measure.py --inproc``);
 ours runs in its worker process (``replay_in_worker``), as trials run it. Both ask for the same sampling:
 ``--temperature`` (default 0, greedy, as trials send it) goes to our client's settings and to ``vllm bench serve``,
 which sends no temperature unless told (the server's default then applies: 1.0 for a model directory whose
 ``generation_config.json`` sets none, a different sampler from ours). Order per concurrency: bench, ours, ours,
-bench (so a linear drift cancels in the geometric means), each run with its own seed. One JSON line per run.
+bench (so a linear drift cancels in the geometric means), each run with its own seed; ``--runs C:ORDER`` sets
+another order for concurrency C. Before a concurrency's measured runs, one round of C requests from our client
+warms the server at that concurrency (recorded as ``warmup``). One JSON line per run, with each request's start,
+TTFT and end-to-end latency (``per_request``; the bench's from ``--save-detailed``), so two runs' TTFT
+distributions can be compared request by request, not only by their medians.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
@@ -31,7 +39,7 @@ from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: 
 from controller.trials.loadgen_plan import LoadPlan, plan_requests  # noqa: E402
 from controller.trials.loadgen_process import replay_in_worker  # noqa: E402
 from controller.trials.loadgen_worker import WorkerSettings  # noqa: E402
-from controller.trials.vllm_bench import write_sharegpt_dataset  # noqa: E402
+from controller.trials.vllm_bench import sharegpt_valid, write_sharegpt_dataset  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import bench_inproc  # noqa: E402
@@ -39,13 +47,34 @@ from measure import bench_inproc  # noqa: E402
 SERVED = "m"
 
 
-def make_plan(conc: int, seed: int, vocab: int) -> tuple[LoadPlan, list[str]]:
-    length = LengthDistribution(mean=512, cv=0.0, maximum=512)
+SHAPES = {
+    "fixed": LengthDistribution(mean=512, cv=0.0, maximum=512),
+    # at most 1,000 + 1,000 tokens: inside the ShareGPT filter (prompt <= 1,024, total <= 2,048)
+    "varied": LengthDistribution(mean=512, cv=0.5, maximum=1000),
+}
+
+
+def make_plan(
+    conc: int, seed: int, vocab: int, shape_name: str = "fixed", rounds: int = 4
+) -> tuple[LoadPlan, list[str]]:
+    """A closed-loop plan of ``rounds`` x ``conc`` requests of ``shape_name``, and each request's prompt text. The
+    lengths depend on ``conc`` and the shape only, so every run at a concurrency asks for the same work; the
+    prompts' token ids depend on ``seed``, so no run's prompts hit the prefix cache of another's."""
+    length = SHAPES[shape_name]
     shape = TrafficShape(arrival_rate_rps=0, concurrency=conc, prompt_tokens=length, output_tokens=length)
-    plan = plan_requests(shape, num_requests=4 * conc, seed=seed, token_id_range=(3, vocab), max_model_len=4096)
-    texts = [" ".join(f"t{i}" for i in r.prompt_token_ids) for r in plan.requests]
-    reqs = tuple(dataclasses.replace(r, prompt_text=t) for r, t in zip(plan.requests, texts, strict=True))
-    return dataclasses.replace(plan, requests=reqs), texts
+    lengths = plan_requests(shape, num_requests=rounds * conc, seed=conc, token_id_range=(3, vocab), max_model_len=4096)
+    invalid = [r.index for r in lengths.requests if not sharegpt_valid(r.prompt_tokens, r.max_tokens)]
+    if invalid:  # the bench would skip them and the two tools would not send the same plan
+        raise ValueError(f"requests {invalid[:5]} fall outside vllm bench's ShareGPT filter")
+    rng = np.random.default_rng(seed)
+    reqs = []
+    texts = []
+    for r in lengths.requests:
+        ids = tuple(int(x) for x in rng.integers(3, vocab, r.prompt_tokens))
+        text = " ".join(f"t{i}" for i in ids)
+        reqs.append(dataclasses.replace(r, prompt_token_ids=ids, prompt_text=text))
+        texts.append(text)
+    return dataclasses.replace(lengths, requests=tuple(reqs), seed=seed), texts
 
 
 def bench_command(
@@ -58,7 +87,7 @@ def bench_command(
         "--tokenizer", model_dir, "--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--disable-shuffle",
         "--num-prompts", str(len(plan.requests)), "--max-concurrency", str(conc), "--request-rate", "inf",
         "--ignore-eos", "--temperature", f"{temperature:g}", "--seed", str(plan.seed), "--save-result",
-        "--result-dir", str(tmp), "--result-filename", name,
+        "--save-detailed", "--result-dir", str(tmp), "--result-filename", name,
     ]  # fmt: skip
 
 
@@ -87,8 +116,26 @@ def run_bench(
         "tool": "vllm-bench", "cmd": shlex.join(cmd), "wall_s": wall, "completed": r.get("completed"),
         "output_throughput": r.get("output_throughput"), "median_ttft_ms": r.get("median_ttft_ms"),
         "median_tpot_ms": r.get("median_tpot_ms"), "total_output_tokens": r.get("total_output_tokens"),
-        "duration": r.get("duration"),
+        "duration": r.get("duration"), "per_request": bench_per_request(r),
     }  # fmt: skip
+
+
+def _ms(values: list[float]) -> list[float]:
+    return [round(v * 1000, 2) for v in values]
+
+
+def bench_per_request(result: dict[str, object]) -> dict[str, list[float]] | None:
+    """Each request's start (s from the first), TTFT and end-to-end latency (ms) from a ``--save-detailed``
+    result; end-to-end is the TTFT plus the gaps between chunks, as the bench's own latency."""
+    starts, ttfts, itls = (result.get(k) for k in ("start_times", "ttfts", "itls"))
+    if not (isinstance(starts, list) and isinstance(ttfts, list) and isinstance(itls, list)) or not starts:
+        return None
+    first = min(float(x) for x in starts)
+    return {
+        "start_s": [round(float(x) - first, 4) for x in starts],
+        "ttft_ms": _ms([float(t or 0.0) for t in ttfts]),
+        "e2e_ms": _ms([float(t or 0.0) + sum(gaps or ()) for t, gaps in zip(ttfts, itls, strict=True)]),
+    }
 
 
 def run_ours(port: int, plan: LoadPlan, temperature: float = 0.0) -> dict[str, object]:
@@ -100,6 +147,11 @@ def run_ours(port: int, plan: LoadPlan, temperature: float = 0.0) -> dict[str, o
         "output_throughput": s.output_tokens_per_s, "median_ttft_ms": s.ttft_s.p50 * 1000 if s.ttft_s else None,
         "median_tpot_ms": s.tpot_s.p50 * 1000 if s.tpot_s else None, "total_output_tokens": s.output_tokens,
         "duration": s.duration_s, "max_in_flight": s.max_in_flight,
+        "per_request": {
+            "start_s": [round(r.start_s or 0.0, 4) for r in report.records],
+            "ttft_ms": _ms([r.ttft_s or 0.0 for r in report.records]),
+            "e2e_ms": _ms([r.e2e_s or 0.0 for r in report.records]),
+        },
         # the client's own side (CPU time, event-loop stalls, in-flight): whether the client kept up
         "adherence": json.loads(json.dumps(dataclasses.asdict(report.adherence), default=lambda o: o.model_dump()))
         if report.adherence is not None else None,
@@ -115,42 +167,82 @@ def main() -> int:
     ap.add_argument("--vocab", type=int, default=128256)
     ap.add_argument("--budget-s", type=float, default=300)
     ap.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, for both tools")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="fixed", help="the plan's lengths (see above)")
+    ap.add_argument(
+        "--runs",
+        nargs="*",
+        default=[],
+        metavar="C:ORDER",
+        help="the tools' order at concurrency C, e.g. 256:bench,ours,ours,bench (default that order)",
+    )
     args = ap.parse_args()
+    orders = parse_orders(args.runs)
     t_end = time.monotonic() + args.budget_s
     tmp = Path("/tmp/loadgen-pair")
     tmp.mkdir(exist_ok=True)
     with open(args.out, "a") as out:
         for conc in args.concurrency:
-            for i, tool in enumerate(("bench", "ours", "ours", "bench")):
+            warm = run_tool("ours", args.port, args.model_dir, conc, 900 + conc, args.vocab, tmp, args.temperature,
+                            shape_name=args.shape, rounds=1)  # fmt: skip
+            record(out, warm, f"pair {args.shape} c{conc} warm-up", concurrency=conc, run=-1, kind="warmup",
+                   shape=args.shape)  # fmt: skip
+            for i, tool in enumerate(orders.get(conc, DEFAULT_ORDER)):
                 if time.monotonic() > t_end:
                     print(f"loadgen pair: budget spent before c{conc} run {i}", flush=True)
                     return 0
-                seed = 1000 + 10 * conc + i
-                rec = run_tool(tool, args.port, args.model_dir, conc, seed, args.vocab, tmp, args.temperature)
-                record(out, rec, f"pair c{conc} run {i}", concurrency=conc, run=i)
+                seed = 1000 + 10 * conc + i + (500 if args.shape == "varied" else 0)
+                rec = run_tool(tool, args.port, args.model_dir, conc, seed, args.vocab, tmp, args.temperature,
+                               shape_name=args.shape)  # fmt: skip
+                record(out, rec, f"pair {args.shape} c{conc} run {i}", concurrency=conc, run=i, kind="measured",
+                       shape=args.shape)  # fmt: skip
     return 0
 
 
+DEFAULT_ORDER = ("bench", "ours", "ours", "bench")
+
+
+def parse_orders(items: list[str]) -> dict[int, tuple[str, ...]]:
+    """``["256:bench,ours"]`` -> ``{256: ("bench", "ours")}``; each tool must be ``bench`` or ``ours``."""
+    orders: dict[int, tuple[str, ...]] = {}
+    for item in items:
+        conc, _, order = item.partition(":")
+        tools = tuple(order.split(","))
+        if not conc.isdigit() or not order or any(t not in ("bench", "ours") for t in tools):
+            raise SystemExit(f"--runs {item!r}: expected C:ORDER with ORDER of bench and ours, e.g. 256:bench,ours")
+        orders[int(conc)] = tools
+    return orders
+
+
 def run_tool(
-    tool: str, port: int, model_dir: str, conc: int, seed: int, vocab: int, tmp: Path, temperature: float = 0.0
+    tool: str,
+    port: int,
+    model_dir: str,
+    conc: int,
+    seed: int,
+    vocab: int,
+    tmp: Path,
+    temperature: float = 0.0,
+    *,
+    shape_name: str = "fixed",
+    rounds: int = 4,
 ) -> dict[str, object]:
     """One run of ``bench`` (vllm bench serve) or ``ours`` on its own seeded plan, both sampling at ``temperature``;
     a failure is recorded, not raised."""
-    plan, texts = make_plan(conc, seed, vocab)
     try:
+        plan, texts = make_plan(conc, seed, vocab, shape_name, rounds)
         if tool == "bench":
             rec = run_bench(port, model_dir, plan, texts, conc, tmp, temperature)
         else:
             rec = run_ours(port, plan, temperature)
     except Exception as exc:
         rec = {"tool": tool, "error": repr(exc)[:2000]}
-    rec["seed"] = plan.seed
+    rec["seed"] = seed
     rec["temperature"] = temperature
     return rec
 
 
 def record(out: TextIO, rec: dict[str, object], label: str, extra: str = "", **fields: object) -> None:
-    """Append ``rec`` (with ``fields``, 512/512) as one JSON line and print its figures."""
+    """Append ``rec`` (with ``fields``; lengths of mean 512/512) as one JSON line and print its figures."""
     rec.update(fields, input_len=512, output_len=512)
     out.write(json.dumps(rec) + "\n")
     out.flush()

@@ -38,6 +38,7 @@ SHORT = (512, 512)
 CONFIGS: dict[str, list[str]] = {
     "stock": [],
     "stock-pair": [],  # stock again, only for our trial client beside vllm bench (loadgen_pair.py)
+    "stock-pair-varied": [],  # the same, for the plan with varied lengths (its own name: its own done-marker)
     "kv-fp8": ["--kv-cache-dtype", "fp8"],
     "ngram4": ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2})],
@@ -93,6 +94,8 @@ class Group:
     warm: tuple[tuple[str, str], ...] = ()
     #: the group's model directory (``--layers``: a hybrid at real widths with fewer layers); default --model-dir
     model_dir: str = ""
+    #: extra ``loadgen_pair.py`` arguments for the ``pair`` config (its shape, concurrencies and the tools' order)
+    pair_args: tuple[str, ...] = ()
 
 
 #: A Llama-3.1-8B KV cache takes 128 KiB per token in bf16: 16 GiB holds 131,072 tokens.
@@ -131,6 +134,20 @@ GROUPS: list[Group] = [
         ("hy-mtp3", {SHORT: [1, 16, 64]}),
         ("hy-mtp2", {SHORT: [1, 64]}),
         ("hy-ssm-fp16", {SHORT: [64]}),
+    ), model_dir=HYBRID_L8_DIR),
+    # run8: the pair again, with each request's TTFT from both tools (run7's 256-stream pair was one run each, and
+    # the bench's median TTFT there, 798 ms, was less than half of run6's three bench runs, ~1,800 ms): 64 streams
+    # first (they warm the server), then 256 streams twice each; the same plan again with varied lengths
+    Group("pair-fixed", 36, 0.3, (("stock-pair", {}),), pair="stock-pair",
+          pair_args=("--concurrency", "64", "256", "--shape", "fixed")),
+    Group("pair-varied", 48, 0.4, (("stock-pair-varied", {}),), pair="stock-pair-varied",
+          pair_args=("--concurrency", "64", "256", "--shape", "varied", "--runs", "64:bench,ours")),
+    # run8: what run6's call had no time left for (MTP k=2, the fp16 SSM state), with the stock hybrid again on
+    # the same machine as the reference they are compared with
+    Group("hybrid-rest", 8, 0.12, (
+        ("hy-stock", {SHORT: [16, 64]}),
+        ("hy-mtp2", {SHORT: [1, 16, 64]}),
+        ("hy-ssm-fp16", {SHORT: [16, 64]}),
     ), model_dir=HYBRID_L8_DIR),
 ]  # fmt: skip
 
@@ -334,11 +351,11 @@ class Driver:
                 print(line, flush=True)
                 self.summary.append(line)
 
-    def pair(self, port: int) -> None:
+    def pair(self, port: int, extra: tuple[str, ...] = ()) -> None:
         a = self.args
         lg = [sys.executable, str(Path(__file__).with_name("loadgen_pair.py")), "--port", str(port),
               "--model-dir", a.model_dir, "--out", str(self.state / "loadgen.jsonl"), "--budget-s",
-              str(max(0.0, self.left() - 40))]  # fmt: skip
+              str(max(0.0, self.left() - 40)), *extra]  # fmt: skip
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(Path.cwd())]))
         with contextlib.suppress(subprocess.TimeoutExpired):
             subprocess.run(lg, timeout=max(30, self.left()), env=env)
@@ -389,7 +406,7 @@ def run_groups(d: Driver, names: list[str]) -> None:
                     d.warm(n, port, scmd, up[n], warm[n])
                 d.measure(n, shapes, port, scmd, up[n], group=g.name)
                 if n == g.pair:
-                    d.pair(port)
+                    d.pair(port, g.pair_args)
                 if d.left() > 5:
                     (d.state / f"{n}.done").write_text("")
             stop(proc)
