@@ -17,6 +17,8 @@ another order for concurrency C. Before a concurrency's measured runs, one round
 warms the server at that concurrency (recorded as ``warmup``). One JSON line per run, with each request's start,
 TTFT and end-to-end latency (``per_request``; the bench's from ``--save-detailed``), so two runs' TTFT
 distributions can be compared request by request, not only by their medians.
+
+    python3 scripts/gpu/loadgen_pair.py --report loadgen.jsonl     # the comparison, per shape and concurrency
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import shlex
 import sys
 import time
@@ -158,7 +161,40 @@ def run_ours(port: int, plan: LoadPlan, temperature: float = 0.0) -> dict[str, o
     }  # fmt: skip
 
 
+def compare(records: list[dict[str, object]]) -> list[str]:
+    """One line per (shape, concurrency) of measured runs: each tool's geometric mean over its runs of output
+    tok/s and of TTFT p50, and ours over the bench's. The runs alternate (bench, ours, ours, bench), so a drift of
+    the server over the runs that is linear in time cancels in the geometric means."""
+    groups: dict[tuple[str, int], dict[str, list[tuple[float, float]]]] = {}
+    for rec in records:
+        tput, ttft = rec.get("output_throughput"), rec.get("median_ttft_ms")
+        if rec.get("kind", "measured") != "measured" or not isinstance(tput, float) or not isinstance(ttft, float):
+            continue
+        key = (str(rec.get("shape", "fixed")), int(str(rec["concurrency"])))
+        groups.setdefault(key, {}).setdefault(str(rec["tool"]), []).append((tput, ttft))
+    lines = []
+    for (shape, conc), tools in sorted(groups.items()):
+        ours, bench = tools.get("shiftlight", []), tools.get("vllm-bench", [])
+        if not ours or not bench:
+            continue
+        t_o, t_b = _geomean([t for t, _ in ours]), _geomean([t for t, _ in bench])
+        f_o, f_b = _geomean([f for _, f in ours]), _geomean([f for _, f in bench])
+        lines.append(
+            f"pair {shape} c{conc}: throughput ours {t_o:.0f} bench {t_b:.0f} tok/s ({(t_o / t_b - 1) * 100:+.1f}%),"
+            f" ttft p50 ours {f_o:.0f} bench {f_b:.0f} ms ({(f_o / f_b - 1) * 100:+.1f}%),"
+            f" runs ours {len(ours)} bench {len(bench)}"
+        )
+    return lines
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--report":  # the comparison of a loadgen.jsonl already measured
+        print("\n".join(compare([json.loads(line) for line in Path(sys.argv[2]).read_text().splitlines()])))
+        return 0
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--model-dir", required=True)

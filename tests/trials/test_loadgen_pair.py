@@ -121,3 +121,23 @@ def test_each_pair_group_has_its_own_server_name(pair: ModuleType) -> None:
     assert measure.CONFIGS[fixed.pair] == measure.CONFIGS[varied.pair] == []  # both stock
     shapes = [g.pair_args[g.pair_args.index("--shape") + 1] for g in (fixed, varied)]
     assert shapes == ["fixed", "varied"]
+
+
+def test_the_report_compares_geometric_means_per_shape_and_concurrency(pair: ModuleType) -> None:
+    def run(tool: str, tput: float, ttft: float, **extra: object) -> dict[str, object]:
+        return {"tool": tool, "output_throughput": tput, "median_ttft_ms": ttft, "concurrency": 256, **extra}
+
+    records = [
+        run("vllm-bench", 1000.0, 400.0, kind="measured", shape="varied"),
+        run("shiftlight", 990.0, 420.0, kind="measured", shape="varied"),
+        run("shiftlight", 1010.0, 210.0, kind="measured", shape="varied"),
+        run("vllm-bench", 1000.0, 200.0, kind="measured", shape="varied"),
+        run("shiftlight", 500.0, 9000.0, kind="warmup", shape="varied"),  # a warm-up round is not compared
+        {"tool": "shiftlight", "error": "ConnectionRefusedError()", "concurrency": 256, "kind": "measured"},
+        run("shiftlight", 800.0, 300.0),  # a record of an earlier run: no kind, no shape (fixed, measured)
+    ]
+    lines = pair.compare(records)
+    assert len(lines) == 1  # the fixed plan has no bench run to compare with
+    assert lines[0].startswith("pair varied c256: throughput ours 1000 bench 1000 tok/s (-0.0%)")
+    assert "ttft p50 ours 297 bench 283 ms (+5.0%)" in lines[0]
+    assert lines[0].endswith("runs ours 2 bench 2")
