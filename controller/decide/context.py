@@ -8,6 +8,7 @@ is never mutated: a function that builds on another's result continues with ``ct
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -118,14 +119,35 @@ def measured_cold_start_s(status: TargetStatus, config: EngineConfig) -> float |
 
 def next_window(rules: Rules, now: datetime) -> tuple[TimeWindow, float]:
     """The window after the one ``now`` falls in, and the seconds until it starts (to the minute; a day ahead at
-    most: one window all day has no next one but itself)."""
+    most: one window all day has no next one but itself).
+
+    As if each minute of the day ahead were looked at in turn (``now`` plus 1, 2, ... 1,440 minutes) until one
+    falls in another window; only the minutes where that can happen are looked at (:func:`_bound_minutes`), so a
+    decision does not walk the whole day when the windows are few."""
     current = window_at(rules.windows, now).name
-    for minute in range(1, 24 * 60 + 1):
-        window = window_at(rules.windows, now + timedelta(minutes=minute))
+    for minute in _bound_minutes(rules.windows, now):
+        when = now + timedelta(minutes=minute)
+        window = window_at(rules.windows, when)
         if window.name != current:
-            start = (now + timedelta(minutes=minute)).replace(second=0, microsecond=0)
+            start = when.replace(second=0, microsecond=0)
             return window, max(0.0, (start - now).total_seconds())
     return window_at(rules.windows, now), 24 * 3600.0
+
+
+def _bound_minutes(windows: Sequence[TimeWindow], now: datetime) -> list[int]:
+    """The minutes ahead (1 to 1,440, in order) at which ``now`` plus that many minutes first reaches or passes a
+    window's start or end hour, each with its neighbours (against rounding), and the first minute. The window
+    ``window_at`` picks only changes between two minutes a bound lies between (midnight is no change unless a bound
+    is there), so the first minute in another window is among these."""
+    day = 24 * 60
+    of_day = now.hour * 60 + now.minute
+    seconds_h = now.second / 3600
+    minutes = {1}
+    for window in windows:
+        for bound in (window.start_hour, window.end_hour):
+            first = (math.ceil((bound - seconds_h) * 60) - of_day) % day or day
+            minutes.update(m for m in (first - 1, first, first + 1) if 1 <= m <= day)
+    return sorted(minutes)
 
 
 def prewarm_lead_s(ctx: PlanContext) -> float:
