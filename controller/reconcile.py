@@ -126,6 +126,9 @@ class Reconciler:
         self._in_flight: dict[str, _Acted] = {}
         self.last_decide_s: float | None = None
         """Wall time of the last call to the pure decide step (None until one ran); read by the operator's metrics."""
+        self.last_decide_cpu_s: float | None = None
+        """CPU time the calling thread spent in that call: its wall time less any wait for the interpreter lock
+        (held by the operator's other threads) or for the machine's cores."""
 
     def reconcile(self, target: TargetRef, status: TargetStatus) -> CycleResult:
         held = self._in_flight.pop(str(target), None)
@@ -152,7 +155,7 @@ class Reconciler:
             fallback=self.ports.fallback_advisor,
         )
         candidate_ready = self.ports.cluster.ready_replicas(target, "candidate") if status.rollout is not None else None
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.thread_time()
         decision = decide.plan(
             status=status,
             observation=observation,
@@ -166,6 +169,7 @@ class Reconciler:
             forecast=forecast,
         )
         self.last_decide_s = time.perf_counter() - began
+        self.last_decide_cpu_s = time.thread_time() - began_cpu
         plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes), codes=decision.codes)
         try:
             effects = self.executor.execute(target, decision.actions)

@@ -227,8 +227,11 @@ class ControlLoop:
         self.store.write(body, status, result.status, now=self._now())
         (self.metrics.status_writes if self.store.writes > writes else self.metrics.status_unchanged).inc()
         decide_s, runtime.reconciler.last_decide_s = runtime.reconciler.last_decide_s, None
+        decide_cpu_s, runtime.reconciler.last_decide_cpu_s = runtime.reconciler.last_decide_cpu_s, None
         if decide_s is not None:
             self.metrics.decide.observe(decide_s)
+        if decide_cpu_s is not None:
+            self.metrics.decide_cpu.observe(decide_cpu_s)
         duration = time.perf_counter() - started
         self.durations.observe(duration)
         self.metrics.duration.observe(duration)

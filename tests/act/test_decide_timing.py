@@ -1,0 +1,119 @@
+"""What the operator's decide histograms read from a cycle: the wall time of the pure decide step and the CPU time
+of the thread that ran it. A decide that waits (as one does for the interpreter lock held by the operator's other
+threads) shows the wait in the wall time only."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from controller import decide
+from controller.adapters.notify.recording import RecordingNotifier
+from controller.clock import FakeClock
+from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
+from controller.domain.observation import TargetRef, VariantStats
+from controller.domain.proposal import AdvisorContext, Proposal
+from controller.domain.status import RolloutState, TargetStatus
+from controller.policy import Policy
+from controller.ports import TrialRequest
+from controller.reconcile import Ports, Reconciler
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+TARGET = TargetRef("team-a", "chat", "llama")
+MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
+SHAPE = TrafficShape(
+    arrival_rate_rps=4.0,
+    concurrency=16.0,
+    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
+    output_tokens=LengthDistribution(mean=128, cv=0.5),
+)
+
+
+class StaticMetrics:
+    def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
+        variants = {
+            name: VariantStats(
+                variant=name, requests=n, ttft_p95_s=0.3, tpot_p95_s=0.02, output_tokens_per_s=300.0, good_requests=n
+            )
+            for name, n in (("stable", 3000), ("candidate", 1000))
+        }
+        return Observation(target=str(target), start=start, end=end, shape=SHAPE, variants=variants)
+
+
+class NoTrials:
+    def run(self, request: TrialRequest) -> Any:
+        raise AssertionError("no trial expected during a rollout")
+
+
+class SilentAdvisor:
+    def propose(self, context: AdvisorContext) -> Sequence[Proposal]:
+        return ()
+
+
+def reconciler() -> Reconciler:
+    clock = FakeClock(NOW)
+    router = InMemoryRouter()
+    cluster = InMemoryCluster(clock=clock, router=router)
+    cluster.deploy(TARGET, "stable", STOCK, 4)
+    cluster.deploy(TARGET, "candidate", MTP1, 1)
+    ports = Ports(
+        metrics=StaticMetrics(),
+        load_tester=NoTrials(),
+        router=router,
+        advisor=SilentAdvisor(),
+        notifier=RecordingNotifier(),
+        cluster=cluster,
+        clock=clock,
+    )
+    return Reconciler(ports, Policy())
+
+
+def rolling() -> TargetStatus:
+    rollout = RolloutState(
+        id="r1",
+        from_config=STOCK,
+        to_config=MTP1,
+        steps=(5, 25, 50, 100),
+        step_index=1,
+        weight=25,
+        started_at=NOW - timedelta(minutes=20),
+        step_started_at=NOW - timedelta(seconds=30),
+    )
+    return TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout, active_config=STOCK, replicas=4, updated_at=NOW)
+
+
+@pytest.mark.parametrize(
+    ("wait_s", "busy_s"),
+    [
+        (0.0, 0.0),  # the decide as it is
+        (0.08, 0.0),  # waiting (no CPU of its own), as for the interpreter lock
+        (0.0, 0.03),  # computing
+        (0.08, 0.03),  # both
+    ],
+)
+def test_the_decide_step_is_timed_in_wall_and_thread_cpu_time(
+    wait_s: float, busy_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = decide.plan
+
+    def slowed(**kwargs: Any) -> Any:
+        time.sleep(wait_s)
+        spin_until = time.thread_time() + busy_s
+        while time.thread_time() < spin_until:
+            pass
+        return plan(**kwargs)
+
+    monkeypatch.setattr(decide, "plan", slowed)
+    r = reconciler()
+    assert r.last_decide_s is None and r.last_decide_cpu_s is None
+    r.reconcile(TARGET, rolling())
+    wall, cpu = r.last_decide_s, r.last_decide_cpu_s
+    assert wall is not None and cpu is not None
+    assert cpu >= busy_s
+    assert wall >= wait_s + cpu * 0.9  # the thread's CPU time is within the wall time (clocks of different grain)
+    assert cpu < busy_s + 0.05  # the wait is not CPU
