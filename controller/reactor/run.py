@@ -6,6 +6,7 @@ tests (and embedders) can start and stop, and whose registry they can hand to ``
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections.abc import Sequence
@@ -117,9 +118,20 @@ class OperatorRuntime:
         return args
 
 
+def settle_heap() -> None:
+    """Collect once, then leave everything alive now (the modules, their classes and schemas, the API client, the
+    settings: about 110,000 objects, kept for as long as the process runs) out of the collector's later passes
+    (``gc.freeze``). A full pass walks every object it tracks while holding the interpreter lock, so every cycle
+    thread, kopf's event loop and the Lease renewal stand still for it: with the start-up objects in it one took
+    about 0.1 s on its own and 80-300 ms in a 500-TunedService run; what the cycles make later is still collected."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_operator(settings: OperatorSettings) -> None:
     """Run one operator replica until interrupted (SIGINT/SIGTERM)."""
     runtime = OperatorRuntime(settings).start()
+    settle_heap()
     log.info(
         "shiftlight operator %s: backend=%s leader-election=%s",
         runtime.elector.identity,
