@@ -39,6 +39,7 @@ CONFIGS: dict[str, list[str]] = {
     "stock": [],
     "stock-pair": [],  # stock again, only for our trial client beside vllm bench (loadgen_pair.py)
     "stock-pair-varied": [],  # the same, for the plan with varied lengths (its own name: its own done-marker)
+    "stock-pair-varied-64": [],
     "kv-fp8": ["--kv-cache-dtype", "fp8"],
     "ngram4": ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2})],
@@ -142,6 +143,9 @@ GROUPS: list[Group] = [
           pair_args=("--concurrency", "64", "256", "--shape", "fixed")),
     Group("pair-varied", 48, 0.4, (("stock-pair-varied", {}),), pair="stock-pair-varied",
           pair_args=("--concurrency", "64", "256", "--shape", "varied", "--runs", "64:bench,ours")),
+    # next: the varied plan at 64 streams in the alternating order too (run8 had time for bench and ours once each)
+    Group("pair-varied-64", 48, 0.4, (("stock-pair-varied-64", {}),), pair="stock-pair-varied-64",
+          pair_args=("--concurrency", "64", "--shape", "varied")),
     # run8: what run6's call had no time left for (MTP k=2, the fp16 SSM state), with the stock hybrid again on
     # the same machine as the reference they are compared with
     Group("hybrid-rest", 8, 0.12, (
