@@ -2,55 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import pytest
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
-from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
-from controller.domain.observation import TargetRef, VariantStats
-from controller.domain.proposal import AdvisorContext, Proposal
+from controller.domain import STOCK, Phase
 from controller.domain.status import RolloutState, TargetStatus
 from controller.policy import Policy
-from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
-
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-TARGET = TargetRef("team-a", "chat", "llama")
-MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
-
-
-class StaticMetrics:
-    """Stable and a candidate that is fine: the step bakes on."""
-
-    def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
-        variants = {
-            name: VariantStats(
-                variant=name, requests=n, ttft_p95_s=0.3, tpot_p95_s=0.02, output_tokens_per_s=300.0, good_requests=n
-            )
-            for name, n in (("stable", 3000), ("candidate", 1000))
-        }
-        return Observation(target=str(target), start=start, end=end, shape=SHAPE, variants=variants)
-
-
-class NoTrials:
-    def run(self, request: TrialRequest) -> Any:
-        raise AssertionError("no trial expected during a rollout")
-
-
-class SilentAdvisor:
-    def propose(self, context: AdvisorContext) -> Sequence[Proposal]:
-        return ()
+from tests.support.rollout_fakes import MTP1, NOW, TARGET, NoTrials, SilentAdvisor, StaticMetrics
 
 
 def rolling() -> TargetStatus:
