@@ -4,13 +4,18 @@ fine (the step bakes on), no trial expected, an advisor that proposes nothing.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from controller.domain import EngineConfig, LengthDistribution, Observation, TrafficShape
+from controller.adapters.notify.recording import RecordingNotifier
+from controller.clock import FakeClock
+from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal
+from controller.domain.status import RolloutState, TargetStatus
 from controller.ports import TrialRequest
+from controller.reconcile import Ports
+from controller.testing.memory import InMemoryCluster, InMemoryRouter
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TARGET = TargetRef("team-a", "chat", "llama")
@@ -44,3 +49,35 @@ class NoTrials:
 class SilentAdvisor:
     def propose(self, context: AdvisorContext) -> Sequence[Proposal]:
         return ()
+
+
+def rolling() -> TargetStatus:
+    """A rollout of MTP1 over stock at its 25 % step, 30 s into its bake."""
+    rollout = RolloutState(
+        id="r1",
+        from_config=STOCK,
+        to_config=MTP1,
+        steps=(5, 25, 50, 100),
+        step_index=1,
+        weight=25,
+        started_at=NOW - timedelta(minutes=20),
+        step_started_at=NOW - timedelta(seconds=30),  # still baking
+    )
+    return TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout, active_config=STOCK, replicas=4, updated_at=NOW)
+
+
+def mid_rollout_ports(clock: FakeClock) -> Ports:
+    """An in-memory cluster with 4 stable replicas of stock and one candidate of MTP1, and the fakes above."""
+    router = InMemoryRouter()
+    cluster = InMemoryCluster(clock=clock, router=router)
+    cluster.deploy(TARGET, "stable", STOCK, 4)
+    cluster.deploy(TARGET, "candidate", MTP1, 1)
+    return Ports(
+        metrics=StaticMetrics(),
+        load_tester=NoTrials(),
+        router=router,
+        advisor=SilentAdvisor(),
+        notifier=RecordingNotifier(),
+        cluster=cluster,
+        clock=clock,
+    )
