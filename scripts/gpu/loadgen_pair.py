@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import shlex
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -177,18 +177,14 @@ def compare(records: list[dict[str, object]]) -> list[str]:
         ours, bench = tools.get("shiftlight", []), tools.get("vllm-bench", [])
         if not ours or not bench:
             continue
-        t_o, t_b = _geomean([t for t, _ in ours]), _geomean([t for t, _ in bench])
-        f_o, f_b = _geomean([f for _, f in ours]), _geomean([f for _, f in bench])
+        t_o, t_b = statistics.geometric_mean([t for t, _ in ours]), statistics.geometric_mean([t for t, _ in bench])
+        f_o, f_b = statistics.geometric_mean([f for _, f in ours]), statistics.geometric_mean([f for _, f in bench])
         lines.append(
             f"pair {shape} c{conc}: throughput ours {t_o:.0f} bench {t_b:.0f} tok/s ({(t_o / t_b - 1) * 100:+.1f}%),"
             f" ttft p50 ours {f_o:.0f} bench {f_b:.0f} ms ({(f_o / f_b - 1) * 100:+.1f}%),"
             f" runs ours {len(ours)} bench {len(bench)}"
         )
     return lines
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def main() -> int:
