@@ -40,6 +40,8 @@ CONFIGS: dict[str, list[str]] = {
     "stock-pair": [],  # stock again, only for our trial client beside vllm bench (loadgen_pair.py)
     "stock-pair-varied": [],  # the same, for the plan with varied lengths (its own name: its own done-marker)
     "stock-pair-varied-64": [],
+    "stock-pair-varied-2": [],
+    "stock-pair-fixed-2": [],
     "kv-fp8": ["--kv-cache-dtype", "fp8"],
     "ngram4": ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2})],
@@ -146,6 +148,13 @@ GROUPS: list[Group] = [
     # next: the varied plan at 64 streams in the alternating order too (run8 had time for bench and ours once each)
     Group("pair-varied-64", 48, 0.4, (("stock-pair-varied-64", {}),), pair="stock-pair-varied-64",
           pair_args=("--concurrency", "64", "--shape", "varied")),
+    # run9: the varied plan at 64 and 256 streams, each in the alternating order (bench, ours, ours, bench), on one
+    # fresh server; then the fixed plan again on another fresh server (its 256-stream TTFT median moved with the
+    # engine's prefill waves between servers and runs)
+    Group("pair-varied-both", 48, 0.4, (("stock-pair-varied-2", {}),), pair="stock-pair-varied-2",
+          pair_args=("--concurrency", "64", "256", "--shape", "varied")),
+    Group("pair-fixed-again", 36, 0.3, (("stock-pair-fixed-2", {}),), pair="stock-pair-fixed-2",
+          pair_args=("--concurrency", "64", "256", "--shape", "fixed")),
     # run8: what run6's call had no time left for (MTP k=2, the fp16 SSM state), with the stock hybrid again on
     # the same machine as the reference they are compared with
     Group("hybrid-rest", 8, 0.12, (
