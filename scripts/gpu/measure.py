@@ -42,6 +42,7 @@ CONFIGS: dict[str, list[str]] = {
     "stock-pair-varied-64": [],
     "stock-pair-varied-2": [],
     "stock-pair-fixed-2": [],
+    "stock-pair-varied-3": [],
     "kv-fp8": ["--kv-cache-dtype", "fp8"],
     "ngram4": ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2})],
@@ -155,6 +156,11 @@ GROUPS: list[Group] = [
           pair_args=("--concurrency", "64", "256", "--shape", "varied")),
     Group("pair-fixed-again", 36, 0.3, (("stock-pair-fixed-2", {}),), pair="stock-pair-fixed-2",
           pair_args=("--concurrency", "64", "256", "--shape", "fixed")),
+    # run10: the varied plan at 256 streams only, eight alternating runs on a fresh server (run8's and run9's two
+    # runs per tool there spread 155-605 ms in TTFT median for either tool)
+    Group("pair-varied-256x8", 48, 0.4, (("stock-pair-varied-3", {}),), pair="stock-pair-varied-3",
+          pair_args=("--concurrency", "256", "--shape", "varied",
+                     "--runs", "256:bench,ours,ours,bench,bench,ours,ours,bench")),
     # run8: what run6's call had no time left for (MTP k=2, the fp16 SSM state), with the stock hybrid again on
     # the same machine as the reference they are compared with
     Group("hybrid-rest", 8, 0.12, (
