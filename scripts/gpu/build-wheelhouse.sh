@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the offline wheelhouse for the H200 host (Python 3.12, x86-64) and split it into parts of at most
-# 58 MiB in .gpu-wheels/ (git-ignored: add "/.gpu-wheels/" to .git/info/exclude), with sha256 sums in
+# 50 MiB in .gpu-wheels/ (git-ignored: add "/.gpu-wheels/" to .git/info/exclude), with sha256 sums in
 # scripts/gpu/wheelhouse.sha256 (the tar is reproducible: sorted names, mtime 0, so the sums hold across builds).
 #
 #   scripts/gpu/build-wheelhouse.sh            # needs a Python with pip and a registry; no GPU
@@ -26,9 +26,10 @@ for n in 5 12 17 18 24 26 27 28 31 34 35; do PLATS+=(--platform "manylinux_2_${n
     -d "$WH/wheelhouse" -r "$ROOT/scripts/gpu/wheels.txt"
 mkdir -p "$OUT"
 rm -f "$OUT"/wheelhouse.tar.part-* "$OUT"/SHA256SUMS
-# An uncompressed tar (wheels are already compressed), split into 58 MiB parts.
+# An uncompressed tar (wheels are already compressed), split into 50 MiB parts: a part and the checkout (about
+# 6 MiB, growing with the committed measurements) must fit in one transfer of at most 64 MiB.
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$WH" -cf "$WH/wheelhouse.tar" wheelhouse
-split -b 58M -d -a 2 "$WH/wheelhouse.tar" "$OUT/wheelhouse.tar.part-"
+split -b 50M -d -a 2 "$WH/wheelhouse.tar" "$OUT/wheelhouse.tar.part-"
 (cd "$WH" && sha256sum wheelhouse.tar) > "$OUT/SHA256SUMS"
 (cd "$OUT" && sha256sum wheelhouse.tar.part-*) >> "$OUT/SHA256SUMS"
 rm -rf "$WH"
