@@ -63,6 +63,7 @@ class Code(StrEnum):
     SWITCH_CHECK = "switch-check"
     SWITCH_PAYS = "switch-pays"
     SWITCH_NOT_PAYING = "switch-not-paying"
+    SWITCH_OTHER_TRAFFIC = "switch-other-traffic"
     SCHEDULE_ACCOUNT = "schedule-account"
     SCHEDULE_NOT_PAYING = "schedule-not-paying"
     # a rollout

@@ -50,9 +50,12 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         last = status.last_switch_at
         if last is not None and (ctx.now - last).total_seconds() < ctx.rules.schedule.min_dwell_s:
             return None
+        when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
+        other = other_traffic(ctx, window, entry, ahead=ahead)
+        if other is not None:
+            return Intent(Code.SWITCH_OTHER_TRAFFIC, status, (), (f"{when}: {other}",))
         swap = pre_validated(ctx, window, entry)
         gain = switch_gain(ctx, entry)
-        when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
         if gain is None:
             check = measure_active(ctx, entry, when)
             if check is not None:
@@ -97,6 +100,40 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         code = Code.PRE_VALIDATED_SWAP if swap is not None else Code.PREWARM if ahead else Code.SCHEDULED_SWITCH
         return Intent(code, started.status, started.actions, started.notes)
     return None
+
+
+def other_traffic(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig, *, ahead: bool) -> str | None:
+    """Why a switch to ``entry``'s config would meet traffic it was not measured on, or None when it would not.
+
+    The traffic a switch meets first: ahead of ``window``, the window's forecast busy hour; inside it, the traffic
+    observed now. When that traffic's length mix is further from the shape the config was scheduled on than
+    ``capacity_transfer_distance``, or its repetitiveness more than 0.25 away, neither the config's measured gain nor
+    its probed capacity says what it does there (a weekend evening's agents meeting the documents config a Saturday
+    night's breach scheduled for the evening; a Saturday morning's documents meeting the weekdays' agents config),
+    and the switch waits until the window's traffic is the one its config was measured on. None without a forecast
+    (ahead) or an observation (inside the window)."""
+    if ahead:
+        met, what = ctx.forecast.get(window.name), "its forecast busy hour"
+    else:
+        met, what = (ctx.observation.shape if ctx.observation is not None else None), "the traffic now"
+    if met is None:
+        return None
+    distance = length_distance(met, entry.shape)
+    repetitive = abs(met.repetitiveness - entry.shape.repetitiveness)
+    if distance <= ctx.rules.capacity_transfer_distance and repetitive <= OTHER_REPETITIVENESS:
+        return None
+    return (
+        f"not switching to its scheduled config {entry.config.label()} yet: it was measured on "
+        f"{entry.shape.prompt_tokens.mean:.0f} in / {entry.shape.output_tokens.mean:.0f} out tokens, "
+        f"{entry.shape.repetitiveness:.0%} repetitive, and {what} is {met.prompt_tokens.mean:.0f} in / "
+        f"{met.output_tokens.mean:.0f} out, {met.repetitiveness:.0%} repetitive (length distance {distance:.2f}, "
+        f"at most {ctx.rules.capacity_transfer_distance:.2f}; repetitiveness {repetitive:.2f} apart, at most "
+        f"{OTHER_REPETITIVENESS:.2f})"
+    )
+
+
+#: Repetitiveness further apart than this is other traffic to a measured config (lookup drafters live on it).
+OTHER_REPETITIVENESS = 0.25
 
 
 def pre_validated(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig) -> Swap | None:
@@ -274,6 +311,7 @@ def tune_ahead(ctx: PlanContext) -> Intent | None:
 
 __all__ = [
     "measure_active",
+    "other_traffic",
     "pre_validated",
     "probed_capacity",
     "scheduled_switch",

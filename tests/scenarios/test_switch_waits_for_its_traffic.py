@@ -1,0 +1,156 @@
+"""Scenario: a scheduled config meets the traffic it was measured on, or waits. A window's schedule entry is the
+config a round chose on one shape (a Saturday night's breach scheduled the evening's documents config); on the next
+day the window's busy hour may be another mix (a Sunday evening's agents), and neither the config's gain nor its
+probed capacity says what it does there: the pre-warm sized 23 replicas of the documents config for the agents'
+rate and held them for two hours. Ahead of a window the switch is weighed on its forecast busy hour, inside it on
+the traffic observed now. Clock injected (23:50 with a 15-minute lead, and 00:30 inside the night)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller import decide
+from controller.decide import Rules, ScalingRules, TuningRules
+from controller.domain import (
+    SLO,
+    DeployCandidate,
+    EngineConfig,
+    LengthDistribution,
+    Observation,
+    Percentiles,
+    ScheduledConfig,
+    TargetStatus,
+    TrafficShape,
+    TrialResult,
+    TrialStatus,
+)
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG
+
+BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
+IN_THE_NIGHT = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
+AGENTS = TrafficShape(
+    arrival_rate_rps=24.0,
+    concurrency=600,
+    prompt_tokens=LengthDistribution(mean=800),
+    output_tokens=LengthDistribution(mean=520),
+    repetitiveness=0.12,
+)
+DOCUMENTS = TrafficShape(
+    arrival_rate_rps=0.5,
+    concurrency=8,
+    prompt_tokens=LengthDistribution(mean=24000),
+    output_tokens=LengthDistribution(mean=1024),
+    repetitiveness=0.85,
+)
+#: the night's documents with a few agents still about: another length mix within the transfer distance
+MOSTLY_DOCUMENTS = DOCUMENTS.model_copy(
+    update={
+        "arrival_rate_rps": 4.0,
+        "concurrency": 64,
+        "prompt_tokens": LengthDistribution(mean=16000),
+        "repetitiveness": 0.7,
+    }
+)
+#: long prompts, but none of the repetition the n-gram config lives on
+PLAIN_DOCUMENTS = MOSTLY_DOCUMENTS.model_copy(update={"repetitiveness": 0.1})
+RULES = Rules(
+    slo=SLO(ttft_seconds=2, tpot_seconds=0.1),
+    tuning=TuningRules(max_trials=4),
+    windows=(NIGHT, DAY),
+    scaling=ScalingRules(min_replicas=1, max_replicas=32, headroom=0.25, scale_down_stabilisation_s=0),
+)
+
+
+def held(config: EngineConfig, rate: float, goodput: float) -> TrialResult:
+    """A probe of ``config`` on the night's documents at ``rate`` req/s that met the SLO."""
+    return TrialResult(
+        config=config,
+        shape=DOCUMENTS.model_copy(update={"arrival_rate_rps": rate, "concurrency": 16 * rate}),
+        slo=RULES.slo,
+        status=TrialStatus.MEASURED,
+        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
+        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
+        goodput_tokens_per_s=goodput,
+        output_tokens_per_s=goodput,
+        goodput_rps=rate,
+        request_throughput=rate,
+        completed=100,
+    )
+
+
+def status(window: str) -> TargetStatus:
+    """The day's config active; the night scheduled on the documents config, 2x its capacity there."""
+    night = ScheduledConfig(
+        window="night",
+        config=NIGHT_CONFIG,
+        shape=DOCUMENTS,
+        goodput_tokens_per_s=600,
+        stock_goodput_tokens_per_s=400,
+        reason="measured",
+        capacity_rps=1.0,
+        fleet_rate_rps=4.0,
+    )
+    day = ScheduledConfig(
+        window="day",
+        config=DAY_CONFIG,
+        shape=AGENTS.model_copy(update={"arrival_rate_rps": 10.0, "concurrency": 256}),
+        goodput_tokens_per_s=3000,
+        stock_goodput_tokens_per_s=1500,
+        reason="measured",
+        capacity_rps=10.0,
+    )
+    trials = (held(NIGHT_CONFIG, 1.0, 600), held(DAY_CONFIG, 0.5, 300))
+    return TargetStatus(active_config=DAY_CONFIG, window=window, replicas=4, schedule=(night, day), trials=trials)
+
+
+def observed(now: datetime, shape: TrafficShape) -> Observation:
+    return Observation(target="ns/m", start=now - timedelta(minutes=5), end=now, shape=shape)
+
+
+@pytest.mark.parametrize(
+    ("forecast", "code"),
+    [
+        (DOCUMENTS.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64}), "prewarm"),
+        (MOSTLY_DOCUMENTS, "prewarm"),  # another mix, but within the capacity's transfer distance
+        (AGENTS, "switch-other-traffic"),  # the night's busy hour is agents: no pre-warm of the documents config
+        (PLAIN_DOCUMENTS, "switch-other-traffic"),  # the lengths are alike, the repetition is not
+    ],
+)
+def test_a_pre_warm_is_weighed_on_the_coming_window_s_forecast_traffic(forecast: TrafficShape, code: str) -> None:
+    d = decide.plan(
+        status=status("day"),
+        observation=observed(BEFORE_MIDNIGHT, AGENTS),
+        observe_error=None,
+        proposals=(),
+        rules=RULES,
+        now=BEFORE_MIDNIGHT,
+        forecast={"night": forecast},
+    )
+    assert d.codes == (code,)
+    assert (d.status.rollout is not None) is (code == "prewarm")
+    if code == "switch-other-traffic":
+        assert d.status.active_config == DAY_CONFIG
+        assert not any(isinstance(a, DeployCandidate) for a in d.actions)
+
+
+@pytest.mark.parametrize(
+    ("now_traffic", "code"),
+    [
+        (DOCUMENTS.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64}), "scheduled-switch"),
+        (AGENTS, "switch-other-traffic"),  # the documents have not come yet: the switch waits for them
+    ],
+)
+def test_inside_the_window_a_switch_is_weighed_on_the_traffic_now(now_traffic: TrafficShape, code: str) -> None:
+    d = decide.plan(
+        status=status("night"),
+        observation=observed(IN_THE_NIGHT, now_traffic),
+        observe_error=None,
+        proposals=(),
+        rules=RULES,
+        now=IN_THE_NIGHT,
+        forecast={"night": DOCUMENTS.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64})},
+    )
+    assert code in d.codes, d.codes
+    assert (d.status.rollout is not None) is (code == "scheduled-switch")
