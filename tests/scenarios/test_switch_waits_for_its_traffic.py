@@ -2,8 +2,9 @@
 config a round chose on one shape (a Saturday night's breach scheduled the evening's documents config); on the next
 day the window's busy hour may be another mix (a Sunday evening's agents), and neither the config's gain nor its
 probed capacity says what it does there: the pre-warm sized 23 replicas of the documents config for the agents'
-rate and held them for two hours. Ahead of a window the switch is weighed on its forecast busy hour, inside it on
-the traffic observed now. Clock injected (23:50 with a 15-minute lead, and 00:30 inside the night)."""
+rate and held them for two hours. Ahead of a window the pre-warm is weighed on the window's forecast busy hour;
+inside the window the switch is weighed as before. Clock injected (23:50 with a 15-minute lead, and 00:30 inside
+the night)."""
 
 from __future__ import annotations
 
@@ -136,13 +137,15 @@ def test_a_pre_warm_is_weighed_on_the_coming_window_s_forecast_traffic(forecast:
 
 
 @pytest.mark.parametrize(
-    ("now_traffic", "code"),
+    "now_traffic",
     [
-        (DOCUMENTS.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64}), "scheduled-switch"),
-        (AGENTS, "switch-other-traffic"),  # the documents have not come yet: the switch waits for them
+        DOCUMENTS.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64}),
+        # inside the window the switch is weighed as before: the traffic now is the drift and breach rules'
+        # (holding it for the traffic now kept a batch window's evening off its config until a re-tune)
+        AGENTS,
     ],
 )
-def test_inside_the_window_a_switch_is_weighed_on_the_traffic_now(now_traffic: TrafficShape, code: str) -> None:
+def test_inside_the_window_the_switch_is_weighed_as_before(now_traffic: TrafficShape) -> None:
     d = decide.plan(
         status=status("night"),
         observation=observed(IN_THE_NIGHT, now_traffic),
@@ -152,5 +155,6 @@ def test_inside_the_window_a_switch_is_weighed_on_the_traffic_now(now_traffic: T
         now=IN_THE_NIGHT,
         forecast={"night": DOCUMENTS.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64})},
     )
-    assert code in d.codes, d.codes
-    assert (d.status.rollout is not None) is (code == "scheduled-switch")
+    assert "switch-other-traffic" not in d.codes
+    assert "scheduled-switch" in d.codes, d.codes
+    assert d.status.rollout is not None

@@ -51,7 +51,7 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         if last is not None and (ctx.now - last).total_seconds() < ctx.rules.schedule.min_dwell_s:
             return None
         when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
-        other = other_traffic(ctx, window, entry, ahead=ahead)
+        other = other_traffic(ctx, window, entry) if ahead else None
         if other is not None:
             return Intent(Code.SWITCH_OTHER_TRAFFIC, status, (), (f"{when}: {other}",))
         swap = pre_validated(ctx, window, entry)
@@ -102,20 +102,17 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
     return None
 
 
-def other_traffic(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig, *, ahead: bool) -> str | None:
-    """Why a switch to ``entry``'s config would meet traffic it was not measured on, or None when it would not.
+def other_traffic(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig) -> str | None:
+    """Why pre-warming ``entry``'s config ahead of ``window`` would meet traffic it was not measured on, or None.
 
-    The traffic a switch meets first: ahead of ``window``, the window's forecast busy hour; inside it, the traffic
-    observed now. When that traffic's length mix is further from the shape the config was scheduled on than
-    ``capacity_transfer_distance``, or its repetitiveness more than 0.25 away, neither the config's measured gain nor
-    its probed capacity says what it does there (a weekend evening's agents meeting the documents config a Saturday
-    night's breach scheduled for the evening; a Saturday morning's documents meeting the weekdays' agents config),
-    and the switch waits until the window's traffic is the one its config was measured on. None without a forecast
-    (ahead) or an observation (inside the window)."""
-    if ahead:
-        met, what = ctx.forecast.get(window.name), "its forecast busy hour"
-    else:
-        met, what = (ctx.observation.shape if ctx.observation is not None else None), "the traffic now"
+    A pre-warm (or a pre-validated swap) meets the window's forecast busy hour, and is sized for it. When that
+    traffic's length mix is further from the shape the config was scheduled on than ``capacity_transfer_distance``,
+    or its repetitiveness more than 0.25 away, neither the config's measured gain nor its probed capacity says what
+    it does there (a weekend evening's agents meeting the documents config a Saturday night's breach scheduled for
+    the evening; a Saturday morning's documents meeting the weekdays' agents config), and the window starts on the
+    active config. Inside the window the switch is weighed as before (its traffic is the drift and breach rules').
+    None without a forecast for the window."""
+    met = ctx.forecast.get(window.name)
     if met is None:
         return None
     distance = length_distance(met, entry.shape)
@@ -123,12 +120,12 @@ def other_traffic(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig, 
     if distance <= ctx.rules.capacity_transfer_distance and repetitive <= OTHER_REPETITIVENESS:
         return None
     return (
-        f"not switching to its scheduled config {entry.config.label()} yet: it was measured on "
+        f"not pre-warming its scheduled config {entry.config.label()}: it was measured on "
         f"{entry.shape.prompt_tokens.mean:.0f} in / {entry.shape.output_tokens.mean:.0f} out tokens, "
-        f"{entry.shape.repetitiveness:.0%} repetitive, and {what} is {met.prompt_tokens.mean:.0f} in / "
-        f"{met.output_tokens.mean:.0f} out, {met.repetitiveness:.0%} repetitive (length distance {distance:.2f}, "
-        f"at most {ctx.rules.capacity_transfer_distance:.2f}; repetitiveness {repetitive:.2f} apart, at most "
-        f"{OTHER_REPETITIVENESS:.2f})"
+        f"{entry.shape.repetitiveness:.0%} repetitive, and the window's forecast busy hour is "
+        f"{met.prompt_tokens.mean:.0f} in / {met.output_tokens.mean:.0f} out, {met.repetitiveness:.0%} repetitive "
+        f"(length distance {distance:.2f}, at most {ctx.rules.capacity_transfer_distance:.2f}; repetitiveness "
+        f"{repetitive:.2f} apart, at most {OTHER_REPETITIVENESS:.2f})"
     )
 
 
