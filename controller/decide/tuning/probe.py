@@ -110,13 +110,8 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
     rules, rate = ctx.rules.scaling, fleet_rate(ctx, round_)
     if rules is None or ctx.external_autoscaler or not rate or low <= 0:
         return False  # an HPA's replicas are not ours to count: the capacity is checked against its own
-    held = next((t for f, t in probe_results(ctx, round_, key) if f == low), None)
-    if held is None:
-        held = next((t for t in reversed(round_trials(ctx.status)) if t.config.key() == key), None)
-    if held is None:
-        return False
-    low_rps = min(held.goodput_rps, held.shape.arrival_rate_rps)
-    if low_rps <= 0:
+    low_rps = served_rps(ctx, round_, key, low)
+    if low_rps is None:
         return False
     high_rps = round_.shape.arrival_rate_rps * high if high is not None else math.inf
     floor = max(rules.min_replicas, 1)
@@ -169,17 +164,40 @@ def fleet_rate(ctx: PlanContext, round_: TuningRound) -> float | None:
 
 
 def capacity(ctx: PlanContext, round_: TuningRound, chosen: TrialResult) -> tuple[float | None, float | None]:
-    """(requests/s, concurrent requests) one replica of the chosen config carries within the SLO: the highest
-    probed load that met it. Without a probe nothing is known about the capacity (a trial that met the SLO
-    at a light load only bounds it from below)."""
+    """(requests/s, concurrent requests) one replica of the chosen config carries within the SLO: the most
+    requests/s any probed load up to the highest that met it served within the SLO (:func:`served_rps`), at that
+    highest load's streams. Without a probe nothing is known about the capacity (a trial that met the SLO at a
+    light load only bounds it from below)."""
     key = chosen.config.key()
     if not probe_results(ctx, round_, key):
         return None, None
     low, _high = bracket(ctx, round_, key)
     if low == 0.0:
         return None, None
-    held = next((t for f, t in probe_results(ctx, round_, key) if f == low), chosen)
-    return min(held.goodput_rps, held.shape.arrival_rate_rps), round_.shape.concurrency * low
+    return served_rps(ctx, round_, key, low, fallback=chosen), round_.shape.concurrency * low
+
+
+def served_rps(
+    ctx: PlanContext, round_: TuningRound, key: str, low: float, *, fallback: TrialResult | None = None
+) -> float | None:
+    """The most requests/s one replica of ``key`` served within the SLO at the loads probed up to ``low`` (the
+    highest that held; the round's own trial counts as 1x): each held load's goodput, never above the rate it
+    offered. Past its saturation an open-loop replica falls behind the offered rate and serves a little less
+    than at a lighter load that still held, so the highest held load alone reads the capacity low by the
+    bracket's precision; production at that lighter load's rate is within the SLO too. None when nothing held."""
+    if low <= 0:
+        return None
+    base = next((t for t in reversed(round_trials(ctx.status)) if t.config.key() == key), fallback)
+    closed = ctx.rules.capacity_probe_loop == "closed"
+    probed = [*([(1.0, base)] if base is not None else []), *probe_results(ctx, round_, key)]
+    trials = dict(probed)
+    served = [
+        min(trials[f].goodput_rps, trials[f].shape.arrival_rate_rps)
+        for f, ok in held_loads(probed, closed=closed)
+        if ok and f <= low
+    ]
+    best = max(served, default=0.0)
+    return best if best > 0 else None
 
 
 def replicas_needed(ctx: PlanContext, round_: TuningRound, trial: TrialResult) -> int | None:
@@ -243,5 +261,6 @@ __all__ = [
     "replicas_decided",
     "replicas_needed",
     "replicas_saved",
+    "served_rps",
     "slots",
 ]
