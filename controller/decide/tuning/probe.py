@@ -103,17 +103,20 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
     """Whether another probe could change the replicas the window's load needs: with managed replicas (no HPA or
     KEDA object owning them), the fleet
     rate the round was tuned for, and that rate ``ScheduleRules.forecast_uncertainty`` either side, need as many
-    replicas at the capacity that held (``low``) as at the one that did not (``high``; none found yet: however
+    replicas at the capacity that held (``low``) as at the most one replica can carry (:func:`capacity_bound`:
+    what the load that did not hold, ``high``, offered or the replica served there; none found yet: however
     much more one replica carries), and so do the forecast loads of the other windows the capacity would size
     (:func:`loads_sized_alike`), so the probe's answer is already known in GPUs. A window whose whole busy hour
-    one replica of the config carries with headroom is decided by the first probe that held twice its load."""
+    one replica of the config carries with headroom is decided by the first probe that held twice its load; one
+    whose replica fell behind at the next load is decided when its throughput there needs as many replicas as
+    what held."""
     rules, rate = ctx.rules.scaling, fleet_rate(ctx, round_)
     if rules is None or ctx.external_autoscaler or not rate or low <= 0:
         return False  # an HPA's replicas are not ours to count: the capacity is checked against its own
     low_rps = served_rps(ctx, round_, key, low)
     if low_rps is None:
         return False
-    high_rps = round_.shape.arrival_rate_rps * high if high is not None else math.inf
+    high_rps = max(low_rps, capacity_bound(ctx, round_, key, high))
     floor = max(rules.min_replicas, 1)
 
     def need(at: float, capacity: float) -> int:
@@ -122,6 +125,20 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
     u = ctx.rules.schedule.forecast_uncertainty
     loads = [rate, *loads_sized_alike(ctx, round_.shape)]
     return all(need(r, low_rps) == need(r, high_rps) for load in loads for r in (load * (1 - u), load, load * (1 + u)))
+
+
+def capacity_bound(ctx: PlanContext, round_: TuningRound, key: str, high: float | None) -> float:
+    """The most requests/s one replica of ``key`` can carry within the SLO, as the probes so far bound it: the rate
+    the lowest load that did not hold (``high``) offered, or the requests/s the replica completed there when it
+    fell behind that rate (a replica pushed past its limit runs at its most; it carries no more within the SLO);
+    unbounded before any load failed."""
+    if high is None:
+        return math.inf
+    offered = round_.shape.arrival_rate_rps * high
+    missed = next((t for f, t in probe_results(ctx, round_, key) if f == high), None)
+    if missed is None or not missed.ok or missed.request_throughput <= 0:
+        return offered
+    return min(offered, missed.request_throughput)
 
 
 def loads_sized_alike(ctx: PlanContext, shape: TrafficShape) -> list[float]:
@@ -250,6 +267,7 @@ def replicas_saved(ctx: PlanContext, round_: TuningRound, chosen: TrialResult, b
 __all__ = [
     "bracket",
     "capacity",
+    "capacity_bound",
     "capacity_finalists",
     "capacity_probe",
     "fewest_replicas",

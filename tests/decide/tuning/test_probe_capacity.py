@@ -121,3 +121,46 @@ def test_no_capacity_when_nothing_held() -> None:
     ctx = ctx.with_status(ctx.status.model_copy(update={"trials": (base, *ctx.status.trials[1:])}))
     assert ctx.status.tuning is not None
     assert probe.capacity(ctx, ctx.status.tuning, base) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("probes", "bound", "decided", "why"),
+    [
+        (
+            [(2.0, trial(2.0, 40.0)), (4.0, trial(4.0, 43.0, meets=False))],
+            43.0,
+            True,
+            "the replica fell behind at 4x and served 43 req/s: 40 or 43 per replica need 2 for 36-44 req/s",
+        ),
+        (
+            [(2.0, trial(2.0, 40.0)), (4.0, trial(4.0, 60.0, meets=False))],
+            60.0,
+            False,
+            "60 req/s a replica might still carry: 1 replica for 36 req/s, so another probe could save one",
+        ),
+        (
+            [
+                (2.0, trial(2.0, 40.0)),
+                (4.0, trial(4.0, 43.0, meets=False).model_copy(update={"request_throughput": 0})),
+            ],
+            80.0,
+            False,
+            "no throughput measured where it missed: bounded by the rate offered there",
+        ),
+        (
+            [(2.0, trial(2.0, 40.0))],
+            float("inf"),
+            False,
+            "nothing missed yet: unbounded",
+        ),
+    ],
+)
+def test_a_load_that_missed_bounds_the_capacity_by_what_the_replica_served_there(
+    probes: list[tuple[float, TrialResult]], bound: float, decided: bool, why: str
+) -> None:
+    ctx = context(probes)
+    round_ = ctx.status.tuning
+    assert round_ is not None
+    low, high = probe.bracket(ctx, round_, STOCK.key())
+    assert probe.capacity_bound(ctx, round_, STOCK.key(), high) == pytest.approx(bound), why
+    assert probe.replicas_decided(ctx, round_, STOCK.key(), low, high) is decided, why
