@@ -116,7 +116,7 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
     low_rps = served_rps(ctx, round_, key, low)
     if low_rps is None:
         return False
-    high_rps = max(low_rps, capacity_bound(ctx, round_, key, high))
+    high_rps = capacity_bound(ctx, round_, key, high, served=low_rps)
     floor = max(rules.min_replicas, 1)
 
     def need(at: float, capacity: float) -> int:
@@ -127,16 +127,17 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
     return all(need(r, low_rps) == need(r, high_rps) for load in loads for r in (load * (1 - u), load, load * (1 + u)))
 
 
-def capacity_bound(ctx: PlanContext, round_: TuningRound, key: str, high: float | None) -> float:
+def capacity_bound(ctx: PlanContext, round_: TuningRound, key: str, high: float | None, *, served: float) -> float:
     """The most requests/s one replica of ``key`` can carry within the SLO, as the probes so far bound it: the rate
     the lowest load that did not hold (``high``) offered, or the requests/s the replica completed there when it
     fell behind that rate (a replica pushed past its limit runs at its most; it carries no more within the SLO);
-    unbounded before any load failed."""
+    unbounded before any load failed. The completed rate bounds it only when it is at least what a lighter load
+    ``served`` within the SLO: a replica that completed less under more load was thrashing, not at its most."""
     if high is None:
         return math.inf
     offered = round_.shape.arrival_rate_rps * high
     missed = next((t for f, t in probe_results(ctx, round_, key) if f == high), None)
-    if missed is None or not missed.ok or missed.request_throughput <= 0:
+    if missed is None or not missed.ok or missed.request_throughput < served:
         return offered
     return min(offered, missed.request_throughput)
 

@@ -148,6 +148,12 @@ def test_no_capacity_when_nothing_held() -> None:
             "no throughput measured where it missed: bounded by the rate offered there",
         ),
         (
+            [(2.0, trial(2.0, 40.0)), (4.0, trial(4.0, 30.0, meets=False))],
+            80.0,
+            False,
+            "it completed less at 4x than it served at 2x: thrashing, not its most; bounded by the rate offered",
+        ),
+        (
             [(2.0, trial(2.0, 40.0))],
             float("inf"),
             False,
@@ -162,5 +168,7 @@ def test_a_load_that_missed_bounds_the_capacity_by_what_the_replica_served_there
     round_ = ctx.status.tuning
     assert round_ is not None
     low, high = probe.bracket(ctx, round_, STOCK.key())
-    assert probe.capacity_bound(ctx, round_, STOCK.key(), high) == pytest.approx(bound), why
+    served = probe.served_rps(ctx, round_, STOCK.key(), low)
+    assert served is not None
+    assert probe.capacity_bound(ctx, round_, STOCK.key(), high, served=served) == pytest.approx(bound), why
     assert probe.replicas_decided(ctx, round_, STOCK.key(), low, high) is decided, why
