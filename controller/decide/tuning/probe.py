@@ -103,22 +103,20 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
     """Whether another probe could change the replicas the window's load needs: with managed replicas (no HPA or
     KEDA object owning them), the fleet
     rate the round was tuned for, and that rate ``ScheduleRules.forecast_uncertainty`` either side, need as many
-    replicas at the capacity that held (``low``) as at the one that did not (``high``; none found yet: however
+    replicas at the capacity that held (``low``) as at the most one replica can carry (:func:`capacity_bound`:
+    what the load that did not hold, ``high``, offered or the replica served there; none found yet: however
     much more one replica carries), and so do the forecast loads of the other windows the capacity would size
     (:func:`loads_sized_alike`), so the probe's answer is already known in GPUs. A window whose whole busy hour
-    one replica of the config carries with headroom is decided by the first probe that held twice its load."""
+    one replica of the config carries with headroom is decided by the first probe that held twice its load; one
+    whose replica fell behind at the next load is decided when its throughput there needs as many replicas as
+    what held."""
     rules, rate = ctx.rules.scaling, fleet_rate(ctx, round_)
     if rules is None or ctx.external_autoscaler or not rate or low <= 0:
         return False  # an HPA's replicas are not ours to count: the capacity is checked against its own
-    held = next((t for f, t in probe_results(ctx, round_, key) if f == low), None)
-    if held is None:
-        held = next((t for t in reversed(round_trials(ctx.status)) if t.config.key() == key), None)
-    if held is None:
+    low_rps = served_rps(ctx, round_, key, low)
+    if low_rps is None:
         return False
-    low_rps = min(held.goodput_rps, held.shape.arrival_rate_rps)
-    if low_rps <= 0:
-        return False
-    high_rps = round_.shape.arrival_rate_rps * high if high is not None else math.inf
+    high_rps = capacity_bound(ctx, round_, key, high, served=low_rps)
     floor = max(rules.min_replicas, 1)
 
     def need(at: float, capacity: float) -> int:
@@ -127,6 +125,21 @@ def replicas_decided(ctx: PlanContext, round_: TuningRound, key: str, low: float
     u = ctx.rules.schedule.forecast_uncertainty
     loads = [rate, *loads_sized_alike(ctx, round_.shape)]
     return all(need(r, low_rps) == need(r, high_rps) for load in loads for r in (load * (1 - u), load, load * (1 + u)))
+
+
+def capacity_bound(ctx: PlanContext, round_: TuningRound, key: str, high: float | None, *, served: float) -> float:
+    """The most requests/s one replica of ``key`` can carry within the SLO, as the probes so far bound it: the rate
+    the lowest load that did not hold (``high``) offered, or the requests/s the replica completed there when it
+    fell behind that rate (a replica pushed past its limit runs at its most; it carries no more within the SLO);
+    unbounded before any load failed. The completed rate bounds it only when it is at least what a lighter load
+    ``served`` within the SLO: a replica that completed less under more load was thrashing, not at its most."""
+    if high is None:
+        return math.inf
+    offered = round_.shape.arrival_rate_rps * high
+    missed = next((t for f, t in probe_results(ctx, round_, key) if f == high), None)
+    if missed is None or not missed.ok or missed.request_throughput < served:
+        return offered
+    return min(offered, missed.request_throughput)
 
 
 def loads_sized_alike(ctx: PlanContext, shape: TrafficShape) -> list[float]:
@@ -169,17 +182,40 @@ def fleet_rate(ctx: PlanContext, round_: TuningRound) -> float | None:
 
 
 def capacity(ctx: PlanContext, round_: TuningRound, chosen: TrialResult) -> tuple[float | None, float | None]:
-    """(requests/s, concurrent requests) one replica of the chosen config carries within the SLO: the highest
-    probed load that met it. Without a probe nothing is known about the capacity (a trial that met the SLO
-    at a light load only bounds it from below)."""
+    """(requests/s, concurrent requests) one replica of the chosen config carries within the SLO: the most
+    requests/s any probed load up to the highest that met it served within the SLO (:func:`served_rps`), at that
+    highest load's streams. Without a probe nothing is known about the capacity (a trial that met the SLO at a
+    light load only bounds it from below)."""
     key = chosen.config.key()
     if not probe_results(ctx, round_, key):
         return None, None
     low, _high = bracket(ctx, round_, key)
     if low == 0.0:
         return None, None
-    held = next((t for f, t in probe_results(ctx, round_, key) if f == low), chosen)
-    return min(held.goodput_rps, held.shape.arrival_rate_rps), round_.shape.concurrency * low
+    return served_rps(ctx, round_, key, low, fallback=chosen), round_.shape.concurrency * low
+
+
+def served_rps(
+    ctx: PlanContext, round_: TuningRound, key: str, low: float, *, fallback: TrialResult | None = None
+) -> float | None:
+    """The most requests/s one replica of ``key`` served within the SLO at the loads probed up to ``low`` (the
+    highest that held; the round's own trial counts as 1x): each held load's goodput, never above the rate it
+    offered. Past its saturation an open-loop replica falls behind the offered rate and serves a little less
+    than at a lighter load that still held, so the highest held load alone reads the capacity low by the
+    bracket's precision; production at that lighter load's rate is within the SLO too. None when nothing held."""
+    if low <= 0:
+        return None
+    base = next((t for t in reversed(round_trials(ctx.status)) if t.config.key() == key), fallback)
+    closed = ctx.rules.capacity_probe_loop == "closed"
+    probed = [*([(1.0, base)] if base is not None else []), *probe_results(ctx, round_, key)]
+    trials = dict(probed)
+    served = [
+        min(trials[f].goodput_rps, trials[f].shape.arrival_rate_rps)
+        for f, ok in held_loads(probed, closed=closed)
+        if ok and f <= low
+    ]
+    best = max(served, default=0.0)
+    return best if best > 0 else None
 
 
 def replicas_needed(ctx: PlanContext, round_: TuningRound, trial: TrialResult) -> int | None:
@@ -232,6 +268,7 @@ def replicas_saved(ctx: PlanContext, round_: TuningRound, chosen: TrialResult, b
 __all__ = [
     "bracket",
     "capacity",
+    "capacity_bound",
     "capacity_finalists",
     "capacity_probe",
     "fewest_replicas",
@@ -243,5 +280,6 @@ __all__ = [
     "replicas_decided",
     "replicas_needed",
     "replicas_saved",
+    "served_rps",
     "slots",
 ]

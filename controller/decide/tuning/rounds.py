@@ -59,10 +59,9 @@ def start(ctx: PlanContext, reason: str, window: TimeWindow, *, code: Code, obse
     )
     active = status.active_config
     first = RunTrial(active, shape, f"tuning ({reason}): baseline, the active config {active.label()}", "baseline")
-    actions = opening_trials(ctx, first)
-    return Intent(
-        code, status, actions, (f"started tuning round {round_.id} on the {source} shape: {shape.describe()}",)
-    )
+    actions = opening_trials(ctx, first, round_)
+    note = f"started tuning round {round_.id} on the {source} shape: {shape.describe()}"
+    return Intent(code, status, actions, (note,), no_repeat(ctx, round_))
 
 
 #: Earlier searches kept per window (the oldest is dropped first).
@@ -146,14 +145,43 @@ def reuse(
     return Intent(Code.SEARCH_REUSED, sized.status, sized.actions, (*sized.notes, note))
 
 
-def opening_trials(ctx: PlanContext, baseline: RunTrial) -> tuple[Action, ...]:
+def opening_trials(ctx: PlanContext, baseline: RunTrial, round_: TuningRound | None = None) -> tuple[Action, ...]:
     """A round's first trials: the baseline, the stock reference (unless the baseline is stock), and the baseline
-    again (the two measurements of one config on one shape tell the noise of the measurement)."""
+    again (the two measurements of one config on one shape tell the noise of the measurement), unless no find of
+    ``round_``'s search could save a GPU (:func:`search_can_pay`): the noise only judges a find's gain, and the
+    search of such a window stops at its first proposal."""
     actions: list[Action] = [baseline]
     if ctx.rules.tuning.measure_stock and baseline.config.key() != STOCK.key():
         actions.append(RunTrial(STOCK, baseline.shape, "tuning: stock vLLM config as the reference", "baseline"))
-    actions.append(repeat(baseline.config, baseline.shape))
+    if round_ is None or search_can_pay(ctx, round_):
+        actions.append(repeat(baseline.config, baseline.shape))
     return tuple(actions)
+
+
+def search_can_pay(ctx: PlanContext, round_: TuningRound) -> bool:
+    """Whether any config the round's search finds could save GPUs: with managed replicas, only when the window
+    runs more replicas at its busy hour (:func:`fleet_replicas`, as :func:`worth` counts them) than the fewest it
+    may run; one replica of the stock config serving a window's busy hour is one replica of any config. Without
+    managed replicas a faster config's gain is counted in GPU time, so a search can always pay."""
+    rules = ctx.rules.scaling
+    if rules is None:
+        return True
+    design = 1.0
+    if round_.fleet_concurrency and round_.shape.concurrency > 0:
+        design = max(1.0, round_.fleet_concurrency / round_.shape.concurrency)
+    return fleet_replicas(ctx, round_, design) > max(1, rules.min_replicas)
+
+
+def no_repeat(ctx: PlanContext, round_: TuningRound) -> tuple[tuple[Code, str], ...]:
+    """Why a round opens without the repeat of its baseline (code ``trial-not-worth-it``; none when it has one)."""
+    if search_can_pay(ctx, round_):
+        return ()
+    floor = max(1, ctx.rules.scaling.min_replicas if ctx.rules.scaling is not None else 1)
+    why = (
+        f"round {round_.id}: not measuring the noise: window '{round_.window}' runs {floor} replica(s) at its busy "
+        f"hour, the fewest it may, so no config a search finds saves a GPU there"
+    )
+    return ((Code.TRIAL_NOT_WORTH_IT, why),)
 
 
 def repeat(config: EngineConfig, shape: TrafficShape) -> RunTrial:
@@ -323,8 +351,8 @@ def retry_lighter(ctx: PlanContext, round_: TuningRound) -> Intent:
     )
     status = ctx.status.model_copy(update={"tuning": lighter})
     active = status.active_config
-    actions = opening_trials(ctx, RunTrial(active, shape, f"{why}: baseline, the active config", "baseline"))
-    return Intent(Code.RETRY_LIGHTER, status, actions, (why,))
+    actions = opening_trials(ctx, RunTrial(active, shape, f"{why}: baseline, the active config", "baseline"), lighter)
+    return Intent(Code.RETRY_LIGHTER, status, actions, (why,), no_repeat(ctx, lighter))
 
 
 __all__ = [
@@ -335,11 +363,13 @@ __all__ = [
     "fresh_proposals",
     "knows_active",
     "next_trials",
+    "no_repeat",
     "opening_trials",
     "repeat",
     "retry_lighter",
     "reuse",
     "same_shape",
+    "search_can_pay",
     "search_stop",
     "start",
     "with_noise",

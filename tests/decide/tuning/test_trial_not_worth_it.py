@@ -6,6 +6,7 @@ the fleet's minimum; a window that runs on its minimum saves nothing whatever is
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -13,11 +14,14 @@ import pytest
 from controller.decide import Rules, ScalingRules, TuningRules
 from controller.decide.tuning import rounds as tuning
 from controller.decide.tuning.economics import trial_worth, whole_replicas_saved
-from controller.domain import ScheduledConfig
+from controller.domain import ScheduledConfig, TargetStatus
+from controller.domain.actions import RunTrial
+from controller.domain.codes import Code
 from controller.domain.proposal import Proposal
 from tests.decide.tuning.test_search_stop import (
     ACTIVE,
     BETTER,
+    NIGHT,
     NOW,
     OPENING,
     RULES,
@@ -118,3 +122,28 @@ def test_a_rounds_trial_weighs_the_windows_replicas(
     proposal = Proposal(BETTER, "GP-EI", "optimizer", expected_gain=0.3, gain_uncertainty=0.2)
     verdict = tuning.worth(context(status, (proposal,), rules), status.tuning, proposal)
     assert verdict.code == code, verdict.describe()
+
+
+@pytest.mark.parametrize(
+    ("scaling", "current", "fleet_concurrency", "repeats", "codes"),
+    [
+        (True, 1, 128.0, 0, ["trial-not-worth-it"]),  # one replica at the busy hour: no find saves a GPU
+        (True, 6, 128.0, 1, []),  # six running now in the round's own window
+        (True, 1, 4096.0, 1, []),  # the busy hour fills several replicas' slots
+        (False, 1, 128.0, 1, []),  # replicas not managed: a faster config saves GPU time
+    ],
+)
+def test_a_round_measures_the_noise_only_where_a_find_could_save_a_gpu(
+    scaling: bool, current: int, fleet_concurrency: float, repeats: int, codes: list[str]
+) -> None:
+    rules = RULES if scaling else Rules(slo=RULES.slo, tuning=RULES.tuning, windows=RULES.windows)
+    status = TargetStatus(active_config=ACTIVE, replicas=current, window="night")
+    ctx = context(status, (), rules)
+    assert ctx.observation is not None
+    shape = ctx.observation.shape.model_copy(update={"concurrency": fleet_concurrency})
+    ctx = replace(ctx, observation=ctx.observation.model_copy(update={"shape": shape}))
+    started = tuning.start(ctx, "no tuned config", NIGHT, code=Code.TUNE_NO_CONFIG)
+    runs = [a for a in started.actions if isinstance(a, RunTrial)]
+    assert runs[0].proposed_by == "baseline"
+    assert sum(r.repeat for r in runs) == repeats
+    assert [c for c, _ in started.coded_notes] == codes
