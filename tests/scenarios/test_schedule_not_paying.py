@@ -25,17 +25,15 @@ from controller.domain import (
     EngineConfig,
     LengthDistribution,
     Observation,
-    Percentiles,
     ScheduledConfig,
     TargetStatus,
     TrafficShape,
     TrialResult,
-    TrialStatus,
 )
 from controller.domain.actions import Notify
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduleAccount
-from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, held_probe
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CYCLE_S = 300.0
@@ -58,19 +56,8 @@ RULES = Rules(
 
 def held(config: EngineConfig, shape: TrafficShape, rate: float, goodput: float) -> TrialResult:
     """A trial of ``config`` on ``shape``'s mix at ``rate`` req/s that met the SLO."""
-    return TrialResult(
-        config=config,
-        shape=shape.model_copy(update={"arrival_rate_rps": rate}) if rate != shape.arrival_rate_rps else shape,
-        slo=SLO_,
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        goodput_rps=rate,
-        request_throughput=rate,
-        completed=200,
-    )
+    at_rate = shape.model_copy(update={"arrival_rate_rps": rate}) if rate != shape.arrival_rate_rps else shape
+    return held_probe(config, at_rate, goodput, slo=SLO_, completed=200)
 
 
 def start_status(account: ScheduleAccount) -> TargetStatus:

@@ -10,9 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller import decide
-from controller.decide import Rules, ScalingRules, TuningRules
 from controller.domain import (
-    SLO,
     EngineConfig,
     LengthDistribution,
     Observation,
@@ -21,9 +19,8 @@ from controller.domain import (
     TargetStatus,
     TrafficShape,
     TrialResult,
-    TrialStatus,
 )
-from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG
+from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, held_probe
 
 BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
 DAY_SHAPE = TrafficShape(
@@ -41,28 +38,13 @@ NIGHT_SHAPE = TrafficShape(
     repetitiveness=0.85,
 )
 NIGHT_FORECAST = NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64})
-RULES = Rules(
-    slo=SLO(ttft_seconds=2, tpot_seconds=0.1),
-    tuning=TuningRules(max_trials=4),
-    windows=(NIGHT, DAY),
-    scaling=ScalingRules(min_replicas=1, max_replicas=32, headroom=0.25, scale_down_stabilisation_s=0),
-)
+RULES = DAY_NIGHT_RULES
 
 
 def held(config: EngineConfig, rate: float, goodput: float) -> TrialResult:
     """A probe of ``config`` on the night's mix at ``rate`` req/s that met the SLO."""
-    return TrialResult(
-        config=config,
-        shape=NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": rate, "concurrency": 16 * rate}),
-        slo=RULES.slo,
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        goodput_rps=rate,
-        request_throughput=rate,
-        completed=100,
+    return held_probe(
+        config, NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": rate, "concurrency": 16 * rate}), goodput
     )
 
 

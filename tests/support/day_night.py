@@ -3,7 +3,17 @@ config with n-gram speculation, and the night's long repetitive documents (one r
 
 from __future__ import annotations
 
-from controller.domain import EngineConfig, LengthDistribution, TimeWindow, TrafficShape
+from controller.decide import Rules, ScalingRules, TuningRules
+from controller.domain import (
+    SLO,
+    EngineConfig,
+    LengthDistribution,
+    Percentiles,
+    TimeWindow,
+    TrafficShape,
+    TrialResult,
+    TrialStatus,
+)
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
@@ -16,3 +26,31 @@ NIGHT_SHAPE = TrafficShape(
     output_tokens=LengthDistribution(mean=1024),
     repetitiveness=0.85,
 )
+
+#: the SLO and rules the day/night scenarios decide under (four trials a round, 1-32 replicas, 25 % headroom)
+DAY_NIGHT_SLO = SLO(ttft_seconds=2, tpot_seconds=0.1)
+DAY_NIGHT_RULES = Rules(
+    slo=DAY_NIGHT_SLO,
+    tuning=TuningRules(max_trials=4),
+    windows=(NIGHT, DAY),
+    scaling=ScalingRules(min_replicas=1, max_replicas=32, headroom=0.25, scale_down_stabilisation_s=0),
+)
+
+
+def held_probe(
+    config: EngineConfig, shape: TrafficShape, goodput: float, *, slo: SLO = DAY_NIGHT_SLO, completed: int = 100
+) -> TrialResult:
+    """A measured trial of ``config`` on ``shape`` (at its arrival rate) that met ``slo`` with ``goodput`` tok/s."""
+    return TrialResult(
+        config=config,
+        shape=shape,
+        slo=slo,
+        status=TrialStatus.MEASURED,
+        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
+        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
+        goodput_tokens_per_s=goodput,
+        output_tokens_per_s=goodput,
+        goodput_rps=shape.arrival_rate_rps,
+        request_throughput=shape.arrival_rate_rps,
+        completed=completed,
+    )

@@ -16,15 +16,13 @@ from controller.domain import (
     EngineConfig,
     LengthDistribution,
     Observation,
-    Percentiles,
     ScheduledConfig,
     ServedConfig,
     TargetStatus,
     TrafficShape,
     TrialResult,
-    TrialStatus,
 )
-from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, held_probe
 
 NOW = datetime(2026, 12, 1, 23, 50, tzinfo=UTC)
 SHAPE = TrafficShape(
@@ -46,19 +44,7 @@ def rules(approval: str = "auto") -> Rules:
 
 
 def held(config: EngineConfig, rate: float, goodput: float) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=SHAPE.model_copy(update={"arrival_rate_rps": rate}),
-        slo=SLO(ttft_seconds=2, tpot_seconds=0.1),
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        goodput_rps=rate,
-        request_throughput=rate,
-        completed=100,
-    )
+    return held_probe(config, SHAPE.model_copy(update={"arrival_rate_rps": rate}), goodput)
 
 
 def served(window: str, config: EngineConfig) -> ServedConfig:
