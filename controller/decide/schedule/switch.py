@@ -113,12 +113,10 @@ def other_traffic(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig) 
     active config. Inside the window the switch is weighed as before (its traffic is the drift and breach rules').
     None without a forecast for the window."""
     met = ctx.forecast.get(window.name)
-    if met is None:
+    if met is None or same_traffic(ctx, met, entry.shape):
         return None
     distance = length_distance(met, entry.shape)
     repetitive = abs(met.repetitiveness - entry.shape.repetitiveness)
-    if distance <= ctx.rules.capacity_transfer_distance and repetitive <= OTHER_REPETITIVENESS:
-        return None
     return (
         f"not pre-warming its scheduled config {entry.config.label()}: it was measured on "
         f"{entry.shape.prompt_tokens.mean:.0f} in / {entry.shape.output_tokens.mean:.0f} out tokens, "
@@ -131,6 +129,15 @@ def other_traffic(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig) 
 
 #: Repetitiveness further apart than this is other traffic to a measured config (lookup drafters live on it).
 OTHER_REPETITIVENESS = 0.25
+
+
+def same_traffic(ctx: PlanContext, a: TrafficShape, b: TrafficShape) -> bool:
+    """Whether a config measured on one of the two shapes says what it does on the other: length mixes within
+    ``capacity_transfer_distance`` and repetitiveness within :data:`OTHER_REPETITIVENESS`."""
+    return (
+        length_distance(a, b) <= ctx.rules.capacity_transfer_distance
+        and abs(a.repetitiveness - b.repetitiveness) <= OTHER_REPETITIVENESS
+    )
 
 
 def pre_validated(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig) -> Swap | None:
@@ -218,13 +225,7 @@ def switch_gain(ctx: PlanContext, entry: ScheduledConfig) -> float | None:
     against_stock = entry.goodput_tokens_per_s / stock_goodput if stock_goodput else float("inf")
     if active.key() == STOCK.key():
         return against_stock
-    alike = [
-        t
-        for t in ok
-        if t.config.key() == active.key()
-        and length_distance(t.shape, entry.shape) <= ctx.rules.capacity_transfer_distance
-        and abs(t.shape.repetitiveness - entry.shape.repetitiveness) <= 0.25
-    ]
+    alike = [t for t in ok if t.config.key() == active.key() and same_traffic(ctx, t.shape, entry.shape)]
     if not alike:
         return None
     pairs = []
@@ -311,6 +312,7 @@ __all__ = [
     "other_traffic",
     "pre_validated",
     "probed_capacity",
+    "same_traffic",
     "scheduled_switch",
     "static_fallback",
     "switch_economics",
