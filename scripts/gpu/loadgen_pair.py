@@ -18,6 +18,12 @@ warms the server at that concurrency (recorded as ``warmup``). One JSON line per
 TTFT and end-to-end latency (``per_request``; the bench's from ``--save-detailed``), so two runs' TTFT
 distributions can be compared request by request, not only by their medians.
 
+Each run also records what the server's engine held meanwhile (``engine``: ``vllm:num_requests_running`` and
+``vllm:num_requests_waiting`` from ``/metrics`` every half second, by a thread of this process) and, for the bench,
+this process's CPU time over the run (``client_cpu_s``: the whole command, loading the tokenizer and reading the
+dataset included; ours is the worker's own, in ``adherence``). ``--api-servers`` says how many API server processes
+the server runs (``vllm serve --api-server-count``); it is recorded, and the report compares runs per count.
+
     python3 scripts/gpu/loadgen_pair.py --report loadgen.jsonl     # the comparison, per shape and concurrency
 """
 
@@ -26,10 +32,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
+import resource
 import shlex
 import statistics
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import TextIO
 
@@ -108,9 +118,9 @@ def run_bench(
     write_sharegpt_dataset(plan, ds, prompt_texts=texts, output_token=" t5")
     name = f"pair-bench-{plan.seed}-{time.monotonic_ns()}.json"
     cmd = bench_command(port, model_dir, plan, ds, conc, tmp, name, temperature)
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _cpu_s()
     rc = bench_inproc(cmd)  # the CLI's parser and main, in this process (measure.py)
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, _cpu_s() - cpu0
     try:
         r = json.loads((tmp / name).read_text())
     except (OSError, ValueError):
@@ -119,8 +129,80 @@ def run_bench(
         "tool": "vllm-bench", "cmd": shlex.join(cmd), "wall_s": wall, "completed": r.get("completed"),
         "output_throughput": r.get("output_throughput"), "median_ttft_ms": r.get("median_ttft_ms"),
         "median_tpot_ms": r.get("median_tpot_ms"), "total_output_tokens": r.get("total_output_tokens"),
-        "duration": r.get("duration"), "per_request": bench_per_request(r),
+        "duration": r.get("duration"), "per_request": bench_per_request(r), "client_cpu_s": round(cpu, 2),
     }  # fmt: skip
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def metric_total(text: str, name: str) -> float | None:
+    """The sum of ``name``'s samples in a Prometheus text exposition (one per engine or label set), ``None`` when
+    it has none or any is not a finite number."""
+    total, seen = 0.0, False
+    for line in text.splitlines():
+        if not line.startswith(name) or line[len(name) : len(name) + 1] not in ("{", " "):
+            continue
+        try:
+            value = float(line.rsplit(" ", 1)[1])
+        except (IndexError, ValueError):
+            return None
+        if not math.isfinite(value):
+            return None
+        total, seen = total + value, True
+    return total if seen else None
+
+
+class EngineQueue:
+    """While a run lasts, a thread reads the server's ``/metrics`` every ``interval_s``: the requests its engine
+    runs and the requests waiting in its queue. Requests the client holds beyond both are in the API server."""
+
+    def __init__(self, port: int, interval_s: float = 0.5) -> None:
+        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.interval_s = interval_s
+        self.running: list[float] = []
+        self.waiting: list[float] = []
+        self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> EngineQueue:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as resp:
+                    text = resp.read().decode()
+            except (OSError, ValueError):
+                self.failed += 1
+                continue
+            running = metric_total(text, "vllm:num_requests_running")
+            waiting = metric_total(text, "vllm:num_requests_waiting")
+            if running is None or waiting is None:
+                self.failed += 1
+                continue
+            self.running.append(running)
+            self.waiting.append(waiting)
+
+    def summary(self) -> dict[str, object]:
+        """Percentiles of the samples (none when no sample was read), and how many reads failed."""
+
+        def pct(values: list[float]) -> dict[str, float] | None:
+            if not values:
+                return None
+            q = np.percentile(values, [10, 50, 90])
+            return {"p10": float(q[0]), "p50": float(q[1]), "p90": float(q[2]), "max": max(values)}
+
+        return {"samples": len(self.running), "failed_reads": self.failed, "running": pct(self.running),
+                "waiting": pct(self.waiting)}  # fmt: skip
 
 
 def _ms(values: list[float]) -> list[float]:
@@ -163,33 +245,61 @@ def run_ours(port: int, plan: LoadPlan, temperature: float = 0.0) -> dict[str, o
 
 def compare(records: list[dict[str, object]]) -> list[str]:
     """One line per (shape, concurrency) of measured runs: each tool's geometric mean over its runs of output
-    tok/s and of TTFT p50, and ours over the bench's. The runs alternate (bench, ours, ours, bench), so a drift of
+    tok/s and of TTFT p50, and ours over the bench's; runs against a server of more than one API server process
+    (``api_servers``) are compared apart, named so. The runs alternate (bench, ours, ours, bench), so a drift of
     the server over the runs that is linear in time cancels in the geometric means."""
-    groups: dict[tuple[str, int], dict[str, list[tuple[float, float]]]] = {}
+    groups: dict[tuple[str, int, int], dict[str, list[tuple[float, float]]]] = {}
     for rec in records:
         tput, ttft = rec.get("output_throughput"), rec.get("median_ttft_ms")
         if rec.get("kind", "measured") != "measured" or not isinstance(tput, float) or not isinstance(ttft, float):
             continue
-        key = (str(rec.get("shape", "fixed")), int(str(rec["concurrency"])))
+        key = (str(rec.get("shape", "fixed")), int(str(rec["concurrency"])), int(str(rec.get("api_servers", 1))))
         groups.setdefault(key, {}).setdefault(str(rec["tool"]), []).append((tput, ttft))
     lines = []
-    for (shape, conc), tools in sorted(groups.items()):
+    for (shape, conc, servers), tools in sorted(groups.items()):
         ours, bench = tools.get("shiftlight", []), tools.get("vllm-bench", [])
         if not ours or not bench:
             continue
         t_o, t_b = statistics.geometric_mean([t for t, _ in ours]), statistics.geometric_mean([t for t, _ in bench])
         f_o, f_b = statistics.geometric_mean([f for _, f in ours]), statistics.geometric_mean([f for _, f in bench])
+        where = f" ({servers} API servers)" if servers != 1 else ""
         lines.append(
-            f"pair {shape} c{conc}: throughput ours {t_o:.0f} bench {t_b:.0f} tok/s ({(t_o / t_b - 1) * 100:+.1f}%),"
+            f"pair {shape} c{conc}{where}: throughput ours {t_o:.0f} bench {t_b:.0f} tok/s"
+            f" ({(t_o / t_b - 1) * 100:+.1f}%),"
             f" ttft p50 ours {f_o:.0f} bench {f_b:.0f} ms ({(f_o / f_b - 1) * 100:+.1f}%),"
             f" runs ours {len(ours)} bench {len(bench)}"
         )
     return lines
 
 
+def run_lines(records: list[dict[str, object]]) -> list[str]:
+    """One line per measured run that recorded the engine's queue: the tool, its figures, the client's CPU time and
+    the requests the engine ran (p10 / p50 / p90), against the concurrency the client held."""
+    lines = []
+    for rec in records:
+        engine = rec.get("engine")
+        if rec.get("kind") != "measured" or not isinstance(engine, dict):
+            continue
+        running = engine.get("running")
+        held = "-" if not isinstance(running, dict) else "/".join(f"{running[k]:.0f}" for k in ("p10", "p50", "p90"))
+        adherence = rec.get("adherence")
+        cpu = rec.get("client_cpu_s") if rec["tool"] == "vllm-bench" else None
+        if cpu is None and isinstance(adherence, dict):
+            cpu = adherence.get("client_cpu_s")
+        cpu_s = "-" if cpu is None else f"{float(str(cpu)):.1f}"
+        tput, ttft = float(str(rec.get("output_throughput"))), float(str(rec.get("median_ttft_ms")))
+        lines.append(
+            f"run {rec.get('shape')} c{rec.get('concurrency')} ({rec.get('api_servers', 1)} API servers)"
+            f" #{rec.get('run')} {rec['tool']}: out {tput:.0f} tok/s, ttft p50 {ttft:.0f} ms, client cpu {cpu_s} s,"
+            f" engine running p10/p50/p90 {held}"
+        )
+    return lines
+
+
 def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--report":  # the comparison of a loadgen.jsonl already measured
-        print("\n".join(compare([json.loads(line) for line in Path(sys.argv[2]).read_text().splitlines()])))
+        records = [json.loads(line) for line in Path(sys.argv[2]).read_text().splitlines()]
+        print("\n".join(compare(records) + run_lines(records)))
         return 0
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--port", type=int, required=True)
@@ -200,6 +310,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=300)
     ap.add_argument("--temperature", type=float, default=0.0, help="sampling temperature, for both tools")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="fixed", help="the plan's lengths (see above)")
+    ap.add_argument("--api-servers", type=int, default=1, help="the server's API server processes (recorded)")
     ap.add_argument(
         "--runs",
         nargs="*",
@@ -217,7 +328,7 @@ def main() -> int:
             warm = run_tool("ours", args.port, args.model_dir, conc, 900 + conc, args.vocab, tmp, args.temperature,
                             shape_name=args.shape, rounds=1)  # fmt: skip
             record(out, warm, f"pair {args.shape} c{conc} warm-up", concurrency=conc, run=-1, kind="warmup",
-                   shape=args.shape)  # fmt: skip
+                   shape=args.shape, api_servers=args.api_servers)  # fmt: skip
             for i, tool in enumerate(orders.get(conc, DEFAULT_ORDER)):
                 if time.monotonic() > t_end:
                     print(f"loadgen pair: budget spent before c{conc} run {i}", flush=True)
@@ -226,7 +337,7 @@ def main() -> int:
                 rec = run_tool(tool, args.port, args.model_dir, conc, seed, args.vocab, tmp, args.temperature,
                                shape_name=args.shape)  # fmt: skip
                 record(out, rec, f"pair {args.shape} c{conc} run {i}", concurrency=conc, run=i, kind="measured",
-                       shape=args.shape)  # fmt: skip
+                       shape=args.shape, api_servers=args.api_servers)  # fmt: skip
     return 0
 
 
@@ -258,14 +369,16 @@ def run_tool(
     shape_name: str = "fixed",
     rounds: int = 4,
 ) -> dict[str, object]:
-    """One run of ``bench`` (vllm bench serve) or ``ours`` on its own seeded plan, both sampling at ``temperature``;
-    a failure is recorded, not raised."""
+    """One run of ``bench`` (vllm bench serve) or ``ours`` on its own seeded plan, both sampling at ``temperature``,
+    with the engine's queue sampled meanwhile (``engine``); a failure is recorded, not raised."""
     try:
         plan, texts = make_plan(conc, seed, vocab, shape_name, rounds)
-        if tool == "bench":
-            rec = run_bench(port, model_dir, plan, texts, conc, tmp, temperature)
-        else:
-            rec = run_ours(port, plan, temperature)
+        with EngineQueue(port) as engine:
+            if tool == "bench":
+                rec = run_bench(port, model_dir, plan, texts, conc, tmp, temperature)
+            else:
+                rec = run_ours(port, plan, temperature)
+        rec["engine"] = engine.summary()
     except Exception as exc:
         rec = {"tool": tool, "error": repr(exc)[:2000]}
     rec["seed"] = seed

@@ -43,6 +43,10 @@ CONFIGS: dict[str, list[str]] = {
     "stock-pair-varied-2": [],
     "stock-pair-fixed-2": [],
     "stock-pair-varied-3": [],
+    # stock with four API server processes in front of the one engine: at 256 streams one API server held 50-120
+    # of the client's requests outside the engine (run10), and the TTFT median moved 2-4x between runs of one tool
+    "stock-pair-fe4": ["--api-server-count", "4"],
+    "stock-pair-fe4-2": ["--api-server-count", "4"],
     "kv-fp8": ["--kv-cache-dtype", "fp8"],
     "ngram4": ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2})],
@@ -161,6 +165,14 @@ GROUPS: list[Group] = [
     Group("pair-varied-256x8", 48, 0.4, (("stock-pair-varied-3", {}),), pair="stock-pair-varied-3",
           pair_args=("--concurrency", "256", "--shape", "varied",
                      "--runs", "256:bench,ours,ours,bench,bench,ours,ours,bench")),
+    # run11: the pair on a server whose front end is not the bottleneck (four API servers, one engine): the varied
+    # plan at 256 streams, then 64, alternating; pair-frontends-again repeats 256 on another fresh server
+    Group("pair-frontends", 48, 0.4, (("stock-pair-fe4", {}),), pair="stock-pair-fe4",
+          pair_args=("--concurrency", "256", "64", "--shape", "varied",
+                     "--runs", "256:bench,ours,ours,bench", "64:bench,ours,ours,bench")),
+    Group("pair-frontends-again", 48, 0.4, (("stock-pair-fe4-2", {}),), pair="stock-pair-fe4-2",
+          pair_args=("--concurrency", "256", "--shape", "varied",
+                     "--runs", "256:bench,ours,ours,bench,bench,ours,ours,bench")),
     # run8: what run6's call had no time left for (MTP k=2, the fp16 SSM state), with the stock hybrid again on
     # the same machine as the reference they are compared with
     Group("hybrid-rest", 8, 0.12, (
@@ -204,6 +216,16 @@ def est_run_s(shape: tuple[int, int], conc: int, n: int = 0) -> float:
     if shape == LONG:
         return 2 + n * shape[0] / 35000 + n * shape[1] / out_tok_s
     return 2 + n * shape[1] / out_tok_s
+
+
+def api_servers(flags: list[str]) -> int:
+    """How many API server processes ``vllm serve`` runs with ``flags`` (``--api-server-count``, default 1)."""
+    for i, flag in enumerate(flags):
+        if flag == "--api-server-count" and i + 1 < len(flags):
+            return int(flags[i + 1])
+        if flag.startswith("--api-server-count="):
+            return int(flag.split("=", 1)[1])
+    return 1
 
 
 def server_cmd(model_dir: str, port: int, extra: list[str]) -> list[str]:
@@ -425,7 +447,7 @@ def run_groups(d: Driver, names: list[str]) -> None:
                     d.warm(n, port, scmd, up[n], warm[n])
                 d.measure(n, shapes, port, scmd, up[n], group=g.name)
                 if n == g.pair:
-                    d.pair(port, g.pair_args)
+                    d.pair(port, (*g.pair_args, "--api-servers", str(api_servers(CONFIGS[n]))))
                 if d.left() > 5:
                     (d.state / f"{n}.done").write_text("")
             stop(proc)

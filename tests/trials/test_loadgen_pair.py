@@ -141,3 +141,122 @@ def test_the_report_compares_geometric_means_per_shape_and_concurrency(pair: Mod
     assert lines[0].startswith("pair varied c256: throughput ours 1000 bench 1000 tok/s (-0.0%)")
     assert "ttft p50 ours 297 bench 283 ms (+5.0%)" in lines[0]
     assert lines[0].endswith("runs ours 2 bench 2")
+
+
+METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 180.0
+vllm:num_requests_running_total_something 7.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 3.0
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        (METRICS, "vllm:num_requests_running", 180.0),  # a longer name that starts alike is another metric
+        (METRICS, "vllm:num_requests_waiting", 3.0),
+        (METRICS + 'vllm:num_requests_running{engine="1",model_name="m"} 20.0\n', "vllm:num_requests_running", 200.0),
+        ("vllm:num_requests_running 5\n", "vllm:num_requests_running", 5.0),  # no labels
+        (METRICS, "vllm:kv_cache_usage_perc", None),  # absent
+        ('vllm:num_requests_running{engine="0"} NaN\n', "vllm:num_requests_running", None),
+        ('vllm:num_requests_running{engine="0"} +Inf\n', "vllm:num_requests_running", None),
+        ('vllm:num_requests_running{engine="0"} many\n', "vllm:num_requests_running", None),
+    ],
+)
+def test_the_engine_queue_reads_a_metric_only_when_every_sample_is_a_number(
+    pair: ModuleType, text: str, name: str, expected: float | None
+) -> None:
+    assert pair.metric_total(text, name) == expected
+
+
+def test_the_engine_queue_samples_a_server_while_a_run_lasts(pair: ModuleType) -> None:
+    import http.server
+    import threading
+    import time
+
+    answers = iter([METRICS, "garbage", METRICS.replace("180.0", "NaN")] + [METRICS.replace("180.0", "60.0")] * 1000)
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = next(answers).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pair.EngineQueue(server.server_address[1], interval_s=0.02) as queue:
+            deadline = time.monotonic() + 10
+            while len(queue.running) < 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        summary = queue.summary()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert queue.running[:2] == [180.0, 60.0]  # "garbage" and the NaN sample are not samples
+    assert summary["failed_reads"] == 2
+    assert summary["samples"] == len(queue.running) >= 4
+    assert summary["running"]["max"] == 180.0 and summary["running"]["p50"] == 60.0
+    assert summary["waiting"]["p50"] == 3.0
+
+
+def test_nothing_sampled_is_no_figure(pair: ModuleType) -> None:
+    queue = pair.EngineQueue(9, interval_s=0.01)  # never started
+    assert queue.summary() == {"samples": 0, "failed_reads": 0, "running": None, "waiting": None}
+
+
+def test_runs_against_more_api_servers_are_compared_apart(pair: ModuleType) -> None:
+    def run(tool: str, tput: float, ttft: float, servers: int | None) -> dict[str, object]:
+        rec: dict[str, object] = {"tool": tool, "output_throughput": tput, "median_ttft_ms": ttft,
+                                  "concurrency": 256, "kind": "measured", "shape": "varied"}  # fmt: skip
+        if servers is not None:
+            rec["api_servers"] = servers
+        return rec
+
+    lines = pair.compare(
+        [run("vllm-bench", 1000.0, 400.0, None), run("shiftlight", 1000.0, 800.0, 1),
+         run("vllm-bench", 2000.0, 100.0, 4), run("shiftlight", 1980.0, 104.0, 4)]
+    )  # fmt: skip
+    assert lines[0].startswith("pair varied c256: throughput ours 1000 bench 1000") and "(+100.0%)" in lines[0]
+    assert lines[1].startswith("pair varied c256 (4 API servers): throughput ours 1980 bench 2000 tok/s (-1.0%)")
+    assert "(+4.0%)" in lines[1]
+
+
+def test_each_run_line_gives_the_clients_cpu_and_the_engines_queue(pair: ModuleType) -> None:
+    engine = {"samples": 9, "failed_reads": 0, "running": {"p10": 139.0, "p50": 180.4, "p90": 250.0, "max": 256.0}}
+    records = [
+        {"tool": "vllm-bench", "output_throughput": 1000.0, "median_ttft_ms": 400.0, "concurrency": 256,
+         "kind": "measured", "shape": "varied", "run": 0, "api_servers": 4, "client_cpu_s": 30.04, "engine": engine},
+        {"tool": "shiftlight", "output_throughput": 990.0, "median_ttft_ms": 420.0, "concurrency": 256,
+         "kind": "measured", "shape": "varied", "run": 1, "api_servers": 4, "adherence": {"client_cpu_s": 21.5},
+         "engine": {**engine, "running": None}},
+        {"tool": "shiftlight", "output_throughput": 990.0, "median_ttft_ms": 420.0, "concurrency": 256,
+         "kind": "measured", "shape": "varied", "run": 2},  # an earlier round's record: no queue, no line
+    ]  # fmt: skip
+    assert pair.run_lines(records) == [
+        "run varied c256 (4 API servers) #0 vllm-bench: out 1000 tok/s, ttft p50 400 ms, client cpu 30.0 s,"
+        " engine running p10/p50/p90 139/180/250",
+        "run varied c256 (4 API servers) #1 shiftlight: out 990 tok/s, ttft p50 420 ms, client cpu 21.5 s,"
+        " engine running p10/p50/p90 -",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [([], 1), (["--api-server-count", "4"], 4), (["--max-num-seqs", "8", "--api-server-count=2"], 2)],
+)
+def test_the_pair_is_told_how_many_api_servers_its_server_runs(
+    pair: ModuleType, flags: list[str], expected: int
+) -> None:
+    measure = sys.modules["measure"]
+    assert measure.api_servers(flags) == expected
+    groups = {g.name: g for g in measure.GROUPS}
+    assert measure.api_servers(measure.CONFIGS[groups["pair-frontends"].pair]) == 4
+    assert measure.api_servers(measure.CONFIGS[groups["pair-varied-both"].pair]) == 1
