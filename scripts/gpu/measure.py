@@ -47,6 +47,7 @@ CONFIGS: dict[str, list[str]] = {
     # of the client's requests outside the engine (run10), and the TTFT median moved 2-4x between runs of one tool
     "stock-pair-fe4": ["--api-server-count", "4"],
     "stock-pair-fe4-2": ["--api-server-count", "4"],
+    "stock-pair-fe4-fixed": ["--api-server-count", "4"],
     "kv-fp8": ["--kv-cache-dtype", "fp8"],
     "ngram4": ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 4,
                                                     "prompt_lookup_max": 4, "prompt_lookup_min": 2})],
@@ -173,6 +174,8 @@ GROUPS: list[Group] = [
     Group("pair-frontends-again", 48, 0.4, (("stock-pair-fe4-2", {}),), pair="stock-pair-fe4-2",
           pair_args=("--concurrency", "256", "--shape", "varied",
                      "--runs", "256:bench,ours,ours,bench,bench,ours,ours,bench")),
+    Group("pair-frontends-fixed", 36, 0.3, (("stock-pair-fe4-fixed", {}),), pair="stock-pair-fe4-fixed",
+          pair_args=("--concurrency", "256", "--shape", "fixed", "--runs", "256:bench,ours,ours,bench")),
     # run8: what run6's call had no time left for (MTP k=2, the fp16 SSM state), with the stock hybrid again on
     # the same machine as the reference they are compared with
     Group("hybrid-rest", 8, 0.12, (
