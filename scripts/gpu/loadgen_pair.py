@@ -39,19 +39,21 @@ import statistics
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import TextIO
 
+import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
+from controller.errors import MetricsUnavailable  # noqa: E402
 from controller.trials.loadgen_plan import LoadPlan, plan_requests  # noqa: E402
 from controller.trials.loadgen_process import replay_in_worker  # noqa: E402
 from controller.trials.loadgen_worker import WorkerSettings  # noqa: E402
+from controller.trials.metrics_delta import MetricsSnapshot, scrape  # noqa: E402
 from controller.trials.vllm_bench import sharegpt_valid, write_sharegpt_dataset  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -138,21 +140,16 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def metric_total(text: str, name: str) -> float | None:
-    """The sum of ``name``'s samples in a Prometheus text exposition (one per engine or label set), ``None`` when
-    it has none or any is not a finite number."""
-    total, seen = 0.0, False
-    for line in text.splitlines():
-        if not line.startswith(name) or line[len(name) : len(name) + 1] not in ("{", " "):
-            continue
-        try:
-            value = float(line.rsplit(" ", 1)[1])
-        except (IndexError, ValueError):
-            return None
-        if not math.isfinite(value):
-            return None
-        total, seen = total + value, True
-    return total if seen else None
+RUNNING, WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
+
+
+def engine_queue(snapshot: MetricsSnapshot) -> tuple[float, float] | None:
+    """The requests the engine runs and the requests waiting in its queue (each summed over engines), or ``None``
+    when ``/metrics`` lacks either or either is not a finite number."""
+    running, waiting = snapshot.gauges.get(RUNNING), snapshot.gauges.get(WAITING)
+    if running is None or waiting is None or not (math.isfinite(running) and math.isfinite(waiting)):
+        return None
+    return running, waiting
 
 
 class EngineQueue:
@@ -160,7 +157,7 @@ class EngineQueue:
     runs and the requests waiting in its queue. Requests the client holds beyond both are in the API server."""
 
     def __init__(self, port: int, interval_s: float = 0.5) -> None:
-        self.url = f"http://127.0.0.1:{port}/metrics"
+        self.base_url = f"http://127.0.0.1:{port}"
         self.interval_s = interval_s
         self.running: list[float] = []
         self.waiting: list[float] = []
@@ -177,20 +174,17 @@ class EngineQueue:
         self._thread.join(timeout=5)
 
     def _sample(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                with urllib.request.urlopen(self.url, timeout=2) as resp:
-                    text = resp.read().decode()
-            except (OSError, ValueError):
-                self.failed += 1
-                continue
-            running = metric_total(text, "vllm:num_requests_running")
-            waiting = metric_total(text, "vllm:num_requests_waiting")
-            if running is None or waiting is None:
-                self.failed += 1
-                continue
-            self.running.append(running)
-            self.waiting.append(waiting)
+        with httpx.Client() as client:
+            while not self._stop.wait(self.interval_s):
+                try:
+                    queue = engine_queue(scrape(self.base_url, timeout_s=2, client=client))
+                except MetricsUnavailable:
+                    queue = None
+                if queue is None:
+                    self.failed += 1
+                    continue
+                self.running.append(queue[0])
+                self.waiting.append(queue[1])
 
     def summary(self) -> dict[str, object]:
         """Percentiles of the samples (none when no sample was read), and how many reads failed."""

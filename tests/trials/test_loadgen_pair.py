@@ -147,27 +147,31 @@ METRICS = """# HELP vllm:num_requests_running Number of requests in model execut
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{engine="0",model_name="m"} 180.0
 vllm:num_requests_running_total_something 7.0
+# TYPE vllm:num_requests_waiting gauge
 vllm:num_requests_waiting{engine="0",model_name="m"} 3.0
 """
 
 
 @pytest.mark.parametrize(
-    ("text", "name", "expected"),
+    ("text", "expected"),
     [
-        (METRICS, "vllm:num_requests_running", 180.0),  # a longer name that starts alike is another metric
-        (METRICS, "vllm:num_requests_waiting", 3.0),
-        (METRICS + 'vllm:num_requests_running{engine="1",model_name="m"} 20.0\n', "vllm:num_requests_running", 200.0),
-        ("vllm:num_requests_running 5\n", "vllm:num_requests_running", 5.0),  # no labels
-        (METRICS, "vllm:kv_cache_usage_perc", None),  # absent
-        ('vllm:num_requests_running{engine="0"} NaN\n', "vllm:num_requests_running", None),
-        ('vllm:num_requests_running{engine="0"} +Inf\n', "vllm:num_requests_running", None),
-        ('vllm:num_requests_running{engine="0"} many\n', "vllm:num_requests_running", None),
+        (METRICS, (180.0, 3.0)),  # a longer name that starts alike is another metric
+        (
+            METRICS.replace(" 180.0\n", ' 180.0\nvllm:num_requests_running{engine="1",model_name="m"} 20.0\n'),
+            (200.0, 3.0),
+        ),
+        (METRICS.replace('{engine="0",model_name="m"}', ""), (180.0, 3.0)),  # no labels
+        (METRICS.replace("vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"), None),  # one of the two absent
+        (METRICS.replace("180.0", "NaN"), None),
+        (METRICS.replace("3.0", "+Inf"), None),
     ],
 )
-def test_the_engine_queue_reads_a_metric_only_when_every_sample_is_a_number(
-    pair: ModuleType, text: str, name: str, expected: float | None
+def test_the_engine_queue_reads_both_gauges_only_when_each_is_a_number(
+    pair: ModuleType, text: str, expected: tuple[float, float] | None
 ) -> None:
-    assert pair.metric_total(text, name) == expected
+    from controller.trials.metrics_delta import parse_metrics
+
+    assert pair.engine_queue(parse_metrics(text)) == expected
 
 
 def test_the_engine_queue_samples_a_server_while_a_run_lasts(pair: ModuleType) -> None:
@@ -175,7 +179,10 @@ def test_the_engine_queue_samples_a_server_while_a_run_lasts(pair: ModuleType) -
     import threading
     import time
 
-    answers = iter([METRICS, "garbage", METRICS.replace("180.0", "NaN")] + [METRICS.replace("180.0", "60.0")] * 1000)
+    answers = iter(
+        [METRICS, "vllm:num_requests_running{", METRICS.replace("180.0", "NaN")]
+        + [METRICS.replace("180.0", "60.0")] * 1000
+    )
 
     class Metrics(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -200,7 +207,7 @@ def test_the_engine_queue_samples_a_server_while_a_run_lasts(pair: ModuleType) -
     finally:
         server.shutdown()
         server.server_close()
-    assert queue.running[:2] == [180.0, 60.0]  # "garbage" and the NaN sample are not samples
+    assert queue.running[:2] == [180.0, 60.0]  # an unparseable answer and the NaN sample are not samples
     assert summary["failed_reads"] == 2
     assert summary["samples"] == len(queue.running) >= 4
     assert summary["running"]["max"] == 180.0 and summary["running"]["p50"] == 60.0
