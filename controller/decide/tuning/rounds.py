@@ -108,23 +108,14 @@ def knows_active(ctx: PlanContext, searched: ScheduledConfig) -> bool:
     )
 
 
-def sized_search(ctx: PlanContext, searched: ScheduledConfig) -> bool:
-    """Whether ``searched`` says what the replicas need: with managed replicas, a capacity probed for its config
-    on its shape. An entry restored after a rollback keeps the window's shape but not the capacity (that was the
-    rolled-back config's); reusing it would leave the replicas to follow SLO breaches all window, where a search
-    probes the capacity of what it keeps."""
-    return ctx.rules.scaling is None or searched.capacity_rps is not None
-
-
 def reuse(
     ctx: PlanContext, reason: str, window: TimeWindow, shape: TrafficShape, fleet_rate: float | None = None
 ) -> Intent | None:
     """Instead of a search: the window's earlier search on the same shape (its current entry or one kept in
     ``status.searches``), when its config is not blocked and it measured the active config (:func:`knows_active`).
-    The measurements behind it were made on this shape; a new search would repeat them. With managed replicas an
-    entry without a probed capacity is no such search (:func:`sized_search`). Code ``search-reused``: the entry
-    becomes the window's again, re-dated (so a breach or a drift on it waits the usual interval before the next
-    re-tune), replicas follow at once."""
+    The measurements behind it were made on this shape; a new search would repeat them. Code ``search-reused``:
+    the entry becomes the window's again, re-dated (so a breach or a drift on it waits the usual interval before
+    the next re-tune), replicas follow at once."""
     blocked = ctx.status.blocked_for(window.name)
     current = ctx.status.schedule_for(window.name)
     kept = [s for s in reversed(ctx.status.searches) if s.window == window.name]
@@ -132,10 +123,7 @@ def reuse(
         (
             s
             for s in ([current] if current is not None else []) + kept
-            if s.config.key() not in blocked
-            and knows_active(ctx, s)
-            and sized_search(ctx, s)
-            and same_shape(ctx, shape, fleet_rate, s)
+            if s.config.key() not in blocked and knows_active(ctx, s) and same_shape(ctx, shape, fleet_rate, s)
         ),
         None,
     )

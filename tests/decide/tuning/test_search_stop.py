@@ -289,12 +289,6 @@ def entry(config: EngineConfig, shape: TrafficShape, at: datetime) -> ScheduledC
 YESTERDAY = NOW - timedelta(days=1)
 
 
-def unprobed(config: EngineConfig, shape: TrafficShape) -> ScheduledConfig:
-    """The window's entry as a rollback restores it: the config it fell back to, without a capacity."""
-    restored = entry(config, shape, YESTERDAY)
-    return restored.model_copy(update={"capacity_rps": None, "reason": "restored after rollback: error rate"})
-
-
 LIGHTER = SHAPE.model_copy(update={"concurrency": 32.0, "arrival_rate_rps": 1.0})
 
 
@@ -329,11 +323,6 @@ LIGHTER = SHAPE.model_copy(update={"concurrency": 32.0, "arrival_rate_rps": 1.0}
         # the window's entry is not the active config, and its search never measured the active one (a breach of
         # a config promoted in another window): searched again, with the active config as its baseline
         ((entry(OTHER, SHAPE, YESTERDAY),), (), (), SHAPE, "tune-drift", None),
-        # the window's entry restored after a rollback: the active config, no capacity probed on this shape (the
-        # rolled-back config's went with it); searched again rather than sized on breaches all window
-        ((unprobed(ACTIVE, SHAPE),), (), (), SHAPE, "tune-drift", None),
-        # ... unless an earlier search on this shape probed one, and measured the active config: that search
-        ((unprobed(ACTIVE, DOCUMENTS),), (entry(OTHER, DOCUMENTS, YESTERDAY),), (), DOCUMENTS, "search-reused", OTHER),
         # an earlier search whose config was rolled back since: searched again
         (
             (entry(ACTIVE, SHAPE, YESTERDAY),),
