@@ -30,7 +30,6 @@ from controller.domain import (
     LengthDistribution,
     Observation,
     Percentiles,
-    ScheduledConfig,
     ServedConfig,
     TargetStatus,
     TrafficShape,
@@ -43,7 +42,7 @@ from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
-from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, day_entry, night_entry
 
 TARGET = TargetRef("team-a", "docs", "llama")
 SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.1)
@@ -91,26 +90,8 @@ def trial(config: EngineConfig, shape: TrafficShape, rate: float, goodput: float
 def first_status(startup_s: float) -> TargetStatus:
     """The evening before the first night: the day config active, both windows tuned and probed, nothing served
     after a rollout yet (the day config was there before Shiftlight)."""
-    night = ScheduledConfig(
-        window="night",
-        config=NIGHT_CONFIG,
-        shape=NIGHT_SHAPE,
-        goodput_tokens_per_s=600,
-        stock_goodput_tokens_per_s=400,
-        reason="measured",
-        capacity_rps=1.0,
-        fleet_rate_rps=4.0,
-    )
-    day = ScheduledConfig(
-        window="day",
-        config=DAY_CONFIG,
-        shape=DAY_SHAPE,
-        goodput_tokens_per_s=3000,
-        stock_goodput_tokens_per_s=1500,
-        reason="measured",
-        capacity_rps=10.0,
-        fleet_rate_rps=20.0,
-    )
+    night = night_entry()
+    day = day_entry(DAY_SHAPE, fleet_rate_rps=20.0)
     trials = (
         trial(NIGHT_CONFIG, NIGHT_SHAPE, 1.0, 600, startup_s),
         trial(DAY_CONFIG, NIGHT_SHAPE, 0.5, 400, startup_s),  # the day config on the night's documents

@@ -15,12 +15,11 @@ from controller.domain import (
     LengthDistribution,
     Observation,
     Percentiles,
-    ScheduledConfig,
     TargetStatus,
     TrafficShape,
     TrialResult,
 )
-from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, held_probe
+from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, day_entry, held_probe, night_entry
 
 BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
 DAY_SHAPE = TrafficShape(
@@ -49,25 +48,8 @@ def held(config: EngineConfig, rate: float, goodput: float) -> TrialResult:
 
 
 def evening(day_config_capacity: float | None) -> TargetStatus:
-    night = ScheduledConfig(
-        window="night",
-        config=NIGHT_CONFIG,
-        shape=NIGHT_SHAPE,
-        goodput_tokens_per_s=600,  # 1.5x the day config's on the night's load
-        stock_goodput_tokens_per_s=400,
-        reason="measured",
-        capacity_rps=1.0,
-        fleet_rate_rps=4.0,
-    )
-    day = ScheduledConfig(
-        window="day",
-        config=DAY_CONFIG,
-        shape=DAY_SHAPE,
-        goodput_tokens_per_s=3000,
-        stock_goodput_tokens_per_s=1500,
-        reason="measured",
-        capacity_rps=10.0,
-    )
+    night = night_entry(NIGHT_SHAPE)  # 1.5x the day config's goodput on the night's load
+    day = day_entry(DAY_SHAPE)
     trials = [held(NIGHT_CONFIG, 1.0, 600)]
     if day_config_capacity is not None:
         trials.append(held(DAY_CONFIG, day_config_capacity, 400))

@@ -18,12 +18,11 @@ from controller.domain import (
     EngineConfig,
     LengthDistribution,
     Observation,
-    ScheduledConfig,
     TargetStatus,
     TrafficShape,
     TrialResult,
 )
-from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, held_probe
+from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, day_entry, held_probe, night_entry
 
 BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
 IN_THE_NIGHT = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
@@ -64,25 +63,8 @@ def held(config: EngineConfig, rate: float, goodput: float) -> TrialResult:
 
 def status(window: str) -> TargetStatus:
     """The day's config active; the night scheduled on the documents config, 2x its capacity there."""
-    night = ScheduledConfig(
-        window="night",
-        config=NIGHT_CONFIG,
-        shape=DOCUMENTS,
-        goodput_tokens_per_s=600,
-        stock_goodput_tokens_per_s=400,
-        reason="measured",
-        capacity_rps=1.0,
-        fleet_rate_rps=4.0,
-    )
-    day = ScheduledConfig(
-        window="day",
-        config=DAY_CONFIG,
-        shape=AGENTS.model_copy(update={"arrival_rate_rps": 10.0, "concurrency": 256}),
-        goodput_tokens_per_s=3000,
-        stock_goodput_tokens_per_s=1500,
-        reason="measured",
-        capacity_rps=10.0,
-    )
+    night = night_entry(DOCUMENTS)
+    day = day_entry(AGENTS.model_copy(update={"arrival_rate_rps": 10.0, "concurrency": 256}))
     trials = (held(NIGHT_CONFIG, 1.0, 600), held(DAY_CONFIG, 0.5, 300))
     return TargetStatus(active_config=DAY_CONFIG, window=window, replicas=4, schedule=(night, day), trials=trials)
 

@@ -9,6 +9,7 @@ from controller.domain import (
     EngineConfig,
     LengthDistribution,
     Percentiles,
+    ScheduledConfig,
     TimeWindow,
     TrafficShape,
     TrialResult,
@@ -53,4 +54,34 @@ def held_probe(
         goodput_rps=shape.arrival_rate_rps,
         request_throughput=shape.arrival_rate_rps,
         completed=completed,
+    )
+
+
+def night_entry(shape: TrafficShape = NIGHT_SHAPE) -> ScheduledConfig:
+    """The night's schedule entry: the n-gram config, measured on ``shape`` at 1.5x stock's goodput, one replica
+    carrying 1.0 req/s within the SLO, for a fleet load of 4 req/s."""
+    return ScheduledConfig(
+        window="night",
+        config=NIGHT_CONFIG,
+        shape=shape,
+        goodput_tokens_per_s=600,
+        stock_goodput_tokens_per_s=400,
+        reason="measured",
+        capacity_rps=1.0,
+        fleet_rate_rps=4.0,
+    )
+
+
+def day_entry(shape: TrafficShape, *, fleet_rate_rps: float | None = None) -> ScheduledConfig:
+    """The day's schedule entry: the 512-slot config, measured on ``shape`` at 2x stock's goodput, one replica
+    carrying 10 req/s within the SLO."""
+    return ScheduledConfig(
+        window="day",
+        config=DAY_CONFIG,
+        shape=shape,
+        goodput_tokens_per_s=3000,
+        stock_goodput_tokens_per_s=1500,
+        reason="measured",
+        capacity_rps=10.0,
+        fleet_rate_rps=fleet_rate_rps,
     )
