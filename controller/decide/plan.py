@@ -90,7 +90,8 @@ def plan(
     if counted is not None and counted.code == Code.SCHEDULE_NOT_PAYING:
         intents.insert(0, counted)
     if status.phase not in (Phase.OBSERVING, Phase.FROZEN) and observation is not None and rules.scaling is not None:
-        intents.append(follow_load(ctx.with_status(intents[-1].status)))
+        asked = max((n for i in intents for n in _scaled_to(i.actions, "candidate")), default=0)
+        intents.append(follow_load(ctx.with_status(intents[-1].status), candidate_asked=asked))
     due = digest(intents[-1].status, rules, now)
     if due is not None:
         intents.append(due)
@@ -103,7 +104,7 @@ def dispatch(ctx: PlanContext) -> Intent:
     here like any other phase."""
     phase = ctx.status.phase
     if phase in (Phase.ROLLING_OUT, Phase.AWAITING_APPROVAL, Phase.PAUSED):
-        return rolling.advance(ctx)
+        return rolling.advance(ctx, fleet_replicas=fleet_ahead(ctx))
     if phase is Phase.ROLLED_BACK:
         status = ctx.status.model_copy(update={"phase": move(phase, Phase.OBSERVING), "rollout": None})
         return Intent(Code.OBSERVING_AFTER_ROLLBACK, status)
@@ -138,20 +139,37 @@ def trialling_steps(ctx: PlanContext) -> list[Intent]:
     return [stopped, step] if stopped is not None and stopped.code == Code.SEARCH_STOPPED else [step]
 
 
-def follow_load(ctx: PlanContext) -> Intent:
+def fleet_ahead(ctx: PlanContext) -> int:
+    """The stable fleet this cycle leaves behind: the replica count replicas-follow-load (:func:`follow_load`) scales
+    it to, else the current one. A rollout step sizes its candidate on it, so a step does not move the route on
+    replicas sized for a fleet the same cycle grows."""
+    if ctx.observation is None or ctx.rules.scaling is None:
+        return ctx.status.replicas
+    to = _scaled_to(scaling.scale(ctx).actions, "stable")
+    return to[-1] if to else ctx.status.replicas
+
+
+def follow_load(ctx: PlanContext, *, candidate_asked: int = 0) -> Intent:
     """Replicas follow the load whatever the tuning or rollout is doing; a candidate carrying part of the traffic
-    keeps its share of a rescaled fleet (a pre-validated swap's surge keeps its size)."""
+    keeps its share of a rescaled fleet (a pre-validated swap's surge keeps its size), and never fewer than the
+    ``candidate_asked`` replicas a rollout step asked for in the same cycle (the next step's share)."""
     sized = scaling.scale(ctx)
     actions = list(sized.actions)
     rollout = sized.status.rollout
     if rollout is not None and rollout.weight > 0 and rollout.surge_replicas is None:
         # a pre-validated swap's surge is sized for the coming window's whole load already
-        for a in sized.actions:
-            if isinstance(a, Scale) and a.variant == "stable":
-                need = rollouts.candidate_replicas_for(a.replicas, rollout.weight)
-                why = f"the fleet scales to {a.replicas}: the candidate keeps {rollout.weight}% of it"
-                actions.append(Scale("candidate", need, why, code=sized.code))
+        for fleet in _scaled_to(sized.actions, "stable"):
+            need = rollouts.candidate_replicas_for(fleet, rollout.weight)
+            if need <= candidate_asked:
+                continue  # the step asked for at least this many: scaling down would undo it
+            why = f"the fleet scales to {fleet}: the candidate keeps {rollout.weight}% of it"
+            actions.append(Scale("candidate", need, why, code=sized.code))
     return Intent(sized.code, sized.status, tuple(actions), sized.notes)
+
+
+def _scaled_to(actions: Sequence[Action], variant: str) -> list[int]:
+    """The replica counts ``actions`` scale ``variant`` to, in order."""
+    return [a.replicas for a in actions if isinstance(a, Scale) and a.variant == variant]
 
 
 def fold(intents: Sequence[Intent], *, window_name: str, now: datetime) -> Decision:
@@ -177,4 +195,4 @@ def fold(intents: Sequence[Intent], *, window_name: str, now: datetime) -> Decis
     return Decision(final, actions, notes, tuple(i.code for i in intents))
 
 
-__all__ = ["Decision", "dispatch", "fold", "follow_load", "plan", "trialling_steps"]
+__all__ = ["Decision", "dispatch", "fleet_ahead", "fold", "follow_load", "plan", "trialling_steps"]

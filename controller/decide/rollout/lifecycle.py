@@ -54,9 +54,10 @@ def begin(
     return Intent(code, new, step.actions, step.notes)
 
 
-def advance(ctx: PlanContext) -> Intent:
-    """One cycle of a running, paused or approval-waiting rollout. Its code is the rollout step's own (the first
-    notification's: ``step``, ``rollback``, ``slo-breach``, ...; ``rollout-step`` when it notifies nothing), and
+def advance(ctx: PlanContext, *, fleet_replicas: int | None = None) -> Intent:
+    """One cycle of a running, paused or approval-waiting rollout, its candidate sized on a stable fleet of
+    ``fleet_replicas`` (the one this cycle scales to; None: the current one). Its code is the rollout step's own (the
+    first notification's: ``step``, ``rollback``, ``slo-breach``, ...; ``rollout-step`` when it notifies nothing), and
     ``no-rollout-record`` when the phase says rollout and status holds none."""
     status = ctx.status
     state = status.rollout
@@ -71,7 +72,7 @@ def advance(ctx: PlanContext) -> Intent:
         rules=ctx.rules.rollout,
         now=ctx.now,
         candidate_ready_replicas=ctx.candidate_ready_replicas,
-        fleet_replicas=status.replicas,
+        fleet_replicas=status.replicas if fleet_replicas is None else fleet_replicas,
     )
     update: dict[str, object] = {"phase": move(status.phase, step.phase), "rollout": step.rollout}
     if ctx.observation is None:
