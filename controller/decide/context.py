@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from controller.decide.rollout.steps import rollout_span_s
 from controller.decide.rules import Rules
 from controller.domain.actions import Action
 from controller.domain.codes import Code
@@ -154,14 +155,26 @@ def prewarm_lead_s(ctx: PlanContext) -> float:
     """How long before the next window begins its scheduled config is pre-warmed: that config's measured cold start
     (:func:`measured_cold_start_s`) plus the schedule's ``prewarm_margin_s``, so the candidate's replicas are ready
     as the window begins; the schedule's ``prewarm_lead_s`` when it was never measured (or the window keeps the
-    active config)."""
+    active config).
+
+    When the next window's forecast busy hour brings more load than the fleet serves now (a ramp), the lead also
+    covers the rollout itself (:func:`~controller.decide.rollout.steps.rollout_span_s`): the steps move on today's
+    lighter load and the window's ramp meets the new config promoted, not a candidate holding half the traffic on
+    replicas sized for the lighter load."""
     rules = ctx.rules.schedule
     upcoming, _ = next_window(ctx.rules, ctx.now)
     entry = ctx.status.schedule_for(upcoming.name)
     if entry is None or entry.config.key() == ctx.status.active_config.key():
         return rules.prewarm_lead_s
     cold = measured_cold_start_s(ctx.status, entry.config)
-    return rules.prewarm_lead_s if cold is None else cold + rules.prewarm_margin_s
+    lead = rules.prewarm_lead_s if cold is None else cold + rules.prewarm_margin_s
+    met = ctx.forecast.get(upcoming.name)
+    now = ctx.observation
+    if met is not None and now is not None and met.arrival_rate_rps > now.shape.arrival_rate_rps:
+        lead += rollout_span_s(
+            ctx.rules.rollout, cold if cold is not None else rules.prewarm_lead_s, ctx.status.replicas
+        )
+    return lead
 
 
 def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
