@@ -8,13 +8,13 @@ is never mutated: a function that builds on another's result continues with ``ct
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from controller.decide.rollout.steps import rollout_span_s
-from controller.decide.rules import Rules
+from controller.decide.rules import RolloutRules, Rules
 from controller.domain.actions import Action
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
@@ -158,7 +158,7 @@ def prewarm_lead_s(ctx: PlanContext) -> float:
     active config).
 
     When the next window's forecast busy hour brings more load than the fleet serves now (a ramp), the lead also
-    covers the rollout itself (:func:`~controller.decide.rollout.steps.rollout_span_s`): the steps move on today's
+    covers the rollout itself (:func:`rollout_span_s`): the steps move on today's
     lighter load and the window's ramp meets the new config promoted, not a candidate holding half the traffic on
     replicas sized for the lighter load."""
     rules = ctx.rules.schedule
@@ -177,6 +177,20 @@ def prewarm_lead_s(ctx: PlanContext) -> float:
     return lead
 
 
+def candidate_replicas_for(fleet_replicas: int, weight: int) -> int:
+    """Candidate replicas that carry ``weight`` percent of a fleet of ``fleet_replicas`` at the same load each."""
+    return max(1, math.ceil(max(1, fleet_replicas) * weight / 100 - 1e-9))
+
+
+def rollout_span_s(rules: RolloutRules, cold_start_s: float, fleet_replicas: int) -> float:
+    """How long a stepped rollout takes once its first replicas are ready, on a fleet of ``fleet_replicas``: each
+    step bakes ``bake_s``, and a step that needs more candidate replicas than the one before
+    (:func:`candidate_replicas_for`) first waits for their cold start."""
+    needs = [candidate_replicas_for(fleet_replicas, w) for w in rules.steps]
+    grows = sum(1 for before, after in itertools.pairwise(needs) if after > before)
+    return len(rules.steps) * rules.bake_s + grows * cold_start_s
+
+
 def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
     others = tuple(s for s in status.schedule if s.window != entry.window)
     return status.model_copy(update={"schedule": (*others, entry)})
@@ -185,6 +199,7 @@ def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
 __all__ = [
     "Intent",
     "PlanContext",
+    "candidate_replicas_for",
     "measured_cold_start_s",
     "move",
     "next_window",
@@ -192,6 +207,7 @@ __all__ = [
     "per_replica",
     "prewarm_lead_s",
     "remaining_s",
+    "rollout_span_s",
     "round_trials",
     "scaled",
     "window_at",

@@ -10,8 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller.decide import RolloutRules
-from controller.decide.context import PlanContext, prewarm_lead_s, window_at
-from controller.decide.rollout.steps import rollout_span_s
+from controller.decide.context import PlanContext, prewarm_lead_s, rollout_span_s, window_at
 from controller.domain import Observation, TargetStatus, TrafficShape
 from tests.support.day_night import DAY, DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_SHAPE, day_entry, held_probe, night_entry
 
