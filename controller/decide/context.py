@@ -8,13 +8,12 @@ is never mutated: a function that builds on another's result continues with ``ct
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from controller.decide.rules import RolloutRules, Rules
+from controller.decide.rules import Rules
 from controller.domain.actions import Action
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
@@ -155,40 +154,14 @@ def prewarm_lead_s(ctx: PlanContext) -> float:
     """How long before the next window begins its scheduled config is pre-warmed: that config's measured cold start
     (:func:`measured_cold_start_s`) plus the schedule's ``prewarm_margin_s``, so the candidate's replicas are ready
     as the window begins; the schedule's ``prewarm_lead_s`` when it was never measured (or the window keeps the
-    active config).
-
-    When the next window's forecast busy hour brings more load than the fleet serves now (a ramp), the lead also
-    covers the rollout itself (:func:`rollout_span_s`): the steps move on today's
-    lighter load and the window's ramp meets the new config promoted, not a candidate holding half the traffic on
-    replicas sized for the lighter load."""
+    active config)."""
     rules = ctx.rules.schedule
     upcoming, _ = next_window(ctx.rules, ctx.now)
     entry = ctx.status.schedule_for(upcoming.name)
     if entry is None or entry.config.key() == ctx.status.active_config.key():
         return rules.prewarm_lead_s
     cold = measured_cold_start_s(ctx.status, entry.config)
-    lead = rules.prewarm_lead_s if cold is None else cold + rules.prewarm_margin_s
-    met = ctx.forecast.get(upcoming.name)
-    now = ctx.observation
-    if met is not None and now is not None and met.arrival_rate_rps > now.shape.arrival_rate_rps:
-        lead += rollout_span_s(
-            ctx.rules.rollout, cold if cold is not None else rules.prewarm_lead_s, ctx.status.replicas
-        )
-    return lead
-
-
-def candidate_replicas_for(fleet_replicas: int, weight: int) -> int:
-    """Candidate replicas that carry ``weight`` percent of a fleet of ``fleet_replicas`` at the same load each."""
-    return max(1, math.ceil(max(1, fleet_replicas) * weight / 100 - 1e-9))
-
-
-def rollout_span_s(rules: RolloutRules, cold_start_s: float, fleet_replicas: int) -> float:
-    """How long a stepped rollout takes once its first replicas are ready, on a fleet of ``fleet_replicas``: each
-    step bakes ``bake_s``, and a step that needs more candidate replicas than the one before
-    (:func:`candidate_replicas_for`) first waits for their cold start."""
-    needs = [candidate_replicas_for(fleet_replicas, w) for w in rules.steps]
-    grows = sum(1 for before, after in itertools.pairwise(needs) if after > before)
-    return len(rules.steps) * rules.bake_s + grows * cold_start_s
+    return rules.prewarm_lead_s if cold is None else cold + rules.prewarm_margin_s
 
 
 def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
@@ -199,7 +172,6 @@ def with_schedule(status: TargetStatus, entry: ScheduledConfig) -> TargetStatus:
 __all__ = [
     "Intent",
     "PlanContext",
-    "candidate_replicas_for",
     "measured_cold_start_s",
     "move",
     "next_window",
@@ -207,7 +179,6 @@ __all__ = [
     "per_replica",
     "prewarm_lead_s",
     "remaining_s",
-    "rollout_span_s",
     "round_trials",
     "scaled",
     "window_at",

@@ -6,10 +6,11 @@ data is judged by :func:`controller.decide.rollout.analysis.analyse` (candidate 
 
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from controller.decide.context import candidate_replicas_for
 from controller.decide.rollout.analysis import (
     analyse,
 )
@@ -128,6 +129,20 @@ class Swap:
     steps: tuple[int, ...]
     bake_s: float
     surge_replicas: int
+
+
+def candidate_replicas_for(fleet_replicas: int, weight: int) -> int:
+    """Candidate replicas that carry ``weight`` percent of a fleet of ``fleet_replicas`` at the same load each."""
+    return max(1, math.ceil(max(1, fleet_replicas) * weight / 100 - 1e-9))
+
+
+def rollout_span_s(rules: RolloutRules, cold_start_s: float, fleet_replicas: int) -> float:
+    """How long a stepped rollout takes once its first replicas are ready, on a fleet of ``fleet_replicas``: each
+    step bakes ``bake_s``, and a step that needs more candidate replicas than the one before
+    (:func:`candidate_replicas_for`) first waits for their cold start."""
+    needs = [candidate_replicas_for(fleet_replicas, w) for w in rules.steps]
+    grows = sum(1 for before, after in itertools.pairwise(needs) if after > before)
+    return len(rules.steps) * rules.bake_s + grows * cold_start_s
 
 
 def _apply_step(state: RolloutState, index: int, now: datetime, reason: str, code: Code = Code.STEP) -> RolloutStep:
@@ -302,5 +317,6 @@ __all__ = [
     "Swap",
     "advance",
     "candidate_replicas_for",
+    "rollout_span_s",
     "start",
 ]

@@ -8,9 +8,17 @@ from datetime import timedelta
 
 from controller.decide.capacity.scaling import short_of_replicas
 from controller.decide.capacity.sizing import holds, length_distance, replicas_for
-from controller.decide.context import Intent, PlanContext, prewarm_lead_s, remaining_s, window_at
+from controller.decide.context import (
+    Intent,
+    PlanContext,
+    measured_cold_start_s,
+    next_window,
+    prewarm_lead_s,
+    remaining_s,
+    window_at,
+)
 from controller.decide.rollout.lifecycle import begin as begin_rollout
-from controller.decide.rollout.steps import Swap
+from controller.decide.rollout.steps import Swap, rollout_span_s
 from controller.decide.signals.noise import ASSUMED, clamped
 from controller.decide.tuning.economics import SwitchWorth, switch_worth
 from controller.decide.tuning.rounds import start as start_tuning
@@ -35,7 +43,8 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
     if status.schedule_account is not None and status.schedule_account.falls_back(ctx.now):
         return static_fallback(ctx)
     lead = prewarm_lead_s(ctx)
-    upcoming = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead))
+    ramp = ramp_span_s(ctx)
+    upcoming = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead + ramp))
     ahead = upcoming.name != ctx.window.name
     for window in (upcoming,) if ahead else (ctx.window,):
         entry = status.schedule_for(window.name)
@@ -93,13 +102,42 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
                 f"{swap.bake_s:.0f} s, analysis on): production served both configs after their rollouts; " + why
             )
         if ahead:
-            why = f"pre-warming {lead / 60:.0f} min ahead: " + why
+            span = f" ({ramp / 60:.0f} min of them for the rollout's steps, ahead of the window's ramp)" if ramp else ""
+            why = f"pre-warming {(lead + ramp) / 60:.0f} min ahead{span}: " + why
         started = begin_rollout(
             ctx, entry.config, why, proposed_by="schedule", gain=gain, window=window.name, swap=swap
         )
         code = Code.PRE_VALIDATED_SWAP if swap is not None else Code.PREWARM if ahead else Code.SCHEDULED_SWITCH
         return Intent(code, started.status, started.actions, started.notes)
     return None
+
+
+def ramp_span_s(ctx: PlanContext) -> float:
+    """How much earlier than its cold start the next window's config is pre-warmed: the stepped rollout's span
+    (:func:`~controller.decide.rollout.steps.rollout_span_s` on today's fleet) when the next window's forecast busy
+    hour brings more load than the fleet serves now (a ramp), so the steps move on today's lighter load and the
+    ramp meets the config promoted, not a candidate holding half of a rising load on replicas sized for the lighter
+    one. Not when every canary trial of that config on today's traffic missed the SLO: the earlier steps carry
+    today's traffic, not the window's (a config never measured on it is left to the rollout's analysis, as any
+    rollout is). 0 otherwise (no forecast, no ramp, nothing to switch to)."""
+    upcoming, _ = next_window(ctx.rules, ctx.now)
+    entry = ctx.status.schedule_for(upcoming.name)
+    met = ctx.forecast.get(upcoming.name)
+    now = ctx.observation
+    if entry is None or entry.config.key() == ctx.status.active_config.key() or met is None or now is None:
+        return 0.0
+    if met.arrival_rate_rps <= now.shape.arrival_rate_rps:
+        return 0.0
+    here = ctx.status.schedule_for(ctx.window.name)
+    today = here.shape if here is not None else now.shape
+    key = entry.config.key()
+    seen = [t for t in ctx.status.trials if t.config.key() == key and same_traffic(ctx, t.shape, today)]
+    if seen and not any(holds(t, keeps_up=False) for t in seen):
+        return 0.0
+    cold = measured_cold_start_s(ctx.status, entry.config)
+    return rollout_span_s(
+        ctx.rules.rollout, ctx.rules.schedule.prewarm_lead_s if cold is None else cold, ctx.status.replicas
+    )
 
 
 def other_traffic(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig) -> str | None:
@@ -312,6 +350,7 @@ __all__ = [
     "other_traffic",
     "pre_validated",
     "probed_capacity",
+    "ramp_span_s",
     "same_traffic",
     "scheduled_switch",
     "static_fallback",
