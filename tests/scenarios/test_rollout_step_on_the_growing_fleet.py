@@ -13,12 +13,12 @@ import pytest
 
 from controller import decide
 from controller.decide import RolloutRules
-from controller.domain import EngineConfig, Observation, ScheduledConfig, TargetStatus, TrafficShape
+from controller.domain import EngineConfig, Observation, TargetStatus, TrafficShape
 from controller.domain.actions import Scale, SetWeights
 from controller.domain.observation import VariantStats
 from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
-from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_SHAPE
+from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_SHAPE, night_entry
 
 NOW = datetime(2026, 12, 2, 1, 45, tzinfo=UTC)  # inside the night window
 RULES = replace(
@@ -41,15 +41,8 @@ def status(fleet: int) -> TargetStatus:
         step_started_at=NOW - timedelta(minutes=10),
         proposed_by="schedule",
     )
-    entry = ScheduledConfig(
-        window="night",
-        config=DAY_CONFIG,
-        shape=SHAPE,
-        goodput_tokens_per_s=600,
-        stock_goodput_tokens_per_s=600,
-        reason="measured",
-        capacity_rps=1.0,
-    )
+    # the night's measured entry (1.0 req/s a replica), scheduling the config that rolls out
+    entry = night_entry(SHAPE).model_copy(update={"config": DAY_CONFIG})
     return TargetStatus(
         phase=Phase.ROLLING_OUT,
         active_config=ACTIVE,
