@@ -44,7 +44,7 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         return static_fallback(ctx)
     lead = prewarm_lead_s(ctx)
     ramp = ramp_span_s(ctx)
-    upcoming = window_at(ctx.rules.windows, ctx.now + timedelta(seconds=lead + ramp))
+    upcoming = window_ahead(ctx, lead + ramp)
     ahead = upcoming.name != ctx.window.name
     for window in (upcoming,) if ahead else (ctx.window,):
         entry = status.schedule_for(window.name)
@@ -110,6 +110,14 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         code = Code.PRE_VALIDATED_SWAP if swap is not None else Code.PREWARM if ahead else Code.SCHEDULED_SWITCH
         return Intent(code, started.status, started.actions, started.notes)
     return None
+
+
+def window_ahead(ctx: PlanContext, lead_s: float) -> TimeWindow:
+    """The window a switch ``lead_s`` ahead is for: the next window when it starts within the lead, else the one
+    ``now`` is in. Never the one after the next: a lead longer than the next window (a short one between two long
+    ones) pre-warms the next window's config, whose lead it is, not a later window's."""
+    upcoming, starts_in_s = next_window(ctx.rules, ctx.now)
+    return upcoming if starts_in_s <= lead_s else ctx.window
 
 
 def ramp_span_s(ctx: PlanContext) -> float:
@@ -357,4 +365,5 @@ __all__ = [
     "switch_economics",
     "switch_gain",
     "tune_ahead",
+    "window_ahead",
 ]

@@ -13,8 +13,16 @@ from controller import decide
 from controller.decide import RolloutRules
 from controller.decide.context import PlanContext, prewarm_lead_s, window_at
 from controller.decide.rollout.steps import rollout_span_s
-from controller.decide.schedule.switch import ramp_span_s
-from controller.domain import LengthDistribution, Observation, Percentiles, TargetStatus, TrafficShape, TrialResult
+from controller.decide.schedule.switch import ramp_span_s, window_ahead
+from controller.domain import (
+    LengthDistribution,
+    Observation,
+    Percentiles,
+    TargetStatus,
+    TimeWindow,
+    TrafficShape,
+    TrialResult,
+)
 from tests.support.day_night import (
     DAY,
     DAY_CONFIG,
@@ -142,3 +150,21 @@ def test_a_ramp_starts_the_prewarm_earlier_through_the_plan(forecast_rps: float,
     )
     codes = [str(c) for c in decision.codes]
     assert ("prewarm" in codes) is prewarms, (codes, decision.notes)
+
+
+@pytest.mark.parametrize(
+    ("lead_min", "window"),
+    [
+        (10, "day"),  # the short late window starts in 30 min: not yet
+        (30, "late"),  # it starts within the lead
+        (60, "late"),  # a lead past its end still pre-warms the late window's config, not the night's after it
+    ],
+)
+def test_a_long_lead_pre_warms_the_next_window_not_the_one_after(lead_min: int, window: str) -> None:
+    short = (
+        TimeWindow(name="day", start_hour=8, end_hour=23.5),
+        TimeWindow(name="late", start_hour=23.5, end_hour=23.75),
+        TimeWindow(name="night", start_hour=23.75, end_hour=8),
+    )
+    ctx = replace(context(), rules=replace(RULES, windows=short), window=short[0])
+    assert window_ahead(ctx, lead_min * 60).name == window
