@@ -16,13 +16,12 @@ from controller.domain import (
     EngineConfig,
     LengthDistribution,
     Observation,
-    ScheduledConfig,
     ServedConfig,
     TargetStatus,
     TrafficShape,
     TrialResult,
 )
-from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, held_probe
+from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, held_probe, night_entry
 
 NOW = datetime(2026, 12, 1, 23, 50, tzinfo=UTC)
 SHAPE = TrafficShape(
@@ -59,15 +58,7 @@ def served(window: str, config: EngineConfig) -> ServedConfig:
 
 
 def evening(evidence: tuple[ServedConfig, ...]) -> TargetStatus:
-    night = ScheduledConfig(
-        window="night",
-        config=NIGHT_CONFIG,
-        shape=SHAPE,
-        goodput_tokens_per_s=600,
-        stock_goodput_tokens_per_s=400,
-        reason="measured",
-        capacity_rps=1.0,
-    )
+    night = night_entry(SHAPE)
     day = night.model_copy(update={"window": "day", "config": DAY_CONFIG, "capacity_rps": 0.5})
     return TargetStatus(
         active_config=DAY_CONFIG,
