@@ -78,6 +78,7 @@ class Code(StrEnum):
     REJECTED = "rejected"
     ABORTED = "aborted"
     ROLLBACK = "rollback"
+    CANDIDATE_SHORT = "candidate-short"
     NO_ROLLOUT_RECORD = "no-rollout-record"
     # a rollout step's analysis
     WITHIN_SLO = "within-slo"

@@ -255,6 +255,9 @@ def advance(
         reason=analysis.reason,
     )
     if analysis.verdict == "Failed":
+        short = _short_restart(state, analysis.code, now, candidate_ready_replicas, fleet_replicas, record)
+        if short is not None:
+            return short
         return _rollback(state, now, analysis.reason, record, code=analysis.code)
     if analysis.verdict == "Inconclusive" and analysis.lacks_data:
         why = f"holding step {state.step_index + 1} at {state.weight}% ({analysis.code}): {analysis.reason}"
@@ -305,6 +308,45 @@ def advance(
             code=Code.MANUAL_GATE,
         )
     return apply(next_index, with_record, f"step {state.step_index + 1} passed: {analysis.reason}", analysis.code)
+
+
+MAX_SHORT_RESTARTS = 2
+"""How many times one step's analysis restarts on a candidate short of the replicas its load needs before an SLO
+breach rolls back as usual."""
+_LOAD_CODES = frozenset({Code.SLO_BREACH, Code.BEYOND_TOP_BUCKET})
+"""Failures an overloaded replica shows whatever its config: the absolute latency bounds."""
+
+
+def _short_restart(
+    state: RolloutState,
+    code: Code,
+    now: datetime,
+    candidate_ready_replicas: int | None,
+    fleet_replicas: int,
+    record: AnalysisRecord,
+) -> RolloutStep | None:
+    """A step whose candidate breached a latency bound while short of the replicas its share of the fleet needs
+    (``fleet_replicas``, the fleet this cycle scales to, at the step's weight): its data came from replicas carrying
+    more than their planned load, so the step restarts on the grown fleet instead of rolling back; so does the
+    cycle after such a restart, whose data still holds the new replicas' cold start. At most
+    :data:`MAX_SHORT_RESTARTS` per step; None when the breach stands (the caller rolls back)."""
+    if code not in _LOAD_CODES or candidate_ready_replicas is None:
+        return None
+    restarts = [r for r in state.analyses if r.step == state.step_index and r.outcome == "Inconclusive"]
+    if len(restarts) >= MAX_SHORT_RESTARTS:
+        return None
+    need = state.surge_replicas or candidate_replicas_for(fleet_replicas, state.weight)
+    after_restart = bool(restarts) and restarts[-1].at == state.step_started_at
+    if candidate_ready_replicas >= need and not after_restart:
+        return None
+    why = (
+        f"step {state.step_index + 1} at {state.weight}% restarts its analysis: {record.reason} while the candidate "
+        f"ran {candidate_ready_replicas} of the {need} ready replicas its share of the fleet needs"
+        + (" (its data holds the last restart's cold start)" if candidate_ready_replicas >= need else "")
+    )
+    held = record.model_copy(update={"outcome": "Inconclusive", "reason": why})
+    new = state.model_copy(update={"step_started_at": now, "analyses": (*state.analyses, held)})
+    return RolloutStep(new, Phase.ROLLING_OUT, notes=(why,), code=Code.CANDIDATE_SHORT)
 
 
 def _finished(state: RolloutState) -> RolloutState:
