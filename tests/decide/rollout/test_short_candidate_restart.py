@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 
 from controller.decide.rollout import steps as rollout
-from controller.domain import STOCK, Phase, Promote, Rollback, SetWeights
+from controller.domain import Phase, Promote, Rollback, SetWeights
 from controller.domain.codes import Code
 from controller.domain.status import RolloutState
-from tests.decide.rollout.test_rollout import CANDIDATE, RULES, SLO_, T0, obs, stats
+from tests.decide.rollout.test_rollout import RULES, SLO_, T0, obs, start, stats
 
 BREACH = obs(stats("candidate", 150, tpot=0.08))  # TPOT p95 80 ms against a 50 ms SLO
 REGRESSION = obs(stats("candidate", 150, ttft=0.7), stats("stable", 1500, ttft=0.3))
@@ -21,20 +21,9 @@ HEALTHY = obs(stats("candidate", 400))
 
 def at_step(weight: int) -> RolloutState:
     """A rollout whose step at ``weight`` percent started at T0."""
-    index = RULES.steps.index(weight)
-    from_stock = rollout.start(
-        rollout_id="r1",
-        from_config=STOCK,
-        to_config=CANDIDATE,
-        rules=RULES,
-        now=T0,
-        reason="x",
-        proposed_by="optimizer",
-        expected_gain=None,
-        needs_approval=False,
-    )
-    assert from_stock.rollout is not None
-    return from_stock.rollout.model_copy(update={"step_index": index, "weight": weight, "step_started_at": T0})
+    begun = start().rollout
+    assert begun is not None
+    return begun.model_copy(update={"step_index": RULES.steps.index(weight), "weight": weight, "step_started_at": T0})
 
 
 def cycle(state: RolloutState, minutes: int, observation: object, *, ready: int, fleet: int) -> rollout.RolloutStep:
