@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from controller.decide.rollout.analysis import (
@@ -184,6 +184,8 @@ def advance(
     The candidate runs ``ceil(fleet_replicas x weight)`` replicas at each step (the route and the replicas move
     together, so both variants carry the same load per replica); a step's weight is applied only once that many
     candidate replicas are ready (``candidate_ready_replicas``; None: readiness is not reported, assume ready).
+    A pre-validated swap's step (one with ``surge_replicas``) passes on low traffic once it has baked its own bake,
+    where a full rollout's waits ``rules.low_traffic_after_s``.
     """
 
     def apply(index: int, base: RolloutState, reason: str, code: Code) -> RolloutStep:
@@ -235,11 +237,18 @@ def advance(
         return RolloutStep(state, phase, notes=(f"frozen at {state.weight}%: metrics unavailable, not promoting",))
 
     step_age = (now - state.step_started_at).total_seconds() if state.step_started_at else 0.0
+    bake_s = state.bake_s if state.bake_s is not None else rules.bake_s
+    # a pre-validated swap's step passes on low traffic once it has baked (the pair's evidence is production's)
+    judged = (
+        rules
+        if state.surge_replicas is None
+        else replace(rules, low_traffic_after_s=min(rules.low_traffic_after_s, bake_s))
+    )
     analysis = analyse(
         candidate=observation.variants.get("candidate"),
         stable=observation.variants.get("stable"),
         slo=slo,
-        rules=rules,
+        rules=judged,
         expected_ttft_ratio=state.expected_ttft_ratio,
         expected_tpot_ratio=state.expected_tpot_ratio,
         latency_vs_stable=state.latency_vs_stable,
@@ -263,7 +272,6 @@ def advance(
         why = f"holding step {state.step_index + 1} at {state.weight}% ({analysis.code}): {analysis.reason}"
         return RolloutStep(state, Phase.ROLLING_OUT, notes=(why,))
 
-    bake_s = state.bake_s if state.bake_s is not None else rules.bake_s
     baked = state.step_started_at is not None and step_age >= bake_s
     if analysis.verdict == "Pending" or not baked:
         wait = (
