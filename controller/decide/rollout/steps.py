@@ -145,6 +145,11 @@ def rollout_span_s(rules: RolloutRules, cold_start_s: float, fleet_replicas: int
     return len(rules.steps) * rules.bake_s + grows * cold_start_s
 
 
+def _candidate_need(state: RolloutState, index: int, fleet_replicas: int) -> int:
+    """Ready candidate replicas step ``index`` needs: a swap's whole surge, else the step's share of the fleet."""
+    return state.surge_replicas or candidate_replicas_for(fleet_replicas, state.steps[index])
+
+
 def _apply_step(state: RolloutState, index: int, now: datetime, reason: str, code: Code = Code.STEP) -> RolloutStep:
     weight = state.steps[index]
     new = state.model_copy(update={"step_index": index, "weight": weight, "step_started_at": now})
@@ -189,7 +194,7 @@ def advance(
     """
 
     def apply(index: int, base: RolloutState, reason: str, code: Code) -> RolloutStep:
-        need = base.surge_replicas or candidate_replicas_for(fleet_replicas, base.steps[index])
+        need = _candidate_need(base, index, fleet_replicas)
         if candidate_ready_replicas is not None and candidate_ready_replicas < need:
             why = (
                 f"step {index + 1} ({base.steps[index]}%) needs {need} ready candidate replicas, "
@@ -340,10 +345,11 @@ def _short_restart(
     :data:`MAX_SHORT_RESTARTS` per step; None when the breach stands (the caller rolls back)."""
     if code not in _LOAD_CODES or candidate_ready_replicas is None:
         return None
+    # an Inconclusive record of the running step is a restart: a stable breach's moves the step on or ends it
     restarts = [r for r in state.analyses if r.step == state.step_index and r.outcome == "Inconclusive"]
     if len(restarts) >= MAX_SHORT_RESTARTS:
         return None
-    need = state.surge_replicas or candidate_replicas_for(fleet_replicas, state.weight)
+    need = _candidate_need(state, state.step_index, fleet_replicas)
     after_restart = bool(restarts) and restarts[-1].at == state.step_started_at
     if candidate_ready_replicas >= need and not after_restart:
         return None
