@@ -380,6 +380,22 @@ def week_line(*, stock: str, static: str, ceiling: str, attainment_overall: floa
     )
 
 
+def bounds_line(*, stock_hours: float, ceiling_hours: float, floor_hours: float, stock_counts: bool) -> str:
+    """How far any controller planned like the ceiling can get against stock + HPA: stock + HPA's GPU-hours over the
+    ceiling's (the best config for every hour, sized with the scenario's headroom) and over the floor (the fewest
+    replicas the scenario allows, all week, on one GPU each). Below 1.0x over the ceiling, stock + HPA runs hotter
+    than the headroom every plan here is sized with; the ratio over the floor is the most any controller can
+    reach. ``n/q`` when stock + HPA does not qualify."""
+
+    def over(hours: float) -> str:
+        return gpu_hour_ratio(stock_hours, hours, counts=stock_counts)
+
+    return (
+        f"bounds: stock+HPA {stock_hours:.1f} GPU-hours is {over(ceiling_hours)} the ceiling's "
+        f"{ceiling_hours:.1f} and {over(floor_hours)} the floor's {floor_hours:.1f} (the fewest replicas all week)"
+    )
+
+
 def ideal_replicas(concurrency: float, capacity: float, *, headroom: float, lo: int, hi: int) -> int:
     """Fewest replicas holding ``concurrency`` with ``headroom`` at ``capacity`` streams per replica, in ``[lo, hi]``
     and never below one; ``hi`` when the config cannot hold the SLO at all (``capacity`` 0)."""
@@ -1105,6 +1121,14 @@ def run_scenario(args: argparse.Namespace) -> int:
             promotions=shift.switches,
             rollbacks=shift.rollbacks,
             counts=static.qualifies and shift.qualifies,
+        )
+    )
+    print(
+        bounds_line(
+            stock_hours=stock.gpu_hours,
+            ceiling_hours=top.gpu_hours,
+            floor_hours=max(s.min_replicas, 1) * s.days * 24 * min(c.tensor_parallel_size for c in sizing.configs),
+            stock_counts=stock.qualifies,
         )
     )
     print(

@@ -64,6 +64,27 @@ def test_week_line_format() -> None:
 
 
 @pytest.mark.parametrize(
+    ("stock_hours", "ceiling_hours", "counts", "over_ceiling", "over_floor"),
+    [
+        (1159.4, 803.5, True, "1.44x", "6.90x"),  # room to beat stock + HPA by a planner like the ceiling
+        (188.5, 198.2, True, "0.95x", "1.12x"),  # stock + HPA runs hotter than the ceiling's headroom: no 1.3x here
+        (188.5, 198.2, False, "n/q", "n/q"),  # stock + HPA does not qualify
+    ],
+)
+def test_bounds_line_says_how_far_any_planner_can_get_against_stock_and_hpa(
+    stock_hours: float, ceiling_hours: float, counts: bool, over_ceiling: str, over_floor: str
+) -> None:
+    floor = 168.0  # one replica, one GPU, all week
+    line = week.bounds_line(
+        stock_hours=stock_hours, ceiling_hours=ceiling_hours, floor_hours=floor, stock_counts=counts
+    )
+    assert line == (
+        f"bounds: stock+HPA {stock_hours:.1f} GPU-hours is {over_ceiling} the ceiling's {ceiling_hours:.1f} and "
+        f"{over_floor} the floor's 168.0 (the fewest replicas all week)"
+    )
+
+
+@pytest.mark.parametrize(
     ("concurrency", "capacity", "headroom", "lo", "hi", "expected"),
     [
         (100.0, 50.0, 0.0, 1, 16, 2),
