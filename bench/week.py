@@ -69,6 +69,11 @@ switching cost (GPU-hours on rollout candidates and canary trials, promotions, r
     schedule: realised gain vs ideal best static +G.G GPU-hours (S.S vs H.H); switching cost: C.C GPU-hours on \
 rollout candidates, T.T on N canary trials, P promotions, R rollbacks
 
+and how far any planner sized like the ceiling can get against stock + HPA: stock + HPA's GPU-hours over the
+ceiling's and over the floor's (the scenario's fewest replicas all week; no controller goes below it)::
+
+    bounds: stock+HPA S.S GPU-hours is A.AAx the ceiling's C.C and B.BBx the floor's F.F (the fewest replicas all week)
+
 Shiftlight's row also gives its canary trials by kind (the optimizer's, the rounds' baselines and repeats, the
 capacity probes, the switch checks) and, per window, the capacity per replica probed for the config serving it
 beside the most requests/s per ready replica production held within the SLO over one cycle (no candidate beside
