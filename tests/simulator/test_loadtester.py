@@ -12,6 +12,7 @@ from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.ports import LoadTester, TrialBudget, TrialRequest
 from controller.simulator.profiles import load_model, model_names
+from controller.trials.loadgen_plan import plan_requests
 
 GPU = "h200"
 TARGET = TargetRef(namespace="default", name="chat", model="m")
@@ -205,3 +206,17 @@ def test_a_short_trial_of_long_requests_overstates_capacity_and_the_stretched_on
     assert naive.meets_slo()
     assert steady.status is TrialStatus.MEASURED and not steady.meets_slo()
     assert steady.ttft_s is not None and steady.ttft_s.p95 > SLO_.ttft_seconds
+
+
+@pytest.mark.parametrize("concurrency", [4.0, 4.4, 4.5, 4.6, 0.3])
+def test_a_closed_loop_runs_as_many_streams_as_the_trial_runner_would(
+    tester: SimulatedLoadTester, concurrency: float
+) -> None:
+    """Whole streams, as many as the real trial runner's plan keeps in flight (``vllm bench serve
+    --max-concurrency``): a capacity probe at 4.4 requests in flight is measured on 5 streams on a canary, and the
+    simulated trial must not measure it on 4."""
+    shape = SHAPE.model_copy(update={"concurrency": concurrency, "arrival_rate_rps": concurrency / 8})
+    streams = plan_requests(shape, num_requests=1, mode="closed").concurrency
+    result = _run(tester, EngineConfig(), shape=shape)
+    assert result.ok
+    assert f"at {streams} concurrent streams" in result.log_tail[0]
