@@ -82,6 +82,11 @@ class TrafficShape(BaseModel):
             f"-o{log2_bucket(self.output_tokens.mean)}-r{round(self.repetitiveness * 4)}"
         )
 
+    def closed_loop_streams(self) -> int:
+        """Whole streams a closed-loop replay keeps in flight for this shape: its concurrency rounded up, at least
+        one (``vllm bench serve --max-concurrency``, the trial runner's plan and the simulated trials alike)."""
+        return max(1, math.ceil(self.concurrency))
+
     def describe(self) -> str:
         return (
             f"{self.arrival_rate_rps:.2f} req/s, {self.concurrency:.0f} concurrent, "

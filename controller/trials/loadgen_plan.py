@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -104,7 +103,7 @@ def plan_requests(
     chosen: Mode = mode or ("open" if shape.arrival_rate_rps > 0 else "closed")
     if chosen == "open" and shape.arrival_rate_rps <= 0:
         raise ValueError("open-loop replay needs a shape with arrival_rate_rps > 0")
-    concurrency = max(1, math.ceil(shape.concurrency)) if chosen == "closed" else (max_concurrency or 0)
+    concurrency = shape.closed_loop_streams() if chosen == "closed" else (max_concurrency or 0)
     if chosen == "closed" and max_concurrency:
         concurrency = min(concurrency, max_concurrency)
 

@@ -248,7 +248,7 @@ class TrialRunner:
         """Warm-up rounds at the trial's concurrency (closed loop, fresh prompts each round) until ``rule`` says
         the engine is steady or the warm-up's time is spent."""
         s = self.settings
-        streams = max(1, math.ceil(request.shape.concurrency)) if request.shape.concurrency > 0 else 4
+        streams = request.shape.closed_loop_streams() if request.shape.concurrency > 0 else 4
 
         def run_round(i: int) -> WarmupRound:
             plan = plan_requests(

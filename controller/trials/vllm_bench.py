@@ -253,7 +253,7 @@ def bench_command(
     if chosen == "open":
         cmd += ["--request-rate", f"{shape.arrival_rate_rps:g}", "--burstiness", f"{burstiness:g}"]
     else:
-        cmd += ["--request-rate", "inf", "--max-concurrency", str(max(1, math.ceil(shape.concurrency)))]
+        cmd += ["--request-rate", "inf", "--max-concurrency", str(shape.closed_loop_streams())]
     cmd += ["--ignore-eos", "--temperature", f"{temperature:g}", "--disable-tqdm"]
     cmd += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,95,99"]
     if slo is not None:

@@ -50,6 +50,14 @@ def test_shape_bucket_groups_similar_shapes() -> None:
 
 
 @pytest.mark.parametrize(
+    ("concurrency", "streams"),
+    [(4.0, 4), (4.4, 5), (4.5, 5), (4.6, 5), (0.3, 1), (0.0, 1), (256.0, 256)],
+)
+def test_a_closed_loop_keeps_the_concurrency_rounded_up_in_whole_streams(concurrency: float, streams: int) -> None:
+    assert shape(concurrency).closed_loop_streams() == streams
+
+
+@pytest.mark.parametrize(
     ("build", "message"),
     [
         (lambda: LengthDistribution(mean=0), "mean"),

@@ -27,7 +27,6 @@ An infeasible config (the performance model says vLLM would refuse it or run out
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -141,9 +140,7 @@ class _Trial:
         engine = self.engine
         warmup = budget.warmup_s
         end = warmup + budget.duration_s
-        # whole streams, as many as the trial runner's plan keeps in flight (vllm bench's --max-concurrency): a load
-        # of 4.4 requests in flight is measured at 5 streams on a canary, and so here
-        streams = max(1, math.ceil(self.shape.concurrency - 1e-9))
+        streams = self.shape.closed_loop_streams()  # as on a canary: 4.4 requests in flight run on 5 streams
         k = self.config.num_speculative_tokens
 
         open_loop = req.loop == "open" and self.shape.arrival_rate_rps > 0
