@@ -14,7 +14,7 @@ from controller.policy import Policy
 def simulator_prior(model: str, gpu: str) -> ShapePrior:
     """``(config, shape) -> estimated output tokens/s`` (0 when the config does not fit) for two profiles."""
     perf_mod = importlib.import_module("controller.simulator.perf")
-    perf: Any = perf_mod.PerformanceModel.named(model, gpu)
+    perf: Any = perf_mod.PerformanceModel.shared(model, gpu)  # one per (model, GPU), bounded
 
     def prior(config: EngineConfig, shape: TrafficShape) -> float:
         if perf.feasibility(config) is not None:

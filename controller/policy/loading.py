@@ -18,7 +18,6 @@ from controller.errors import InvalidInput
 from controller.policy.models import Policy
 from controller.policy.space import Feasibility
 from controller.simulator.perf import PerformanceModel
-from controller.simulator.profiles import load_gpu, load_model
 
 
 class PolicyError(InvalidInput):
@@ -305,7 +304,7 @@ def profile_feasibility(policy: Policy) -> Feasibility | None:
     if policy.target.model is None or policy.target.gpu is None:
         return None
     try:
-        perf = PerformanceModel(load_model(policy.target.model), load_gpu(policy.target.gpu))
+        perf = PerformanceModel.shared(policy.target.model, policy.target.gpu)
     except Exception:  # unknown profile: no oracle
         return None
     fn: Feasibility = perf.feasibility

@@ -23,8 +23,10 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from controller.domain.config import CPU_DRAFTERS, EngineConfig
 from controller.domain.traffic import LengthDistribution, TrafficShape
@@ -95,6 +97,46 @@ class _Default:
 
 
 _DEFAULT = _Default()
+
+
+#: Most per-config plans (and as many acceptance vectors) one performance model keeps, least recently used first
+#: out: twice an optimizer's pool (``MAX_POOL_CONFIGS``), so a model shared by every TunedService on one (model, GPU)
+#: holds a few MiB however many TunedServices ask it. A dropped plan is rebuilt, the same, when next needed.
+MAX_CACHED_PLANS = 8_192
+
+#: Most shared performance models (one per (model, GPU) pair) the process keeps.
+MAX_SHARED_MODELS = 8
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class _Lru(Generic[_K, _V]):
+    """A bounded, thread-safe map: the least recently used entry goes first once ``limit`` is reached."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._entries: OrderedDict[_K, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: _K) -> _V | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: _K, value: _V) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.limit:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
 
 
 @functools.cache
@@ -250,14 +292,21 @@ class PerformanceModel:
         self.calibration: Calibration | None = calibration
         self.prefill_fixes = CALIBRATED_BY_DEFAULT if prefill_fixes is None else prefill_fixes
         self.small_kernels_per_layer = small_kernels_per_layer
-        self._plans: dict[EngineConfig, _Plan] = {}
+        self._plans: _Lru[EngineConfig, _Plan] = _Lru(MAX_CACHED_PLANS)
         self._last: tuple[EngineConfig, _Plan] | None = None
-        self._acc: dict[tuple[EngineConfig, float], tuple[float, ...]] = {}
+        self._acc: _Lru[tuple[EngineConfig, float], tuple[float, ...]] = _Lru(MAX_CACHED_PLANS)
 
     @classmethod
     def named(cls, model: str, gpu: str) -> PerformanceModel:
         """The model for two shipped profiles, by name."""
         return cls(load_model(model), load_gpu(gpu))
+
+    @classmethod
+    def shared(cls, model: str, gpu: str) -> PerformanceModel:
+        """One model per (model, GPU) pair for the whole process (what the operator's optimizers and memory-fit
+        oracles use): its plan cache is bounded (``MAX_CACHED_PLANS``), so its memory does not grow with the number
+        of TunedServices that ask it. Thread-safe."""
+        return _shared_model(model, gpu)
 
     @classmethod
     def calibrated(cls, model: str, gpu: str) -> PerformanceModel:
@@ -436,7 +485,7 @@ class PerformanceModel:
                 p *= a
                 out.append(p)
             hit = tuple(out)
-            self._acc[key] = hit
+            self._acc.put(key, hit)
         return hit
 
     def tokens_per_step(self, config: EngineConfig, repetitiveness: float = 0.0) -> float:
@@ -451,7 +500,7 @@ class PerformanceModel:
         plan = self._plans.get(config)
         if plan is None:
             plan = self._build_plan(config)
-            self._plans[config] = plan
+            self._plans.put(config, plan)
         self._last = (config, plan)
         return plan
 
@@ -1031,6 +1080,11 @@ FIELD_NOTE_STEPS: tuple[tuple[str, EngineConfig], ...] = (
         ),
     ),
 )
+
+
+@functools.lru_cache(maxsize=MAX_SHARED_MODELS)
+def _shared_model(model: str, gpu: str) -> PerformanceModel:
+    return PerformanceModel.named(model, gpu)
 
 
 def workstation_shape(concurrency: float = 256) -> TrafficShape:
