@@ -21,6 +21,8 @@ from controller.adapters.notify.slack import SlackNotifier
 from controller.ports import Notifier
 from controller.reactor.backends import make_backend
 from controller.reactor.handlers import build_registry
+from controller.reactor.logs import configure_logging
+from controller.reactor.logs import log_formatter as log_formatter  # where the log formats used to live
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import HealthServer, OperatorMetrics
 from controller.reactor.runtime import Backend
@@ -150,30 +152,6 @@ def run_operator(settings: OperatorSettings) -> None:
         )
     finally:
         runtime.stop()
-
-
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-
-
-def log_formatter(settings: OperatorSettings) -> logging.Formatter:
-    """``SHIFTLIGHT_LOG_FORMAT``: ``json`` gives one JSON object per line (timestamp, level, logger, message)."""
-    if settings.log_format == "json":
-        from pythonjsonlogger.json import JsonFormatter
-
-        return JsonFormatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-        )
-    return logging.Formatter(TEXT_FORMAT)
-
-
-def configure_logging(settings: OperatorSettings) -> None:
-    """The root logger at ``SHIFTLIGHT_LOG_LEVEL``, in ``SHIFTLIGHT_LOG_FORMAT``, on stderr."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(log_formatter(settings))
-    logging.basicConfig(
-        level=getattr(logging, settings.log_level.upper(), logging.INFO), handlers=[handler], force=True
-    )
 
 
 def main(*, all_namespaces: bool = True, namespaces: Sequence[str] = ()) -> None:
