@@ -12,12 +12,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rich.style import Style
-from rich.table import Table
 from rich.text import Text
 
+from controller.cli.shiftctl_table import Columns, columns
 from controller.crd.models import TunedServiceSpec, parse_tuned_service, summarize
 from controller.decide import ApiPrice, describe_account, schedule_economics
 from controller.domain.config import STOCK, EngineConfig
+from controller.domain.evidence import trial_name
 from controller.domain.status import Reason, TargetStatus
 from controller.domain.text import block, one_line
 from controller.domain.traffic import TimeWindow
@@ -75,7 +76,7 @@ def row(body: Mapping[str, Any], *, wide: bool, all_namespaces: bool, now: datet
     if status is None:
         cells += ["Invalid", "", "", "", "", age(meta.get("creationTimestamp"), now)]
         if wide:
-            cells += ["", "", "", error[:80]]
+            cells += ["", "", "", error.splitlines()[0] if error else ""]
         return cells
     summary = summarize(status)
     in_flight = status.rollout is not None and status.phase.value != "Observing"
@@ -93,12 +94,12 @@ def row(body: Mapping[str, Any], *, wide: bool, all_namespaces: bool, now: datet
             spec.model.name,
             status.window or "",
             str(len(status.trials)),
-            (status.frozen_reason or (status.last_reasons[-1].message if status.last_reasons else ""))[:80],
+            status.frozen_reason or (status.last_reasons[-1].message if status.last_reasons else ""),
         ]
     return cells
 
 
-def list_table(bodies: Sequence[Mapping[str, Any]], *, wide: bool, all_namespaces: bool) -> Table:
+def list_table(bodies: Sequence[Mapping[str, Any]], *, wide: bool, all_namespaces: bool) -> Columns:
     headers = (["NAMESPACE"] if all_namespaces else []) + [
         "NAME",
         "PHASE",
@@ -110,27 +111,22 @@ def list_table(bodies: Sequence[Mapping[str, Any]], *, wide: bool, all_namespace
     ]
     if wide:
         headers += ["MODEL", "WINDOW", "TRIALS", "REASON"]
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
-    for h in headers:
-        table.add_column(h, no_wrap=True, overflow="fold")
-    for body in bodies:
-        table.add_row(*(cell(c) for c in row(body, wide=wide, all_namespaces=all_namespaces)))
-    return table
+    return columns(headers, (row(body, wide=wide, all_namespaces=all_namespaces) for body in bodies))
 
 
 def _ms(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value is not None else "-"
 
 
-def trials_table(trials: Sequence[TrialResult], *, wide: bool = False) -> Table:
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
-    cols = ["CONFIG", "STATUS", "GOODPUT TOK/S", "OUTPUT TOK/S", "TTFT P95", "TPOT P95", "SLO"]
+def trials_table(trials: Sequence[TrialResult], *, service: str, wide: bool = False) -> Columns:
+    """The status's trials, best goodput first, each under its Trial CR's name (the trial's one identifier)."""
+    cols = ["NAME", "CONFIG", "STATUS", "GOODPUT TOK/S", "OUTPUT TOK/S", "TTFT P95", "TPOT P95", "SLO"]
     if wide:
         cols += ["SOURCE", "SHAPE", "REASON"]
-    for c in cols:
-        table.add_column(c, no_wrap=c != "REASON")
+    rows = []
     for t in sorted(trials, key=lambda t: -t.objective()):
         cells = [
+            trial_name(service, t.config, t.shape),
             t.config.label(),
             t.status.value,
             f"{t.goodput_tokens_per_s:,.0f}",
@@ -141,8 +137,8 @@ def trials_table(trials: Sequence[TrialResult], *, wide: bool = False) -> Table:
         ]
         if wide:
             cells += [t.source, t.shape.describe(), t.reason]
-        table.add_row(*(cell(c) for c in cells))
-    return table
+        rows.append(cells)
+    return columns(cols, rows, numeric=(3, 4, 5, 6))
 
 
 def knobs(config: EngineConfig, base: EngineConfig = STOCK) -> list[str]:
@@ -212,6 +208,7 @@ def explain_text(body: Mapping[str, Any]) -> Text:
         out.append(f"cannot explain an invalid object: {safe(error)}\n", style="red")
         return out
     name = body.get("metadata", {}).get("name")
+    name_ = str(name or "")
     active = status.active_config
     out.append(f"{safe(name)} runs {safe(active.label())}", style="bold")
     out.append(f" (phase {status.phase.value})\n")
@@ -240,13 +237,15 @@ def explain_text(body: Mapping[str, Any]) -> Text:
         t = status.tuning
         out.append(f"Tuning round {safe(t.id)} ({safe(t.window)}): {safe(t.reason)}\n")
         for key, who, why in zip(t.trial_keys, t.trial_proposers, t.trial_reasons, strict=False):
-            out.append(f"  trial {safe(key)} proposed by {safe(who)}: {safe(why)}\n")
+            run = next((r for r in status.trials if r.config.key() == key), None)  # each trial by its Trial's name
+            which = trial_name(name_, run.config, run.shape) if run else f"of config {key} (no result yet)"
+            out.append(f"  trial {safe(which)} proposed by {safe(who)}: {safe(why)}\n")
     if status.trials:
         best = max(status.trials, key=lambda t: t.objective())
         out.append(f"Evidence ({len(status.trials)} trials; best first):\n", style="bold")
         for trial in sorted(status.trials, key=lambda t: -t.objective())[:5]:
             mark = "*" if trial is best else " "
-            out.append(f" {mark} {safe(trial.summary())}\n")
+            out.append(f" {mark} {safe(trial_name(name_, trial.config, trial.shape))} {safe(trial.summary())}\n")
     if status.schedule_account is not None:
         out.append(f"Schedule account: {safe(describe_account(status.schedule_account))}\n")
     if status.last_reasons:
@@ -287,14 +286,12 @@ def history_lines(status: TargetStatus) -> list[str]:
     return lines
 
 
-def cost_table(status: TargetStatus, *, gpu_hour_price: float | None = None) -> Table:
+def cost_table(status: TargetStatus, *, gpu_hour_price: float | None = None) -> Columns:
     """Per window: goodput vs stock and what a million output tokens costs in GPU-hours (and money, if priced)."""
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
     cols = ["WINDOW", "CONFIG", "REPLICAS", "GOODPUT TOK/S", "STOCK TOK/S", "GAIN", "GPU-H/1M TOK", "STOCK GPU-H/1M"]
     if gpu_hour_price is not None:
         cols += ["COST/1M TOK", "STOCK COST/1M"]
-    for c in cols:
-        table.add_column(c, no_wrap=True)
+    rows = []
 
     def gpu_hours_per_million(tok_s: float, gpus: int) -> float | None:
         return gpus * 1e6 / (tok_s * 3600) if tok_s > 0 else None
@@ -323,29 +320,29 @@ def cost_table(status: TargetStatus, *, gpu_hour_price: float | None = None) -> 
                 fmt(ours * gpu_hour_price if ours is not None else None, money=True),
                 fmt(stock * gpu_hour_price if stock is not None else None, money=True),
             ]
-        table.add_row(*(cell(c) for c in cells))
-    return table
+        rows.append(cells)
+    return columns(cols, rows)
 
 
 def economics_table(
     status: TargetStatus, windows: Sequence[TimeWindow], *, gpu_hour_price: float, api: ApiPrice
-) -> Table:
+) -> Columns:
     """Per window at the load measured when it was tuned: cost per million output tokens against the API price,
     with the windows where the API would be cheaper (idle GPUs) flagged."""
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
-    for c in ("WINDOW", "GPU-H", "UTILISATION", "SELF-HOSTED", "$/1M OUT", "API", "CHEAPER"):
-        table.add_column(c, no_wrap=True)
+    rows = []
     for e in schedule_economics(status.schedule, windows=windows, gpu_usd_per_hour=gpu_hour_price, api=api):
-        table.add_row(
-            cell(e.window),
-            f"{e.gpu_hours:,.1f}",
-            f"{e.utilisation:.0%}",
-            f"${e.self_hosted_usd:,.2f}",
-            f"${e.usd_per_million_output:,.2f}",
-            f"${e.api_usd:,.2f}",
-            "API (idle GPUs)" if e.api_is_cheaper else f"self-hosted ({e.saving:.0%} less)",
+        rows.append(
+            (
+                e.window,
+                f"{e.gpu_hours:,.1f}",
+                f"{e.utilisation:.0%}",
+                f"${e.self_hosted_usd:,.2f}",
+                f"${e.usd_per_million_output:,.2f}",
+                f"${e.api_usd:,.2f}",
+                "API (idle GPUs)" if e.api_is_cheaper else f"self-hosted ({e.saving:.0%} less)",
+            )
         )
-    return table
+    return columns(("WINDOW", "GPU-H", "UTILISATION", "SELF-HOSTED", "$/1M OUT", "API", "CHEAPER"), rows)
 
 
 __all__ = [

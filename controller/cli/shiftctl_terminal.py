@@ -8,8 +8,9 @@ Nothing reaches the terminal unsanitised: every line goes through :func:`echo` (
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from typing import Annotated, Any
@@ -17,6 +18,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.console import Console
+from rich.text import Text
 
 from controller.adapters.kube import KubeForbidden, KubeUnauthorized, KubeUnavailable
 from controller.cli import shiftctl_patches as patches
@@ -29,6 +31,21 @@ class Output(StrEnum):
     wide = "wide"
     yaml = "yaml"
     json = "json"
+    name = "name"
+
+
+def complete_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of a TunedService name: those of the namespace (or context) on the command line so far,
+    listed from the API server; nothing when it cannot be reached."""
+    from controller.cli.shiftctl_reads import connect, list_bodies  # the reads import this module's siblings only
+
+    params = ctx.params
+    try:
+        conn = connect(params.get("kubeconfig"), params.get("context"), params.get("namespace"))
+        names = [str(b["metadata"]["name"]) for b in list_bodies(conn, False)]
+    except (ShiftlightError, OSError, ValueError, KeyError, TypeError):
+        return []
+    return [n for n in names if n.startswith(incomplete)]
 
 
 NamespaceOpt = Annotated[
@@ -39,9 +56,11 @@ KubeconfigOpt = Annotated[
     str | None, typer.Option("--kubeconfig", envvar="KUBECONFIG", help="path to the kubeconfig file")
 ]
 ContextOpt = Annotated[str | None, typer.Option("--context", help="kubeconfig context to use")]
-OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table, wide, yaml or json")]
-AsOpt = Annotated[str | None, typer.Option("--as", help="act as (impersonate) this user; recorded as the approver")]
-NameArg = Annotated[str, typer.Argument(help="TunedService name")]
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table, wide, yaml, json or name")]
+AsOpt = Annotated[
+    str | None, typer.Option("--as", help="act as (impersonate) this user; recorded as the one who acted")
+]
+NameArg = Annotated[str, typer.Argument(help="TunedService name", autocompletion=complete_names)]
 
 
 # ----- errors and output ---------------------------------------------------------------------------
@@ -83,12 +102,25 @@ def console() -> Console:
     tty = sys.stdout.isatty()
     return Console(
         file=sys.stdout,
-        width=None if tty else 200,
+        width=None if tty or os.environ.get("COLUMNS", "").isdigit() else 200,
         soft_wrap=not tty,  # piped: one logical line per line, as written (tables are laid out to the width)
         markup=False,
         emoji=False,
         highlight=False,
     )
+
+
+def show(table: Text) -> None:
+    """Print a laid-out table (:mod:`controller.cli.shiftctl_table`) as it is: never wrapped or cut to the
+    terminal's width."""
+    echo(table.plain.rstrip("\n"))
+
+
+def names(kind: str, items: Sequence[Any]) -> None:
+    """``-o name``: ``<kind>.shiftlight.dev/<name>`` per object (a body, or a name)."""
+    for item in items:
+        name = item if isinstance(item, str) else (item.get("metadata") or {}).get("name", "")
+        echo(f"{kind}.shiftlight.dev/{name}")
 
 
 def dump(data: Any, output: Output) -> None:

@@ -17,10 +17,9 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import TaskID
-from rich.table import Table
-from rich.text import Text
 
 from controller.cli.progress_bar import trial_progress
+from controller.cli.shiftctl_table import Columns, columns
 from controller.crd import models as crd
 from controller.domain.text import one_line
 from controller.errors import InvalidInput
@@ -63,7 +62,7 @@ def trial_row(body: Mapping[str, Any]) -> TrialRow:
         spec, status = crd.parse_trial(body)
     except (InvalidInput, ValidationError, ValueError) as exc:
         why = one_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        return TrialRow(one_line(name), "?", "Unknown", "", 0, 0, None, None, f"unreadable: {why}"[:120])
+        return TrialRow(one_line(name), "?", "Unknown", "", 0, 0, None, None, f"unreadable: {why}")
     progress = status.progress
     result = status.result
     if result is not None:
@@ -86,7 +85,7 @@ def trial_row(body: Mapping[str, Any]) -> TrialRow:
         planned=progress.requests_planned if progress is not None else 0,
         elapsed_s=progress.elapsed_seconds if progress is not None else None,
         tokens_per_s=rate,
-        result=one_line(summary)[:120],
+        result=one_line(summary),
     )
 
 
@@ -96,10 +95,9 @@ def rows_of(items: Sequence[Mapping[str, Any]]) -> list[TrialRow]:
     return sorted(rows, key=lambda r: (not r.running, r.name))
 
 
-def trial_crs_table(rows: Sequence[TrialRow]) -> Table:
-    table = Table(box=None, show_edge=False, pad_edge=False, header_style="bold")
-    for c in ("NAME", "CONFIG", "PHASE", "STAGE", "DONE", "ELAPSED", "TOK/S", "RESULT"):
-        table.add_column(c, no_wrap=c != "RESULT")
+def trial_crs_table(rows: Sequence[TrialRow]) -> Columns:
+    """The Trial CRs, each under its name (the trial's one identifier); nothing cut."""
+    cells_of = []
     for r in rows:
         cells = (
             r.name,
@@ -111,8 +109,8 @@ def trial_crs_table(rows: Sequence[TrialRow]) -> Table:
             f"{r.tokens_per_s:,.0f}" if r.tokens_per_s is not None else "-",
             r.result or "-",
         )
-        table.add_row(*(Text(one_line(c)) for c in cells))  # shown literally: no rich markup is interpreted
-    return table
+        cells_of.append(cells)
+    return columns(("NAME", "CONFIG", "PHASE", "STAGE", "DONE", "ELAPSED", "TOK/S", "RESULT"), cells_of)
 
 
 def watch_trials(

@@ -115,28 +115,40 @@ def reject(
     _decide(name, "rejected", None, comment, namespace, kubeconfig, context, as_user)
 
 
-def _toggle(name: str, paused: bool, namespace: str | None, kubeconfig: str | None, context: str | None) -> None:
+def _toggle(
+    name: str, paused: bool, namespace: str | None, kubeconfig: str | None, context: str | None, as_user: str | None
+) -> None:
     with cli_errors():
-        conn = connect(kubeconfig, context, namespace)
+        conn = connect(kubeconfig, context, namespace, as_user)
+        who = whoami(conn)
 
         def build(status: TargetStatus, rv: str, raw: JSON) -> list[dict[str, Any]]:
             return patches.build_pause_patch(status, resource_version=rv, paused=paused)
 
-        _write(conn, name, build, f"tunedservice.shiftlight.dev/{name} {'paused' if paused else 'resumed'}")
+        verb = "paused" if paused else "resumed"
+        _write(conn, name, build, f"tunedservice.shiftlight.dev/{name} {verb} by {who}")
 
 
 def pause(
-    name: NameArg, namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None, context: ContextOpt = None
+    name: NameArg,
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    as_user: AsOpt = None,
 ) -> None:
     """Hold the rollout at its current weight."""
-    _toggle(name, True, namespace, kubeconfig, context)
+    _toggle(name, True, namespace, kubeconfig, context, as_user)
 
 
 def resume(
-    name: NameArg, namespace: NamespaceOpt = None, kubeconfig: KubeconfigOpt = None, context: ContextOpt = None
+    name: NameArg,
+    namespace: NamespaceOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    as_user: AsOpt = None,
 ) -> None:
     """Continue a paused rollout."""
-    _toggle(name, False, namespace, kubeconfig, context)
+    _toggle(name, False, namespace, kubeconfig, context, as_user)
 
 
 def _abort(

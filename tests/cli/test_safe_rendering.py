@@ -147,7 +147,7 @@ RENDERS: list[tuple[str, Callable[[], Any]]] = [
     ("explain-invalid-model", lambda: render.explain_text(hostile_body(model=HOSTILE))),
     ("get-wide", lambda: render.list_table([hostile_body()], wide=True, all_namespaces=True)),
     ("get-wide-invalid", lambda: render.list_table([hostile_body(model=HOSTILE)], wide=True, all_namespaces=True)),
-    ("trials-wide", lambda: render.trials_table(hostile_status().trials, wide=True)),
+    ("trials-wide", lambda: render.trials_table(hostile_status().trials, service="workhorse", wide=True)),
     ("history", lambda: "\n".join(render.history_lines(hostile_status()))),
     ("cost", lambda: render.cost_table(hostile_status(), gpu_hour_price=2.5)),
     (

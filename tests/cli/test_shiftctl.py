@@ -69,8 +69,9 @@ def test_describe_explain_trials_history_cost(kubeconfig: Path, seed: Seeder) ->
     assert "Evidence (3 trials; best first)" in explained.stdout
     trials = run(kubeconfig, "trials", "workhorse")
     rows = [r.split() for r in trials.stdout.splitlines()[1:]]
-    assert [r[0] for r in rows] == ["mtp1+async+seqs256", "stock", "kv-fp8"]  # best goodput first
-    assert rows[2][1] == "infeasible"
+    assert [r[1] for r in rows] == ["mtp1+async+seqs256", "stock", "kv-fp8"]  # best goodput first
+    assert all(r[0].startswith("workhorse-trial-") for r in rows)  # each under its Trial CR's name
+    assert rows[2][2] == "infeasible"
     history = run(kubeconfig, "history", "workhorse")
     assert "2026-11-29: stock -> seqs128 promoted" in history.stdout
     cost = run(kubeconfig, "cost", "workhorse", "--gpu-hour-price", "2.5")

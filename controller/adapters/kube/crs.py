@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from controller.crd import models as crd
 from controller.domain.config import EngineConfig
+from controller.domain.evidence import trial_name
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 
@@ -21,9 +21,9 @@ def _dns(value: str, limit: int = 63) -> str:
 
 
 def trial_name_for(service: str, config: EngineConfig, shape: TrafficShape) -> str:
-    """The Trial CR of ``config`` under ``shape`` (its bucket): the same name when the trial starts and ends."""
-    digest = hashlib.sha256(f"{config.key()}:{shape.bucket()}".encode()).hexdigest()[:10]
-    return _dns(f"{service}-trial-{digest}")
+    """The Trial CR of ``config`` under ``shape`` (its bucket): the same name when the trial starts and ends, and
+    the trial's identifier everywhere it is shown (:func:`controller.domain.evidence.trial_name`)."""
+    return trial_name(service, config, shape)
 
 
 def rollout_name(service: str, rollout_id: str) -> str:
