@@ -12,7 +12,8 @@ not this one (``tests/test_errors_tree.py`` checks the drawing against the class
     │   └── BenchFailed                     trials.vllm_bench: ``vllm bench serve`` produced no result
     ├── PermanentError                      retrying the same input cannot help
     │   ├── InvalidInput(source, field)     a CR, policy file, CLI argument or answer failed validation
-    │   │   └── PolicyError                 policy.loading: a policy file failed to parse or validate
+    │   │   ├── PolicyError                 policy.loading: a policy file failed to parse or validate
+    │   │   └── SimulatorRefusal            reactor.simulator_backend: no profile for the spec's model or GPU
     │   ├── InvalidTransition               the phase table forbids this move
     │   ├── NotFound                        the named object does not exist
     │   ├── KubeForbidden                   adapters.kube.client: RBAC refused the request (HTTP 403)

@@ -27,7 +27,6 @@ from controller.adapters.routing.gateway import GatewayRouter
 from controller.crd.models import TunedServiceSpec
 from controller.decide import DigestRules, Rules, ScalingRules
 from controller.domain.observation import TargetRef
-from controller.errors import InvalidInput
 from controller.ports import LoadTester, Notifier
 from controller.reactor.policy_refusals import POLICY_REFUSALS
 from controller.reactor.policy_source import resolve_policy
@@ -87,7 +86,7 @@ class KubernetesBackend:
         from controller.advisor.factory import advisors_for
         from controller.clock import SystemClock
         from controller.observe.profile_forecaster import ProfileForecaster
-        from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
+        from controller.observe.prometheus import PrometheusMetrics
 
         meta = body["metadata"]
         key = (target.namespace, target.name, str(meta.get("uid", "")), meta.get("generation"))
@@ -128,12 +127,8 @@ class KubernetesBackend:
         if router.use_gateway:
             cluster.on_promote.append(lambda t: router.set_weight(t, 0))  # all traffic to the new stable
             foreign_selectors = (*foreign_selectors, *route_through_pools(cluster, router, target))
-        try:
-            prom = PrometheusSettings.model_validate(
-                {"url": self.settings.prometheus_url, "timeout_s": self.settings.prometheus_timeout_s}
-            )
-        except ValueError as exc:
-            raise InvalidInput(str(exc), source="environment", field="SHIFTLIGHT_PROMETHEUS_URL") from None
+        # the URL, timeout, token file, TLS and variant labels the admin set (errors name their variable)
+        prom = self.settings.prometheus_settings()
         advisors = advisors_for(policy, self.settings.llm_advisors)
         metrics: PrometheusMetrics = self.settings.metrics_source(prom, slo=policy.slo)
         clock = SystemClock()

@@ -206,7 +206,7 @@ class ControlLoop:
         except InvalidInput as exc:
             # the policy (a preset name, a tenant's ConfigMap, an advisor name) was refused: nothing was built,
             # so nothing is contacted; the stored status stays, with the refusal in its conditions
-            return self._refuse(body, target, "InvalidPolicy", exc)
+            return self._refuse(body, target, getattr(exc, "reason", "InvalidPolicy"), exc)
         if runtime.initial_config is not None and "active_config" not in status.model_fields_set:
             status = status.model_copy(update={"active_config": runtime.initial_config})  # a first cycle
         started = time.perf_counter()

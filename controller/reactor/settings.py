@@ -19,6 +19,7 @@ from controller.errors import InvalidInput
 from controller.observe.grafana import GrafanaSettings, metrics_source
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.policy.space import MAX_SPACE_COMBINATIONS
+from controller.reactor.prometheus_env import env_path, prometheus_access, validated
 
 Backend = Literal["simulator", "kubernetes"]
 LogFormat = Literal["text", "json"]
@@ -53,11 +54,12 @@ class LoopSettings:
 class SimulatorSettings:
     """Defaults of the in-process simulated fleet behind a TunedService (``backend=simulator``)."""
 
-    model: str = "nemotron-3-super-nvfp4"
-    gpu: str = "gb300-dgx-station"
     traffic_profile: str = "coding-agents"
     seed: int = 7
     cold_start_s: float = 180.0
+    calibration_file: Path | None = None
+    """A calibration profile (``shiftlight calibrate``'s ``calibration-<gpu>.yaml``, a mounted ConfigMap key;
+    ``SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE``): fleets and trials on its GPU run on its measured curves."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,18 @@ class OperatorSettings:
     """Tolerations of canary trial Pods when a TunedService's ``spec.canaryPool`` sets none."""
     prometheus_timeout_s: float = 10.0
     """Seconds before a Prometheus query counts as failed."""
+    prometheus_token_file: Path | None = None
+    """A mounted Secret key holding the bearer token sent to Prometheus, re-read every query
+    (``SHIFTLIGHT_PROMETHEUS_TOKEN_FILE``)."""
+    prometheus_ca_file: Path | None = None
+    """A mounted CA bundle that verifies the metrics source's TLS certificate (``SHIFTLIGHT_PROMETHEUS_CA_FILE``)."""
+    prometheus_verify_tls: bool = True
+    """False: the metrics source's TLS certificate is not verified (``SHIFTLIGHT_PROMETHEUS_INSECURE_SKIP_VERIFY``)."""
+    prometheus_variant_label: str = "variant"
+    """The series label naming the variant, stable or candidate (``SHIFTLIGHT_PROMETHEUS_VARIANT_LABEL``)."""
+    prometheus_default_variant: str | None = None
+    """The variant of series without the variant label; None makes them an error
+    (``SHIFTLIGHT_PROMETHEUS_DEFAULT_VARIANT``)."""
     log_level: str = "info"
     log_format: LogFormat = "text"
     """``text`` (human-readable lines) or ``json`` (one JSON object per line)."""
@@ -111,6 +125,20 @@ class OperatorSettings:
     grafana: GrafanaSettings | None = None
     """Grafana: the metrics source (its datasource proxy, when a datasource UID is set; ``prometheus_url`` is then
     the proxy's URL) and/or where decisions are annotated. Its token is a mounted Secret file."""
+
+    def prometheus_settings(self) -> PrometheusSettings:
+        """How the metrics source is read: URL, timeout, bearer token file, TLS and the variant labels. Errors name
+        the environment variable of the value refused."""
+        fields: dict[str, object] = {
+            "url": self.prometheus_url,
+            "timeout_s": self.prometheus_timeout_s,
+            "bearer_token_file": self.prometheus_token_file,
+            "ca_file": self.prometheus_ca_file,
+            "verify_tls": self.prometheus_verify_tls,
+            "variant_label": self.prometheus_variant_label,
+            "default_variant": self.prometheus_default_variant,
+        }
+        return validated(fields)
 
     def metrics_source(self, prometheus: PrometheusSettings, *, slo: SLO | None = None) -> PrometheusMetrics:
         """The MetricsSource these settings choose: Prometheus, or Prometheus through Grafana's datasource proxy
@@ -163,6 +191,17 @@ class OperatorSettings:
                     f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
                 )
                 raise InvalidInput(f"invalid: {problems}", source="environment", field=name) from None
+
+        def time_scale() -> float:
+            name = "SHIFTLIGHT_TIME_SCALE"
+            value = num(name, 1.0)
+            if not 0 < value <= 100_000:
+                raise InvalidInput(
+                    f"must be in (0, 100000] simulated seconds per real second, got {e.get(name)!r}",
+                    source="environment",
+                    field=name,
+                )
+            return value
 
         def digest_hour() -> int | None:
             raw = e.get("SHIFTLIGHT_SLACK_DIGEST_HOUR")
@@ -243,7 +282,8 @@ class OperatorSettings:
 
         grafana_settings = grafana()
         prometheus_url = e.get("SHIFTLIGHT_PROMETHEUS_URL") or "http://127.0.0.1:9090"
-        if grafana_settings is not None and grafana_settings.datasource_uid is not None:
+        via_grafana = grafana_settings is not None and grafana_settings.datasource_uid is not None
+        if grafana_settings is not None and via_grafana:
             prometheus_url = grafana_settings.proxy_url()
         selector = from_json("SHIFTLIGHT_CANARY_NODE_SELECTOR", "{}", _NODE_SELECTOR)  # type: ignore[arg-type]
         tolerations = from_json("SHIFTLIGHT_CANARY_TOLERATIONS", "[]", _TOLERATIONS)  # type: ignore[arg-type]
@@ -260,7 +300,8 @@ class OperatorSettings:
             backend=backend,  # type: ignore[arg-type]
             connection=ConnectionSettings(kubeconfig=e.get("KUBECONFIG") or None, context=e.get("SHIFTLIGHT_CONTEXT")),
             leader=leader,
-            loop=LoopSettings(time_scale=num("SHIFTLIGHT_TIME_SCALE", 1.0)),
+            loop=LoopSettings(time_scale=time_scale()),
+            simulator=SimulatorSettings(calibration_file=env_path(e, "SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE")),
             policy_dir=Path(e.get("SHIFTLIGHT_POLICY_DIR", "policies/v1")),
             prometheus_url=prometheus_url,
             health_port=port("SHIFTLIGHT_HEALTH_PORT", 8080),
@@ -284,7 +325,9 @@ class OperatorSettings:
             verify_approvals=e.get("SHIFTLIGHT_VERIFY_APPROVALS", "true").lower() not in ("0", "false", "no"),
             llm_advisors=advisor_endpoints_from_env(e),
             grafana=grafana_settings,
+            **prometheus_access(e, via_grafana=via_grafana),
         )
+        settings.prometheus_settings()  # a label or variant Prometheus settings refuse: refused at start
         if overrides:
             from dataclasses import replace
 

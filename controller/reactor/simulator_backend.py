@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, TypeVar, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from controller.adapters.kube.canary.progress import ReportingLoadTester, TrialCRReporter
 from controller.adapters.kube.canary.runner import tuned_service_owner
@@ -23,12 +24,16 @@ from controller.adapters.routing.gateway import GatewayRouter, gateway_installed
 from controller.crd.models import TunedServiceSpec
 from controller.decide import Rules
 from controller.domain.observation import TargetRef
+from controller.errors import InvalidInput
 from controller.ports import LoadTester, Notifier, TrafficRouter
 from controller.reactor.policy_source import resolve_policy
 from controller.reactor.runtime import EventingCluster, MirroredRouter, TargetRuntime
 from controller.reactor.settings import OperatorSettings
 from controller.reconcile import Ports, Reconciler
 from controller.trials.background import BackgroundLoadTester
+
+if TYPE_CHECKING:
+    from controller.calibrate.profile import Calibration
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +82,106 @@ class TrialQueue(Executor):
                 future.cancel()
 
 
+class SimulatorRefusal(InvalidInput):
+    """The simulator cannot play what a TunedService runs: it has no profile for the model or GPU its spec names,
+    or the policy targets others. ``code`` is the machine-readable why; ``field`` names the spec field."""
+
+    #: The refusal's condition and Event reason.
+    reason = "SimulatorUnsupported"
+
+    def __init__(self, code: str, message: str, *, field: str) -> None:
+        super().__init__(f"{code}: {message}", source="simulator", field=field)
+        self.code = code
+
+
+#: Suffixes of a checkpoint's name that do not change its architecture (``Llama-3.1-8B-Instruct``).
+_VARIANT_SUFFIXES = ("-instruct", "-chat", "-hf", "-it")
+
+
+def model_profile(spec: TunedServiceSpec, names: Sequence[str]) -> str | None:
+    """The simulator's model profile for ``spec.model``: ``spec.model.profile`` when it names one, else the
+    checkpoint's name without its organisation and an instruct/chat suffix (``meta-llama/Llama-3.1-8B-Instruct``
+    is ``llama-3.1-8b``); None when no profile has that name."""
+    if spec.model.profile in names:
+        return spec.model.profile
+    base = spec.model.name.rstrip("/").rsplit("/", 1)[-1].lower()
+    for suffix in _VARIANT_SUFFIXES:
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    return base if base in names else None
+
+
+def gpu_profile(gpu_type: str, names: Sequence[str]) -> str | None:
+    """The simulator's GPU profile for ``spec.gpuType``: the profile of that name, or of its part before the first
+    ``-`` (``H200-141GB`` is ``h200``); None when there is none."""
+    wanted = gpu_type.lower()
+    if wanted in names:
+        return wanted
+    head = wanted.split("-", 1)[0]
+    return head if head in names else None
+
+
+def simulated_hardware(spec: TunedServiceSpec, policy_model: str | None, policy_gpu: str | None) -> tuple[str, str]:
+    """The model and GPU profiles that play ``spec``; :class:`SimulatorRefusal` where the simulator has none, or
+    where the policy's target names other ones (it never simulates another model or GPU than the spec's)."""
+    from controller.simulator.profiles import gpu_names, model_names
+
+    models, gpus = model_names(), gpu_names()
+    model = model_profile(spec, models)
+    if model is None:
+        raise SimulatorRefusal(
+            "simulator-unknown-model",
+            f"the simulator has no profile for model {spec.model.name!r} (profiles: {', '.join(models)}); name one "
+            "in spec.model.profile, or use the kubernetes backend",
+            field="spec.model.name",
+        )
+    gpu = gpu_profile(spec.gpu_type, gpus)
+    if gpu is None:
+        raise SimulatorRefusal(
+            "simulator-unknown-gpu",
+            f"the simulator has no profile for GPU {spec.gpu_type!r} (profiles: {', '.join(gpus)}); "
+            "use the kubernetes backend",
+            field="spec.gpuType",
+        )
+    if policy_model is not None and policy_model != model:
+        raise SimulatorRefusal(
+            "simulator-model-mismatch",
+            f"the spec's model is profile {model!r}, the policy targets {policy_model!r}",
+            field="spec.model.name",
+        )
+    if policy_gpu is not None and policy_gpu != gpu:
+        raise SimulatorRefusal(
+            "simulator-gpu-mismatch",
+            f"the spec's GPU is profile {gpu!r}, the policy targets {policy_gpu!r}",
+            field="spec.gpuType",
+        )
+    return model, gpu
+
+
+def load_calibration_setting(path: Path | None) -> Calibration | None:
+    """The calibration profile the admin mounted (``SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE``), checked at start: a
+    file that cannot be read, is not a calibration profile, or is for a GPU the simulator has no profile for is
+    refused, naming the variable."""
+    if path is None:
+        return None
+    from controller.calibrate.profile import read_calibration
+    from controller.simulator.profiles import gpu_names
+
+    name = "SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE"
+    try:
+        calibration = read_calibration(path)
+    except InvalidInput as exc:
+        raise InvalidInput(str(exc), source="environment", field=name) from None
+    if calibration.gpu not in gpu_names():
+        raise InvalidInput(
+            f"{path} is a calibration of GPU {calibration.gpu!r}, which has no GPU profile ({', '.join(gpu_names())})",
+            source="environment",
+            field=name,
+        )
+    return calibration
+
+
 class SimulatorBackend:
     """One simulated fleet per TunedService; production actions land on the fleet, Events in Kubernetes."""
 
@@ -110,6 +215,7 @@ class SimulatorBackend:
         # what every TunedService's fleet reads and nobody changes is built once and shared: the traffic generator
         # (its profile and noise), the performance model of a model and GPU and the cache of its estimates
         self._shared: dict[tuple[str, ...], Any] = {}
+        self.calibration = load_calibration_setting(settings.simulator.calibration_file)
 
     def _once(self, key: tuple[str, ...], build: Callable[[], T]) -> T:
         found = self._shared.get(key)
@@ -170,13 +276,16 @@ class SimulatorBackend:
 
         sim = self.settings.simulator
         policy = resolve_policy(self.api, self.settings, spec, body)
-        model = policy.target.model or sim.model
-        gpu = policy.target.gpu or sim.gpu
-        try:
-            perf = self._once(("perf", model, gpu), lambda: PerformanceModel(load_model(model), load_gpu(gpu)))
-        except Exception:  # the policy names hardware the simulator has no profile for
-            model, gpu = sim.model, sim.gpu
-            perf = self._once(("perf", model, gpu), lambda: PerformanceModel(load_model(model), load_gpu(gpu)))
+        model, gpu = simulated_hardware(spec, policy.target.model, policy.target.gpu)
+        calibration = self.calibration if self.calibration is not None and self.calibration.gpu == gpu else None
+
+        def performance() -> PerformanceModel:
+            if calibration is None:
+                return PerformanceModel(load_model(model), load_gpu(gpu))
+            return PerformanceModel(load_model(model), load_gpu(gpu), calibration, prefill_fixes=True)
+
+        calibrated = "calibrated" if calibration is not None else "constants"
+        perf = self._once(("perf", model, gpu, calibrated), performance)
         if previous is not None and isinstance(previous.ports.cluster, EventingCluster):
             # a spec change keeps the simulated production fleet (it is the "cluster", not the operator's)
             inner = previous.ports.cluster.inner
@@ -197,7 +306,7 @@ class SimulatorBackend:
                 cold_start_s=sim.cold_start_s,
                 history_s=MAX_ANALYSIS_WINDOW_S,  # the longest window a cycle reads: memory stays bounded
                 perf=perf,
-                estimates=self._once(("estimates", model, gpu), lambda: EstimateCache(SHARED_ESTIMATES)),
+                estimates=self._once(("estimates", model, gpu, calibrated), lambda: EstimateCache(SHARED_ESTIMATES)),
             )
             fleet.advance(300.0)  # a first observation window of traffic before the first cycle
         windows = spec.schedule or fleet.traffic.windows
@@ -223,7 +332,10 @@ class SimulatorBackend:
         if isinstance(router, MirroredRouter):
             mirrored = router.mirror
             cluster.on_promote.append(lambda t: mirrored.set_weight(t, 0))  # the route follows the promotion
-        load_tester: LoadTester = SimulatedLoadTester(model, gpu)
+        tester = SimulatedLoadTester(model, gpu)
+        if calibration is not None:  # trials on the same curves as the fleet (a model of their own: one per thread)
+            tester.perf = performance()
+        load_tester: LoadTester = tester
         if self.settings.mirror_crs:  # each trial's Trial CR, written by its reporter only
             load_tester = ReportingLoadTester(
                 load_tester,
@@ -247,7 +359,7 @@ class SimulatorBackend:
             reconciler = Reconciler(background, policy, rules=rules)
         else:
             reconciler = Reconciler(ports, policy, rules=rules)
-        log.info("%s: simulator runtime (%s on %s, policy %s)", target, model, gpu, policy.name)
+        log.info("%s: simulator runtime (%s on %s, %s, policy %s)", target, model, gpu, calibrated, policy.name)
         return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
 
 

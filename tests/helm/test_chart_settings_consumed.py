@@ -54,6 +54,13 @@ FEEDS = {
     "SHIFTLIGHT_LEASE_RETRY_PERIOD_SECONDS": "leader",
     "SHIFTLIGHT_PROMETHEUS_URL": "prometheus_url",
     "SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS": "prometheus_timeout_s",
+    "SHIFTLIGHT_PROMETHEUS_TOKEN_FILE": "prometheus_token_file",
+    "SHIFTLIGHT_PROMETHEUS_CA_FILE": "prometheus_ca_file",
+    "SHIFTLIGHT_PROMETHEUS_INSECURE_SKIP_VERIFY": "prometheus_verify_tls",
+    "SHIFTLIGHT_PROMETHEUS_VARIANT_LABEL": "prometheus_variant_label",
+    "SHIFTLIGHT_PROMETHEUS_DEFAULT_VARIANT": "prometheus_default_variant",
+    "SHIFTLIGHT_TIME_SCALE": "loop",
+    "SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE": "simulator",
     "SHIFTLIGHT_POLICY_DIR": "policy_dir",
     "SHIFTLIGHT_CANARY_NODE_SELECTOR": "canary_node_selector",
     "SHIFTLIGHT_CANARY_TOLERATIONS": "canary_tolerations",
@@ -151,6 +158,12 @@ def test_the_rendered_values_reach_the_settings(helm: Helm) -> None:
     assert (s.grafana.url, s.grafana.datasource_uid) == ("https://grafana.monitoring.svc:3000", None)
     assert s.grafana.dashboard_uids == ("vllm-latency", "team-a-serving")
     assert s.grafana.token_file == Path("/var/run/secrets/shiftlight/grafana/sa-token")
+    prometheus = s.prometheus_settings()
+    assert prometheus.bearer_token_file == Path("/var/run/secrets/shiftlight/prometheus/bearer")
+    assert prometheus.ca_file == Path("/etc/shiftlight/prometheus-ca/ca.pem") and prometheus.verify_tls
+    assert (prometheus.variant_label, prometheus.default_variant) == ("shiftlight_variant", "stable")
+    assert s.loop.time_scale == 60
+    assert s.simulator.calibration_file == Path("/etc/shiftlight/calibration/calibration-h200.yaml")
 
 
 def test_every_mounted_path_is_consumed(helm: Helm) -> None:
@@ -160,6 +173,8 @@ def test_every_mounted_path_is_consumed(helm: Helm) -> None:
     consumed_paths = [settings.policy_dir, settings.slack_webhook_file, settings.trial_cache_key_file]
     consumed_paths += [a.api_key_file for a in settings.llm_advisors]
     consumed_paths += [settings.grafana.token_file if settings.grafana else None]
+    consumed_paths += [settings.prometheus_token_file, settings.prometheus_ca_file]
+    consumed_paths += [settings.simulator.calibration_file]
     elsewhere = {env[name] for name in CONSUMED_ELSEWHERE if name in env}
     mounts = [m["mountPath"] for m in container["volumeMounts"]]
     assert len(mounts) >= 5, mounts  # tmp, policies, the Slack webhook, one advisor key, the Grafana token

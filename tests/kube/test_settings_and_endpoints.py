@@ -19,11 +19,13 @@ from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
 from controller.observe.prometheus import PrometheusMetrics
 from controller.reactor.kubernetes_backend import KubernetesBackend
+from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import HealthServer, OperatorMetrics
 from controller.reactor.run import log_formatter
 from controller.reactor.settings import OperatorSettings
+from controller.reactor.simulator_backend import SimulatorBackend
 
-from .conftest import tuned_service
+from .conftest import AlwaysLeader, G, V, tuned_service
 
 pytestmark = pytest.mark.kube
 
@@ -99,12 +101,51 @@ def test_health_and_metrics_endpoint() -> None:
         ("SHIFTLIGHT_CANARY_TOLERATIONS", '{"key": "k"}'),
         ("SHIFTLIGHT_SLACK_DIGEST_HOUR", "24"),
         ("SHIFTLIGHT_SLACK_DIGEST_HOUR", "7.5"),
+        ("SHIFTLIGHT_PROMETHEUS_URL", "prometheus:9090"),
+        ("SHIFTLIGHT_PROMETHEUS_INSECURE_SKIP_VERIFY", "maybe"),
+        ("SHIFTLIGHT_PROMETHEUS_VARIANT_LABEL", "shiftlight.dev/variant"),
+        ("SHIFTLIGHT_TIME_SCALE", "0"),
+        ("SHIFTLIGHT_TIME_SCALE", "fast"),
     ],
 )
 def test_bad_settings_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(InvalidInput) as err:
         OperatorSettings.from_env({name: value})
     assert err.value.field == name
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        (
+            {
+                "SHIFTLIGHT_PROMETHEUS_CA_FILE": "/etc/ca/ca.crt",
+                "SHIFTLIGHT_PROMETHEUS_INSECURE_SKIP_VERIFY": "true",
+            },
+            "SHIFTLIGHT_PROMETHEUS_INSECURE_SKIP_VERIFY",
+        ),
+        (
+            {
+                "SHIFTLIGHT_GRAFANA_URL": "https://grafana.example",
+                "SHIFTLIGHT_GRAFANA_TOKEN_FILE": "/var/run/grafana/token",
+                "SHIFTLIGHT_GRAFANA_DATASOURCE_UID": "prom",
+                "SHIFTLIGHT_PROMETHEUS_TOKEN_FILE": "/var/run/prometheus/token",
+            },
+            "SHIFTLIGHT_PROMETHEUS_TOKEN_FILE",
+        ),
+    ],
+)
+def test_contradicting_metrics_settings_name_the_variable(env: dict[str, str], name: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        OperatorSettings.from_env(env)
+    assert err.value.field == name
+
+
+def test_the_time_scale_and_tls_settings_from_the_environment() -> None:
+    s = OperatorSettings.from_env({"SHIFTLIGHT_TIME_SCALE": "60", "SHIFTLIGHT_PROMETHEUS_INSECURE_SKIP_VERIFY": "true"})
+    assert s.loop.time_scale == 60 and s.prometheus_settings().verify_tls is False
+    s = OperatorSettings.from_env({"SHIFTLIGHT_PROMETHEUS_INSECURE_SKIP_VERIFY": "false"})
+    assert s.loop.time_scale == 1 and s.prometheus_settings().verify_tls is True
 
 
 def test_log_format_json_is_one_object_per_line() -> None:
@@ -121,6 +162,10 @@ def test_kubernetes_backend_uses_the_operators_defaults(
 ) -> None:
     env = {
         "SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS": "25",
+        "SHIFTLIGHT_PROMETHEUS_TOKEN_FILE": "/var/run/secrets/shiftlight/prometheus/token",
+        "SHIFTLIGHT_PROMETHEUS_CA_FILE": "/etc/shiftlight/prometheus-ca/ca.crt",
+        "SHIFTLIGHT_PROMETHEUS_VARIANT_LABEL": "track",
+        "SHIFTLIGHT_PROMETHEUS_DEFAULT_VARIANT": "stable",
         "SHIFTLIGHT_CANARY_NODE_SELECTOR": '{"pool": "canary"}',
         "SHIFTLIGHT_CANARY_TOLERATIONS": '[{"key": "canary", "operator": "Exists", "effect": "NoSchedule"}]',
         "SHIFTLIGHT_SLACK_DIGEST_HOUR": "6",
@@ -131,6 +176,10 @@ def test_kubernetes_backend_uses_the_operators_defaults(
         base,
         backend="kubernetes",
         prometheus_timeout_s=from_env.prometheus_timeout_s,
+        prometheus_token_file=from_env.prometheus_token_file,
+        prometheus_ca_file=from_env.prometheus_ca_file,
+        prometheus_variant_label=from_env.prometheus_variant_label,
+        prometheus_default_variant=from_env.prometheus_default_variant,
         canary_node_selector=from_env.canary_node_selector,
         canary_tolerations=from_env.canary_tolerations,
         slack_digest_hour=from_env.slack_digest_hour,
@@ -146,6 +195,10 @@ def test_kubernetes_backend_uses_the_operators_defaults(
 
     plain = runtime()
     assert isinstance(plain.ports.metrics, PrometheusMetrics) and plain.ports.metrics.settings.timeout_s == 25
+    read = plain.ports.metrics.settings  # what the TunedService's metrics source reads with
+    assert read.bearer_token_file == Path("/var/run/secrets/shiftlight/prometheus/token")
+    assert read.ca_file == Path("/etc/shiftlight/prometheus-ca/ca.crt") and read.verify_tls
+    assert (read.variant_label, read.default_variant) == ("track", "stable")
     manifest = plain.ports.load_tester.inner.runner.launcher.manifest
     assert manifest.node_selector == {"pool": "canary"}
     assert [(t.key, t.operator) for t in manifest.tolerations] == [("canary", "Exists")]
@@ -159,3 +212,23 @@ def test_kubernetes_backend_uses_the_operators_defaults(
     assert manifest.node_selector == {"pool": "team"}  # the TunedService's own pool wins
     assert [t.key for t in manifest.tolerations] == ["team"]
     assert own.reconciler.rules.digest is None  # its Slack settings switch the digest off
+
+
+def test_the_simulator_refuses_a_gpu_it_has_no_profile_for(
+    api: client.ApiClient, operator_api: client.ApiClient, settings_for: Callable[[str], OperatorSettings]
+) -> None:
+    """``gpuType: H100-80GB`` (the example's): no simulator profile, so ``Accepted=False`` with the reason, the
+    code and the field, and nothing is simulated."""
+    body = tuned_service(route=None)
+    body["spec"]["gpuType"] = "H100-80GB"
+    client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, "prod", "tunedservices", body)
+    settings = settings_for("replica-a")
+    backend = SimulatorBackend(settings, operator_api, background_trials=False)
+    loop = ControlLoop(settings, operator_api, backend, AlwaysLeader(), OperatorMetrics())
+    report = loop.cycle("prod", "workhorse")
+    assert not report.acted
+    stored = client.CustomObjectsApi(api).get_namespaced_custom_object(G, V, "prod", "tunedservices", "workhorse")
+    accepted = {c["type"]: c for c in stored["status"]["conditions"]}["Accepted"]
+    assert (accepted["status"], accepted["reason"]) == ("False", "SimulatorUnsupported")
+    assert "spec.gpuType" in accepted["message"] and "simulator-unknown-gpu" in accepted["message"]
+    assert "active_config" not in stored["status"] and "activeConfig" not in stored["status"]
