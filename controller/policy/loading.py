@@ -14,6 +14,7 @@ from pydantic import (
     ValidationError,
 )
 
+from controller.domain.text import one_line
 from controller.errors import InvalidInput
 from controller.policy.models import Policy
 from controller.policy.space import Feasibility
@@ -21,15 +22,22 @@ from controller.simulator.perf import PerformanceModel
 
 
 class PolicyError(InvalidInput):
-    """A policy file failed to parse or validate. ``problems`` holds one line per error."""
+    """A policy file failed to parse or validate. ``problems`` holds one line per error, each made safe to show on
+    one line (:func:`~controller.domain.text.one_line`: a key or value of the tenant's text cannot drive a terminal
+    or forge a line of an Event, a condition or a log). ``limit`` names the bound a refused document exceeded
+    (``bytes``, ``nodes``, ``depth``, ``aliases``), empty for any other error."""
 
-    def __init__(self, path: str, problems: Sequence[str], *, line: int | None = None, field: str = "") -> None:
-        super().__init__("\n".join(problems))
+    def __init__(
+        self, path: str, problems: Sequence[str], *, line: int | None = None, field: str = "", limit: str = ""
+    ) -> None:
+        safe = [one_line(problem) for problem in problems]
+        super().__init__("\n".join(safe))
         self.source = f"{path}:{line}" if line else path
-        self.field = field
+        self.field = one_line(field)
         self.path = path
         self.line = line
-        self.problems = list(problems)
+        self.problems = safe
+        self.limit = limit
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -40,29 +48,38 @@ class _DuplicateKey(yaml.YAMLError):
         self.mapping, self.first, self.second = mapping, first, second
 
 
+#: The most bytes (UTF-8) of policy text read; a longer text is refused before it is parsed. The shipped presets
+#: are a few KB. The operator's setting (``SHIFTLIGHT_POLICY_MAX_BYTES``) may raise it up to a ConfigMap's 1 MiB.
+MAX_POLICY_BYTES = 64 * 1024
 #: The deepest nesting of mappings and lists a policy may have (the policies in ``policies/`` nest four levels).
 MAX_POLICY_DEPTH = 32
-#: The most nodes a policy may stand for, each alias counted again at every use (a few hundred in practice).
-MAX_POLICY_NODES = 50_000
+#: The most nodes (scalars, lists, mappings) a policy may have, counted while it is composed, and the most it may
+#: stand for once each alias is counted again at every use (a few hundred in practice). A composed node costs
+#: about 600 bytes, so the composer holds at most about 12 MiB, however large the text.
+MAX_POLICY_NODES = 20_000
 
 
 class _TooLarge(yaml.YAMLError):
-    """The document nests too deep, expands to too many nodes through aliases, or an alias holds itself."""
+    """The document nests too deep, has or expands to too many nodes, or an alias holds itself; ``limit`` names
+    the bound (``depth``, ``nodes``, ``aliases``)."""
 
-    def __init__(self, why: str, node_or_mark: yaml.Node | yaml.Mark | None, field: str = "") -> None:
+    def __init__(self, why: str, node_or_mark: yaml.Node | yaml.Mark | None, field: str = "", *, limit: str) -> None:
         super().__init__(why)
         mark = node_or_mark.start_mark if isinstance(node_or_mark, yaml.Node) else node_or_mark
         self.why, self.line, self.field = why, (mark.line + 1 if mark is not None else None), field
+        self.limit = limit
 
 
 class _PolicyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a mapping naming a key twice is an error (SafeLoader keeps the last), and a
-    document nested deeper than :data:`MAX_POLICY_DEPTH` is refused while it is composed, before PyYAML's recursive
-    composer and constructor (and the validation after them) could exhaust the stack."""
+    """PyYAML's safe loader, except that a mapping naming a key twice is an error (SafeLoader keeps the last), and
+    the composer stops at the first node past :data:`MAX_POLICY_NODES` or deeper than :data:`MAX_POLICY_DEPTH`:
+    the walk ends there, before PyYAML has composed the rest of the document (memory and CPU bounded by the
+    limit, not the text), and before its recursive composer and constructor could exhaust the stack."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._path: list[str] = []
+        self._nodes = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if parent is None:
@@ -72,11 +89,18 @@ class _PolicyLoader(yaml.SafeLoader):
         else:
             step = f"[{index}]" if isinstance(index, int) else ".<key>"
         self._path.append(step)
+        self._nodes += 1
         try:
             if len(self._path) > MAX_POLICY_DEPTH + 1:
                 field = "".join(self._path[:3]).lstrip(".")
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise _TooLarge(f"is nested more than {MAX_POLICY_DEPTH} levels deep", mark, field)
+                raise _TooLarge(f"is nested more than {MAX_POLICY_DEPTH} levels deep", mark, field, limit="depth")
+            if self._nodes > MAX_POLICY_NODES:
+                field = "".join(self._path[:3]).lstrip(".")
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise _TooLarge(
+                    f"has more than {MAX_POLICY_NODES:,} nodes (values, lists and mappings)", mark, field, limit="nodes"
+                )
             return super().compose_node(parent, index)
         finally:
             self._path.pop()
@@ -121,7 +145,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def _check_size(root: yaml.Node) -> None:
     """Refuse a document that stands for more than :data:`MAX_POLICY_NODES` nodes once every alias is expanded (a
-    "billion laughs"), or whose alias holds itself. One pass over the composed nodes; each is sized once."""
+    "billion laughs"), or whose alias holds itself. One pass over the composed nodes (at most
+    :data:`MAX_POLICY_NODES` of them, the composer saw to that); each is sized once."""
     sizes: dict[int, int] = {}
     on_path: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -132,12 +157,14 @@ def _check_size(root: yaml.Node) -> None:
             on_path.discard(key)
             sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
             if sizes[key] > MAX_POLICY_NODES:
-                raise _TooLarge(f"expands to more than {MAX_POLICY_NODES} values through aliases", node)
+                raise _TooLarge(
+                    f"expands to more than {MAX_POLICY_NODES} values through aliases", node, limit="aliases"
+                )
             continue
         if key in sizes:
             continue
         if key in on_path:
-            raise _TooLarge("has an alias that refers to a list or mapping containing it", node)
+            raise _TooLarge("has an alias that refers to a list or mapping containing it", node, limit="aliases")
         on_path.add(key)
         stack.append((node, True))
         stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
@@ -170,6 +197,7 @@ def _load_yaml(text: str, source: str) -> tuple[yaml.Node | None, Any]:
             [f"{where}: {big.field or '<root>'}: refused: the document {big.why}"],
             line=big.line,
             field=big.field,
+            limit=big.limit,
         ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -253,12 +281,26 @@ def _describe(err: Any, root: yaml.Node | None, path: str) -> tuple[int | None, 
     return line, field, f"{where}: {field or '<root>'}: {msg}"
 
 
-def parse_policy(text: str, *, source: str = "<policy>") -> Policy:
+def _check_bytes(text: str, source: str, max_bytes: int) -> None:
+    """Refuse a text of more than ``max_bytes`` UTF-8 bytes before anything parses it."""
+    # a character is at least one byte: a text of more characters is over without encoding it
+    size = len(text) if len(text) > max_bytes else len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise PolicyError(
+            source,
+            [f"{source}: <root>: refused: the policy is {size:,} bytes, more than the {max_bytes:,} allowed"],
+            limit="bytes",
+        )
+
+
+def parse_policy(text: str, *, source: str = "<policy>", max_bytes: int = MAX_POLICY_BYTES) -> Policy:
     """Parse and validate policy YAML. Raises :class:`PolicyError` naming source, line, field, allowed values.
 
-    Refused besides what the models refuse: a key given twice in one mapping, an empty document (no text, only
-    comments, or ``null``: write ``{}`` for the default policy), and a space of more than
-    :data:`MAX_SPACE_COMBINATIONS` raw combinations."""
+    Refused besides what the models refuse: a text of more than ``max_bytes`` bytes (before it is parsed), a
+    document of more than :data:`MAX_POLICY_NODES` nodes or nested deeper than :data:`MAX_POLICY_DEPTH` (while it
+    is composed), a key given twice in one mapping, an empty document (no text, only comments, or ``null``: write
+    ``{}`` for the default policy), and a space of more than :data:`MAX_SPACE_COMBINATIONS` raw combinations."""
+    _check_bytes(text, source, max_bytes)
     root, data = _load_yaml(text, source)
     if data is None:
         line = root.start_mark.line + 1 if root is not None else 1
@@ -311,14 +353,26 @@ def profile_feasibility(policy: Policy) -> Feasibility | None:
     return fn
 
 
-def load_policy(path: str | Path) -> Policy:
-    """Read, validate and resolve a policy file; attaches the simulator's memory-fit oracle when available."""
+def load_policy(path: str | Path, *, max_bytes: int = MAX_POLICY_BYTES) -> Policy:
+    """Read, validate and resolve a policy file; attaches the simulator's memory-fit oracle when available. At
+    most ``max_bytes`` (and one more, to tell a longer file) are read."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            raw = f.read(max_bytes + 1)
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise PolicyError(str(p), [f"{p}: cannot read policy: {exc.strerror or exc}"]) from exc
-    policy = parse_policy(text, source=str(p))
+    except UnicodeDecodeError as exc:
+        if len(raw) > max_bytes:  # cut inside a character: over the cap either way
+            text = raw.decode("utf-8", "replace")
+        else:
+            raise PolicyError(str(p), [f"{p}: not UTF-8 text (byte {exc.start})"]) from None
+    if len(raw) > max_bytes:
+        raise PolicyError(
+            str(p), [f"{p}: <root>: refused: the policy is more than the {max_bytes:,} bytes allowed"], limit="bytes"
+        )
+    policy = parse_policy(text, source=str(p), max_bytes=max_bytes)
     return policy.with_feasibility(profile_feasibility(policy))
 
 

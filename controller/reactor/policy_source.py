@@ -15,7 +15,8 @@ from controller.crd.models import TunedServiceSpec
 from controller.crd.shared import PRESET_MAX_LENGTH, PRESET_NAME
 from controller.errors import InvalidInput
 from controller.policy import Policy, load_policy, parse_policy, profile_feasibility
-from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
+from controller.policy.loading import MAX_POLICY_BYTES
+from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals, persisted_refusal, with_mark
 from controller.reactor.settings import OperatorSettings
 
 #: What a preset is called: a name, never a path (the TunedService CRD's rule for ``spec.policy.preset``).
@@ -51,20 +52,34 @@ def resolve_policy(
     refusals: PolicyRefusals = POLICY_REFUSALS,
 ) -> Policy:
     """The TunedService's policy: a preset file or a ConfigMap key, with the spec's approval/dry-run/SLO on top.
-    A ConfigMap policy refused before, at the same resourceVersion and text, is refused again without re-judging it."""
+
+    A ConfigMap's text is read up to ``settings.policy_max_bytes`` (a longer one is refused before it is parsed).
+    A text refused before (the same source and SHA-256, whatever the ConfigMap's resourceVersion) is refused again
+    without judging it again: from memory, or, after a restart, from the refusal recorded in the TunedService's
+    ``Accepted`` condition (``body``'s stored status), whose message ends with the text's hash."""
     namespace = body["metadata"]["namespace"]
     if spec.policy.config_map_ref is not None:
         ref = spec.policy.config_map_ref
         cm = KubeObjects(api).read_config_map(namespace, ref.name, what=f"configmap {namespace}/{ref.name}")
         text = (cm.get("data") or {}).get(ref.key)
-        if text is None:
+        if not isinstance(text, str):
             raise InvalidInput(f"key {ref.key!r} not found", source=f"configmap {namespace}/{ref.name}")
         source = f"configmap {namespace}/{ref.name}:{ref.key}"
-        version = ((cm.get("metadata") or {}).get("resourceVersion"), hashlib.sha256(text.encode()).hexdigest())
-        policy = refusals.judged(("configmap", source, *version), lambda: parse_policy(text, source=source))
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        stored = body.get("status")
+        persisted = persisted_refusal(stored.get("conditions") if isinstance(stored, Mapping) else None, source, digest)
+
+        def judge() -> Policy:
+            try:
+                return parse_policy(text, source=source, max_bytes=settings.policy_max_bytes)
+            except InvalidInput as exc:
+                raise with_mark(exc, source, digest) from None
+
+        policy = refusals.judged(("configmap", source, digest), judge, namespace=namespace, persisted=persisted)
         policy = policy.with_feasibility(profile_feasibility(policy))
     else:
-        policy = load_policy(preset_path(settings, spec.policy.preset or settings.default_policy))
+        path = preset_path(settings, spec.policy.preset or settings.default_policy)
+        policy = load_policy(path, max_bytes=max(settings.policy_max_bytes, MAX_POLICY_BYTES))
     size, budget = policy.space.product_size(), settings.max_space_combinations
     if size > budget:
         raise InvalidInput(

@@ -18,6 +18,7 @@ from controller.domain.slo import SLO
 from controller.errors import InvalidInput
 from controller.observe.grafana import GrafanaSettings, metrics_source
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
+from controller.policy.loading import MAX_POLICY_BYTES
 from controller.policy.space import MAX_SPACE_COMBINATIONS
 from controller.reactor.prometheus_env import env_path, prometheus_access, validated
 
@@ -115,6 +116,9 @@ class OperatorSettings:
     """The budget of one TunedService: the most raw combinations its policy's space may have
     (``SHIFTLIGHT_MAX_SPACE_COMBINATIONS``, 1 to the hard limit of 100,000). A policy over it is refused
     (``Accepted=False``, field ``space``) before anything is built for it."""
+    policy_max_bytes: int = MAX_POLICY_BYTES
+    """The most bytes of a tenant's policy text (a ConfigMap key) read (``SHIFTLIGHT_POLICY_MAX_BYTES``, 1 KiB to a
+    ConfigMap's 1 MiB). A longer text is refused (``Accepted=False``) before it is parsed."""
     verify_approvals: bool = True
     """Honour approvals only from users allowed to ``approve`` configrollouts (SubjectAccessReview)."""
     slack_webhook_file: Path | None = None
@@ -237,6 +241,17 @@ class OperatorSettings:
                 )
             return int(value)
 
+        def policy_bytes() -> int:
+            name = "SHIFTLIGHT_POLICY_MAX_BYTES"
+            value = num(name, MAX_POLICY_BYTES)
+            if value != int(value) or not 1024 <= value <= 1024 * 1024:
+                raise InvalidInput(
+                    f"must be a whole number of bytes from 1024 to 1048576, got {e.get(name)!r}",
+                    source="environment",
+                    field=name,
+                )
+            return int(value)
+
         def grafana() -> GrafanaSettings | None:
             names = ("URL", "TOKEN_FILE", "DATASOURCE_UID", "ANNOTATIONS", "DASHBOARD_UIDS")
             raw = {n: (e.get(f"SHIFTLIGHT_GRAFANA_{n}") or "").strip() for n in names}
@@ -322,6 +337,7 @@ class OperatorSettings:
             else None,
             slack_channel=e.get("SHIFTLIGHT_SLACK_CHANNEL", ""),
             max_space_combinations=combinations(),
+            policy_max_bytes=policy_bytes(),
             verify_approvals=e.get("SHIFTLIGHT_VERIFY_APPROVALS", "true").lower() not in ("0", "false", "no"),
             llm_advisors=advisor_endpoints_from_env(e),
             grafana=grafana_settings,

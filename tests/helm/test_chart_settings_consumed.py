@@ -38,6 +38,7 @@ ALTERNATIVES = {
     "SHIFTLIGHT_LOG_FORMAT": "json",
     "SHIFTLIGHT_LEASE_NAMESPACE": "elsewhere",
     "SHIFTLIGHT_MAX_SPACE_COMBINATIONS": "5000",
+    "SHIFTLIGHT_POLICY_MAX_BYTES": "131072",
 }
 #: The settings field each variable feeds (a variable not listed here must still change some field).
 FEEDS = {
@@ -71,6 +72,7 @@ FEEDS = {
     "SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS": "trial_progress_interval_s",
     "SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES": "trial_cache_max_entries",
     "SHIFTLIGHT_MAX_SPACE_COMBINATIONS": "max_space_combinations",
+    "SHIFTLIGHT_POLICY_MAX_BYTES": "policy_max_bytes",
     "SHIFTLIGHT_TRIAL_CACHE_KEY_FILE": "trial_cache_key_file",
     "SHIFTLIGHT_GRAFANA_URL": "grafana",
     "SHIFTLIGHT_GRAFANA_TOKEN_FILE": "grafana",

@@ -1,7 +1,7 @@
-"""A tenant's policy ConfigMap that no parser should follow (nesting hundreds of levels deep, aliases that expand
-to millions of values or hold themselves) is refused like any other bad policy: ``Accepted=False`` with reason
-``InvalidPolicy`` and a warning Event, both naming the ConfigMap and key, the stored status kept; never an
-"unexpected error" that leaves the TunedService without a condition."""
+"""A tenant's policy ConfigMap that no parser should follow (over the byte cap, more nodes than the node cap,
+nesting hundreds of levels deep, aliases that expand to millions of values or hold themselves) is refused like any
+other bad policy: ``Accepted=False`` with reason ``InvalidPolicy`` and a warning Event, both naming the ConfigMap
+and key, the stored status kept; never an "unexpected error" that leaves the TunedService without a condition."""
 
 from __future__ import annotations
 
@@ -52,10 +52,12 @@ def create(api: client.ApiClient, policy_text: str) -> None:
         pytest.param("space:\n  max_num_seqs: " + "[" * 500 + "]" * 500, "nested more than", id="500-deep-flow"),
         pytest.param("space: " + "{a: " * 500 + "1" + "}" * 500, "nested more than", id="500-deep-mappings"),
         pytest.param(
-            "".join("  " * i + f"k{i}:\n" for i in range(500)) + "  " * 500 + "v: 1",
+            "".join("  " * i + f"k{i}:\n" for i in range(100)) + "  " * 100 + "v: 1",
             "nested more than",
-            id="500-deep-block",
+            id="100-deep-block",
         ),
+        pytest.param("[" + ",".join(["[]"] * 333_000) + "]", "bytes, more than the 65,536", id="over-the-byte-cap"),
+        pytest.param("[" + ",".join(["[]"] * 20_001) + "]", "more than 20,000 nodes", id="over-the-node-cap"),
         pytest.param(BOMB, "expands to more than", id="alias-bomb"),
         pytest.param("space: &s {max_num_seqs: [*s]}", "alias that refers", id="alias-holds-itself"),
     ],

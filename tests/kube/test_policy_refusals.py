@@ -1,9 +1,12 @@
-"""A refused policy is judged once per ConfigMap version, not on every retry.
+"""A refused policy is judged once per text, not on every retry, nor again after a restart.
 
 A tenant's ConfigMap policy of 100,000 legal combinations none of which satisfies the constraints costs seconds of
 CPU to refuse (the whole space is walked to prove it). The TunedService is retried every minute while it stays
-refused; the refusal is remembered under the ConfigMap's resourceVersion and text, so the retries answer from
-memory with the same ``Accepted=False`` naming the field, and a changed ConfigMap is judged afresh.
+refused; the refusal is remembered under the ConfigMap's source and the SHA-256 of its text, so the retries (and a
+change that leaves the text as it was: an annotation, a new resourceVersion) answer from memory with the same
+``Accepted=False`` naming the field, and a changed text is judged afresh. Refusals are kept per namespace, so one
+tenant's many refusals do not push out another's, and the refusal recorded in the TunedService's status answers
+after a restart without judging the text again.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, config
 
+from controller.crd.models import parse_tuned_service
 from controller.errors import InvalidInput
 from controller.policy.space import MAX_SPACE_COMBINATIONS, SearchSpace
-from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
+from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals, RememberedRefusal
+from controller.reactor.policy_source import resolve_policy
 from controller.reactor.settings import OperatorSettings
 from tests.support.kube_api import KubeAPIServer
 
@@ -39,7 +44,7 @@ def accepted(api: client.ApiClient) -> dict[str, str]:
 
 @pytest.mark.kube
 @pytest.mark.security
-def test_an_all_infeasible_space_at_the_limit_is_judged_once_per_configmap_version(
+def test_an_all_infeasible_space_at_the_limit_is_judged_once_per_text(
     kube: KubeAPIServer, api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
 ) -> None:
     assert SearchSpace.model_validate(ALL_INFEASIBLE["space"]).product_size() == MAX_SPACE_COMBINATIONS  # legal
@@ -64,6 +69,13 @@ def test_an_all_infeasible_space_at_the_limit_is_judged_once_per_configmap_versi
         loop.cycle("prod", "workhorse")
         assert accepted(api) == first
         assert (POLICY_REFUSALS.evaluated - evaluated, POLICY_REFUSALS.remembered - remembered) == (1, retry)
+
+    before = core.read_namespaced_config_map("tuning", "prod").metadata.resource_version
+    core.patch_namespaced_config_map("tuning", "prod", {"metadata": {"annotations": {"owner": "team-a"}}})
+    assert core.read_namespaced_config_map("tuning", "prod").metadata.resource_version != before
+    loop.cycle("prod", "workhorse")  # a new resourceVersion, the same text: not judged again
+    assert accepted(api) == first
+    assert (POLICY_REFUSALS.evaluated - evaluated, POLICY_REFUSALS.remembered - remembered) == (1, 4)
 
     fixed = {"space": {**ALL_INFEASIBLE["space"], "max_num_batched_tokens": {"min": 16384, "max": 16384}}}
     core.patch_namespaced_config_map("tuning", "prod", {"data": {"policy.yaml": yaml.safe_dump(fixed)}})
@@ -105,6 +117,84 @@ def test_only_refusals_are_remembered_per_key(keys: list[str], refused: set[str]
         else:
             assert key not in refused
     assert judge.runs == runs
+
+
+def test_one_namespaces_refusals_do_not_push_out_anothers() -> None:
+    refusals = PolicyRefusals()
+    costly, cheap = Judge({"costly"}), Judge({f"cheap-{i}" for i in range(256)})
+    with pytest.raises(InvalidInput):
+        refusals.judged("costly", lambda: costly("costly"), namespace="quiet")
+    for i in range(256):  # a noisy tenant's 256 cheap refusals, each a new text
+        with pytest.raises(InvalidInput):
+            refusals.judged(f"cheap-{i}", lambda i=i: cheap(f"cheap-{i}"), namespace="noisy")  # type: ignore[misc]
+    assert refusals.held("noisy") == refusals.max_per_namespace < 256  # bounded, its own oldest went first
+    with pytest.raises(InvalidInput):
+        refusals.judged("costly", lambda: costly("costly"), namespace="quiet")
+    assert costly.runs == 1  # the quiet tenant's refusal is still remembered: not judged again
+
+
+def test_the_remembered_refusals_are_bounded_in_all() -> None:
+    refusals, judge = PolicyRefusals(max_per_namespace=3, max_entries=4), Judge({"a", "b", "c", "d"})
+    for namespace, key in (("quiet", "a"), ("noisy", "b"), ("noisy", "c"), ("noisy", "d")):
+        with pytest.raises(InvalidInput):
+            refusals.judged(key, lambda k=key: judge(k), namespace=namespace)  # type: ignore[misc]
+    with pytest.raises(InvalidInput):
+        refusals.judged("e", lambda: judge("a"), namespace="other")  # five in all: the fullest namespace gives way
+    assert len(refusals) == 4 and (refusals.held("quiet"), refusals.held("noisy")) == (1, 2)
+
+
+def test_a_remembered_refusal_keeps_no_traceback() -> None:
+    refusals = PolicyRefusals()
+
+    def judge() -> str:
+        text = "x" * 1_000_000  # held by this frame while it raises
+        raise InvalidInput(f"refused ({len(text)} bytes)", source="configmap prod/tuning:policy.yaml", field="space")
+
+    for _ in range(2):
+        with pytest.raises(InvalidInput) as raised:
+            refusals.judged("k", judge, namespace="prod")
+    assert isinstance(raised.value, RememberedRefusal) and raised.value.field == "space"
+    assert str(raised.value) == "configmap prod/tuning:policy.yaml:space: refused (1000000 bytes)"
+    kept = next(iter(refusals._refused["prod"].values()))
+    assert kept.__traceback__ is None and kept.__context__ is None
+
+
+@pytest.mark.kube
+@pytest.mark.security
+def test_a_refusal_recorded_in_status_answers_after_a_restart_without_judging_the_text(
+    kube: KubeAPIServer, api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
+) -> None:
+    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    text = yaml.safe_dump(ALL_INFEASIBLE)
+    core.create_namespaced_config_map(
+        "prod", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="tuning"), data={"policy.yaml": text})
+    )
+    ts = tuned_service(route=None)
+    ts["spec"]["policy"] = {"configMapRef": {"name": "tuning", "key": "policy.yaml"}}
+    co.create_namespaced_custom_object(G, V, "prod", "tunedservices", ts)
+    kubernetes_loop(operator_kubeconfig, policy_dir).cycle("prod", "workhorse")  # refused, recorded in status
+    refused = accepted(api)
+    assert refused["reason"] == "InvalidPolicy" and "sha256:" in refused["message"]
+
+    operator = config.new_client_from_config(str(operator_kubeconfig))
+    settings = OperatorSettings(backend="kubernetes", policy_dir=policy_dir)
+
+    def resolve(refusals: PolicyRefusals) -> None:
+        body = co.get_namespaced_custom_object(G, V, "prod", "tunedservices", "workhorse")
+        spec, _ = parse_tuned_service(body)
+        resolve_policy(operator, settings, spec, body, refusals=refusals)
+
+    restarted = PolicyRefusals()  # a new process: nothing in memory
+    for _ in range(2):
+        with pytest.raises(InvalidInput) as raised:
+            resolve(restarted)
+        assert str(raised.value) == refused["message"]  # the same refusal: the condition does not change
+    assert (restarted.evaluated, restarted.restored, restarted.remembered) == (0, 1, 2)  # never parsed
+
+    fixed = {"space": {**ALL_INFEASIBLE["space"], "max_num_batched_tokens": {"min": 16384, "max": 16384}}}
+    core.patch_namespaced_config_map("tuning", "prod", {"data": {"policy.yaml": yaml.safe_dump(fixed)}})
+    resolve(restarted)  # another text: the recorded refusal is not its refusal; judged, and accepted
+    assert restarted.evaluated == 1
 
 
 def test_the_remembered_refusals_are_bounded() -> None:
