@@ -22,6 +22,7 @@ from controller import decide
 from controller.act import ActInterrupted, ActPorts, Executor, TrialSettings, fold, running
 from controller.act.effects import Effect, TrialRecorded
 from controller.decide import TRIAL_POLL_S, Rules, observe_window, requeue_after, screened_proposals
+from controller.domain import evidence
 from controller.domain.actions import Action, Plan
 from controller.domain.codes import Code
 from controller.domain.observation import Observation, TargetRef
@@ -170,6 +171,14 @@ class Reconciler:
         )
         self.last_decide_s = time.perf_counter() - began
         self.last_decide_cpu_s = time.thread_time() - began_cpu
+        shown = evidence.annotate(  # the approver's evidence on the approval request, GPU-hours on a decision
+            decision.actions,
+            service=target.name,
+            status=decision.status,
+            lossy_reasons=self.policy.lossy_reasons,
+            windows=self.rules.windows,
+        )
+        decision = replace(decision, actions=shown)
         plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes), codes=decision.codes)
         try:
             effects = self.executor.execute(target, decision.actions)

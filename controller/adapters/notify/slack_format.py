@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.crd import models
+from controller.domain import evidence
 from controller.domain.actions import Notify, Severity
 from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
@@ -176,6 +177,27 @@ def evidence_table(rows: Sequence[EvidenceRow]) -> str:
     return "```\n" + "\n".join(lines) + "\n```"
 
 
+_CODE_BLOCKS = {evidence.SERVE: "Candidate's `vllm serve` flags", evidence.DIFF: "Diff against the active config",
+                evidence.TRIALS: "Trials (by Trial name)"}  # fmt: skip
+_LINES = {evidence.LOSSY: "Lossy knobs", evidence.QUALITY: "Quality gate"}
+
+
+def approval_evidence_text(pairs: Sequence[tuple[str, str]]) -> tuple[str, list[tuple[str, str]]]:
+    """The approver's evidence among a notification's fields (:mod:`controller.domain.evidence`), as one mrkdwn
+    text (flags, diff and trials in code blocks, a line each), and the other fields."""
+    found = {label: value for label, value in pairs if label in evidence.EVIDENCE_LABELS}
+    parts: list[str] = []
+    for label in evidence.EVIDENCE_LABELS:
+        if label not in found:
+            continue
+        lines = [f(line) for line in found[label].splitlines()] or [""]
+        if label in _CODE_BLOCKS:
+            parts.append(f"*{_CODE_BLOCKS[label]}*\n```\n" + "\n".join(lines) + "\n```")
+        else:
+            parts.append(f"*{_LINES[label]}:* " + "; ".join(lines))
+    return "\n".join(parts), [(k, v) for k, v in pairs if k not in evidence.EVIDENCE_LABELS]
+
+
 def _fields_block(pairs: Sequence[tuple[str, str]]) -> list[Block]:
     blocks = []
     for start in range(0, len(pairs), MAX_FIELDS):
@@ -247,6 +269,9 @@ def build_message(target: TargetRef, notification: Notify, *, channel: str = "")
 
     if rows:
         blocks.append(_section("*Evidence*\n" + evidence_table(rows)))
+    shown, other = approval_evidence_text(other)
+    if shown:
+        blocks.append(_section(shown))
     if other:
         blocks.extend(_fields_block(other))
     blocks.append(
