@@ -42,7 +42,12 @@ class PermanentError(ShiftlightError):
 
 
 class MetricsUnavailable(TemporaryError):
-    pass
+    """``kind`` (optional) says how a read failed, machine-readable: ``deadline``, ``connection``, ``too-large``,
+    ``http-status``, ``malformed``, ``too-deep``, ``too-many`` (see :mod:`controller.http_bounded`)."""
+
+    def __init__(self, message: str, *, delay_s: float = 30.0, kind: str = "") -> None:
+        super().__init__(message, delay_s=delay_s)
+        self.kind = kind
 
 
 class AdvisorUnavailable(TemporaryError):

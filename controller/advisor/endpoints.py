@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from controller.domain.scrub import strip_userinfo
 from controller.errors import InvalidInput
 
 ADVISORS_ENV = "SHIFTLIGHT_LLM_ADVISORS"
@@ -42,8 +43,8 @@ class AdvisorEndpoint(BaseModel):
     )
 
     def describe(self) -> str:
-        """Name, model and endpoint: safe to show (no key, no key path)."""
-        return f"{self.name} ({self.model} at {self.base_url})"
+        """Name, model and endpoint: safe to show (no key, no key path, no ``user:password@`` of the URL)."""
+        return f"{self.name} ({self.model} at {strip_userinfo(self.base_url)})"
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
         """The API key from the mounted file (preferred) or the environment variable; None if neither."""

@@ -54,6 +54,7 @@ from controller.advisor.state import (
 from controller.advisor.tools import TrialRunner
 from controller.decide import OptimizerAdvisor
 from controller.domain.proposal import AdvisorContext, Proposal
+from controller.domain.scrub import scrub_known
 from controller.policy import Policy
 
 
@@ -202,8 +203,8 @@ class AgentAdvisor:
         return AdvisorResult(
             proposals=proposals,
             records=tuple(state.get("records", [])),
-            hypothesis=str(state.get("hypothesis", "")),
-            fallback_reason=str(state.get("fallback_reason", "")),
+            hypothesis=scrub_known(str(state.get("hypothesis", ""))),
+            fallback_reason=scrub_known(str(state.get("fallback_reason", ""))),
             tokens_used=int(state.get("tokens_used", 0)),
             dry_run=self.policy.dry_run,
         )

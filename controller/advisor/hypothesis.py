@@ -14,10 +14,12 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from controller.advisor.chat import describe_failure
 from controller.advisor.prompt import SYSTEM_PROMPT, user_prompt
 from controller.advisor.schema import apply_change, parse_answer
 from controller.advisor.state import AGENT, MAX_LLM_FAILURES, AgentState, base_config, proposal_dict
 from controller.advisor.tools import clean
+from controller.domain.scrub import scrub_known
 from controller.errors import InvalidInput
 from controller.policy import Policy
 
@@ -70,7 +72,7 @@ class Hypothesiser:
                 state, calls, used + estimate, f"the chat model timed out after {self.llm_timeout_s:g}s"
             )
         except Exception as exc:  # any client error: connection refused, HTTP 5xx, auth, rate limit
-            why = f"the chat model is unavailable: {clean(exc, 200)}"
+            why = f"the chat model is unavailable: {describe_failure(exc)}"  # its status and kind, never its answer
             return self._failed(state, calls, used + estimate, why)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -98,9 +100,9 @@ class Hypothesiser:
                     }
                 )
                 continue
-            candidates.append(proposal_dict(cfg, clean(p.rationale, 500), AGENT))
+            candidates.append(proposal_dict(cfg, scrub_known(clean(p.rationale, 500)), AGENT))
         return {
-            "hypothesis": clean(answer.hypothesis, 1000),
+            "hypothesis": scrub_known(clean(answer.hypothesis, 1000)),
             "answer_action": answer.action.value,
             "candidates": candidates,
             "rejected": invalid,
@@ -111,6 +113,7 @@ class Hypothesiser:
         }
 
     def _failed(self, state: AgentState, calls: int, tokens: int, reason: str) -> dict[str, Any]:
+        reason = scrub_known(reason)
         log.warning("agent falls back to the optimizer: %s", reason)
         return {
             "use_optimizer": True,

@@ -25,16 +25,15 @@ answer says which part was malformed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-import requests
-from prometheus_api_client.exceptions import PrometheusApiClientException
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from controller import http_bounded
 from controller.domain import scrub as scrubber
+from controller.domain.scrub import register_secret, strip_userinfo, url_secrets
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput, MetricsUnavailable
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
@@ -55,7 +54,6 @@ STATUS_REASONS: Mapping[int, GrafanaReason] = {
     502: "grafana-datasource-down",
 }
 REDACTED = "<redacted-grafana-token>"
-_STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _UID = r"^[A-Za-z0-9_.-]{1,40}$"
 
 
@@ -123,31 +121,38 @@ class GrafanaMetrics(PrometheusMetrics):
         )
         self.grafana = grafana
         self._token = ""
+        for secret in url_secrets(grafana.url):
+            register_secret(secret)
 
     def _headers(self) -> dict[str, str]:
         headers = super()._headers()
         self._token = self.grafana.read_token().get_secret_value()
+        register_secret(self._token)
         headers["Authorization"] = f"Bearer {self._token}"
         return headers
 
-    def _translate(self, what: str, exc: BaseException) -> MetricsUnavailable:
-        where = f"grafana datasource {self.grafana.datasource_uid} at {self.grafana.url} {what}"
-        if isinstance(exc, PrometheusApiClientException):
-            match = _STATUS.search(str(exc))
-            status = int(match.group(1)) if match else 0
+    def _translate(self, what: str, failure: http_bounded.ReadFailed) -> MetricsUnavailable:
+        where = f"grafana datasource {self.grafana.datasource_uid} at {strip_userinfo(self.grafana.url)} {what}"
+        if failure.kind == "http-status":
+            status = failure.status or 0
             reason = STATUS_REASONS.get(status, "grafana-http-error")
             detail = {
                 "grafana-token-rejected": "Grafana refused the service-account token",
                 "grafana-datasource-not-found": "Grafana has no datasource with this UID",
                 "grafana-datasource-down": "Grafana could not reach the datasource",
             }.get(reason, "Grafana answered an error")
-            return GrafanaUnavailable(reason, f"{where}: HTTP {status or '?'}: {detail}")  # its body is not repeated
-        if isinstance(exc, ValueError):  # requests' JSONDecodeError is a RequestException too: a 200 that is not JSON
-            return MetricsUnavailable(f"{where}: the answer is not Prometheus JSON ({type(exc).__name__})")
-        if isinstance(exc, requests.exceptions.RequestException):
-            kind = "timed out" if "timed out" in str(exc).lower() else "connection failed"
-            return GrafanaUnavailable("grafana-unreachable", f"{where}: {kind}")
-        return MetricsUnavailable(f"{where}: the answer could not be read ({type(exc).__name__})")
+            error = GrafanaUnavailable(reason, f"{where}: HTTP {status or '?'}: {detail}")  # its body is not repeated
+        elif failure.kind in ("deadline", "connection"):
+            kind = "timed out" if failure.kind == "deadline" else "connection failed"
+            error = GrafanaUnavailable("grafana-unreachable", f"{where}: {kind}")
+        elif failure.kind in ("too-large", "too-many"):
+            return MetricsUnavailable(f"{where}: the answer is too large ({failure.describe()})", kind=failure.kind)
+        else:  # a 200 that is not Prometheus JSON, or nested too deep to read
+            return MetricsUnavailable(
+                f"{where}: the answer is not Prometheus JSON ({failure.describe()})", kind=failure.kind
+            )
+        error.kind = failure.kind
+        return error
 
 
 def metrics_source(

@@ -16,19 +16,18 @@ re-read every cycle so rotation needs no restart.
 from __future__ import annotations
 
 import math
+import re
+import ssl
+import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-import requests
-from prometheus_api_client import PrometheusConnect
-from prometheus_api_client.exceptions import PrometheusApiClientException
-from urllib3.util.retry import Retry
-
+from controller import http_bounded
 from controller.domain.observation import Observation, TargetRef
-from controller.domain.scrub import scrubbed_error
+from controller.domain.scrub import register_secret, scrubbed_error, strip_userinfo, url_secrets
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput, MetricsUnavailable, ShiftlightError
 from controller.observe import promql
@@ -37,9 +36,10 @@ from controller.observe.prometheus_answer import AnswerReader, Sample, good_shar
 from controller.observe.prometheus_settings import ENV_PREFIX, PrometheusSettings
 from controller.observe.report import TrafficReport
 
-#: What a query may raise: HTTP and connection errors, a non-200 answer, and a 200 answer whose JSON is not
-#: ``{"data": {"result": ...}}`` (prometheus_api_client indexes it unchecked).
-_QUERY_FAILURES = (requests.exceptions.RequestException, PrometheusApiClientException, ValueError, KeyError, TypeError)
+#: Statuses retried (within the same deadline) when ``retries`` allows: the proxy in front could not reach Prometheus.
+_RETRY_STATUSES = frozenset({502, 503, 504})
+#: Prometheus' ``errorType`` values are short words; only such a word is repeated from an error answer.
+_ERROR_TYPE = re.compile(r"^[a-z_]{1,32}$")
 
 
 class PrometheusMetrics:
@@ -57,27 +57,16 @@ class PrometheusMetrics:
         self.slo = slo
         self.queries_total = 0
         self._token = ""  # the bearer token last sent, for the scrubber
-        session = requests.Session()
-        session.verify = str(self.settings.ca_file) if self.settings.ca_file else self.settings.verify_tls
-        retry = Retry(
-            total=self.settings.retries,
-            connect=self.settings.retries,
-            read=0,
-            backoff_factor=0.2,
-            status_forcelist=(502, 503, 504),
-            allowed_methods=None,
-            raise_on_status=False,
-        )
-        self._client = PrometheusConnect(
-            url=self.settings.url.rstrip("/"),
-            retry=retry,
-            session=session,
-            timeout=self.settings.timeout_s,
-            method="POST",
-        )
+        self._base = self.settings.url.rstrip("/")
+        #: the URL as messages show it: without ``user:password@``
+        self.shown_url = strip_userinfo(self._base)
+        for secret in url_secrets(self.settings.url):
+            register_secret(secret)
+        if self.settings.bearer_token is not None:
+            register_secret(self.settings.bearer_token.get_secret_value())
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing is held between queries (each one is a bounded request of its own)."""
 
     # ---- HTTP -------------------------------------------------------------------------------------------------
 
@@ -88,13 +77,26 @@ class PrometheusMetrics:
             try:
                 token = self.settings.bearer_token_file.read_text().strip()
             except OSError as exc:
-                raise MetricsUnavailable(f"bearer token file {self.settings.bearer_token_file}: {exc}") from exc
+                raise MetricsUnavailable(
+                    f"bearer token file {self.settings.bearer_token_file}: {exc.strerror or type(exc).__name__}"
+                ) from None
         elif self.settings.bearer_token is not None:
             token = self.settings.bearer_token.get_secret_value()
         self._token = token or ""
         if token:
+            register_secret(token)
             headers["Authorization"] = f"Bearer {token}"
         return headers
+
+    def _verify(self) -> ssl.SSLContext | bool:
+        if self.settings.ca_file is not None:
+            try:
+                return ssl.create_default_context(cafile=str(self.settings.ca_file))
+            except (OSError, ssl.SSLError) as exc:
+                raise MetricsUnavailable(
+                    f"CA file {self.settings.ca_file}: {type(exc).__name__}", kind="connection"
+                ) from None
+        return self.settings.verify_tls
 
     @contextmanager
     def _scrubbed(self) -> Iterator[None]:
@@ -104,17 +106,79 @@ class PrometheusMetrics:
         except ShiftlightError as exc:
             raise scrubbed_error(exc, self._token, self.redacted) from None
 
-    def _translate(self, what: str, exc: BaseException) -> MetricsUnavailable:
-        # urllib3 wraps a read timeout under retries into MaxRetryError, which requests reports as ConnectionError
-        if isinstance(exc, requests.exceptions.Timeout) or "timed out" in str(exc).lower():
-            kind = f"timed out after {self.settings.timeout_s}s"
-        elif isinstance(exc, requests.exceptions.ConnectionError):
-            kind = "connection failed"
-        elif isinstance(exc, PrometheusApiClientException):
-            kind = f"HTTP error: {str(exc)[:300]}"
+    def _translate(self, what: str, failure: http_bounded.ReadFailed) -> MetricsUnavailable:
+        """The failure as a MetricsUnavailable of the same ``kind``: the HTTP status and the kind of failure, never a
+        byte of the answer."""
+        if failure.kind == "deadline":
+            why = f"timed out after {self.settings.timeout_s:g}s (the whole request)"
+        elif failure.kind == "connection":
+            why = "connection failed"
+        elif failure.kind == "http-status":
+            why = f"HTTP {failure.status}" + (f" ({failure.detail})" if failure.detail else "")
+        elif failure.kind == "too-large":
+            why = f"the answer is over {self.settings.max_answer_bytes} bytes"
+        elif failure.kind == "too-many":
+            why = failure.detail
         else:
-            kind = f"{type(exc).__name__}: {str(exc)[:300]}"
-        return MetricsUnavailable(f"prometheus {self.settings.url} {what}: {kind}")
+            why = f"the answer is not Prometheus JSON ({failure.describe()})"
+        return MetricsUnavailable(f"prometheus {self.shown_url} {what}: {why}", kind=failure.kind)
+
+    def _api(self, path: str, form: dict[str, str], what: str) -> Any:
+        """POST ``form`` to ``/api/v1/{path}`` within one total deadline (retries included); ``data.result``."""
+        self.queries_total += 1
+        headers = self._headers()
+        verify = self._verify()
+        deadline = time.monotonic() + self.settings.timeout_s
+        attempts = 1 + self.settings.retries
+        try:
+            for attempt in range(attempts):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise http_bounded.ReadFailed("deadline")
+                limits = http_bounded.Limits(left, max_bytes=self.settings.max_answer_bytes)
+                try:
+                    answer = http_bounded.request(
+                        "POST", f"{self._base}/api/v1/{path}", limits=limits, headers=headers, data=form, verify=verify
+                    )
+                except http_bounded.ReadFailed as exc:
+                    if exc.kind != "connection" or attempt == attempts - 1:
+                        raise
+                    time.sleep(min(0.2 * 2**attempt, max(0.0, deadline - time.monotonic())))
+                    continue
+                if answer.status in _RETRY_STATUSES and attempt < attempts - 1:
+                    continue
+                break
+            return self._result(answer, what)
+        except http_bounded.ReadFailed as exc:
+            raise self._translate(what, exc) from None
+
+    def _result(self, answer: http_bounded.Answer, what: str) -> Any:
+        """``data.result`` of a Prometheus answer, at most ``max_series`` of them; an error answer says its status
+        and Prometheus' ``errorType`` word, nothing else of the body."""
+        if answer.status != 200:
+            error_type = ""
+            try:
+                body = answer.json()
+                word = body.get("errorType") if isinstance(body, dict) else None
+                error_type = word if isinstance(word, str) and _ERROR_TYPE.match(word) else ""
+            except http_bounded.ReadFailed:
+                pass
+            raise http_bounded.ReadFailed("http-status", error_type, status=answer.status)
+        body = answer.json()
+        data = body.get("data") if isinstance(body, dict) else None
+        result = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(body, dict) or body.get("status") != "success" or not isinstance(result, list):
+            raise http_bounded.ReadFailed("malformed", "not {status: success, data: {result: [...]}}")
+        if len(result) > self.settings.max_series:
+            raise http_bounded.ReadFailed(
+                "too-many", f"the answer holds {len(result)} series (over {self.settings.max_series})"
+            )
+        samples = sum(len(r["values"]) for r in result if isinstance(r, dict) and isinstance(r.get("values"), list))
+        if samples > self.settings.max_samples:
+            raise http_bounded.ReadFailed(
+                "too-many", f"the answer holds {samples} samples (over {self.settings.max_samples})"
+            )
+        return result
 
     def query(self, expr: str, at: datetime, what: str) -> list[Sample]:
         """One instant query; every failure is a MetricsUnavailable naming ``what``."""
@@ -122,14 +186,8 @@ class PrometheusMetrics:
             return self._query(expr, at, what)
 
     def _query(self, expr: str, at: datetime, what: str) -> list[Sample]:
-        self.queries_total += 1
-        self._client.headers = self._headers()
-        params = {"time": f"{at.timestamp():.3f}", "timeout": promql.duration(self.settings.timeout_s)}
-        try:
-            result = self._client.custom_query(expr, params=params)
-        except _QUERY_FAILURES as exc:
-            raise self._translate(what, exc) from exc
-        return self._samples(result, what, value_key="value")
+        form = {"query": expr, "time": f"{at.timestamp():.3f}", "timeout": promql.duration(self.settings.timeout_s)}
+        return self._samples(self._api("query", form, what), what, value_key="value")
 
     def query_range(self, expr: str, start: datetime, end: datetime, step_s: float, what: str) -> list[Any]:
         """One range query; returns Prometheus' matrix (``[{metric, values: [[ts, "v"], ...]}]``)."""
@@ -137,21 +195,17 @@ class PrometheusMetrics:
             return self._query_range(expr, start, end, step_s, what)
 
     def _query_range(self, expr: str, start: datetime, end: datetime, step_s: float, what: str) -> list[Any]:
-        self.queries_total += 1
-        self._client.headers = self._headers()
-        try:
-            result = self._client.custom_query_range(
-                expr,
-                start_time=start,
-                end_time=end,
-                step=promql.duration(step_s),
-                params={"timeout": promql.duration(self.settings.timeout_s)},
-            )
-        except _QUERY_FAILURES as exc:
-            raise self._translate(what, exc) from exc
+        form = {
+            "query": expr,
+            "start": f"{start.timestamp():.3f}",
+            "end": f"{end.timestamp():.3f}",
+            "step": promql.duration(step_s),
+            "timeout": promql.duration(self.settings.timeout_s),
+        }
+        result = self._api("query_range", form, what)
         if not isinstance(result, list):
-            raise MetricsUnavailable(f"{what}: unexpected answer type {type(result).__name__}")
-        return result
+            raise MetricsUnavailable(f"{what}: unexpected answer type {type(result).__name__}", kind="malformed")
+        return list(result)
 
     @staticmethod
     def _samples(result: Any, what: str, value_key: str) -> list[Sample]:

@@ -29,7 +29,14 @@ class PrometheusSettings(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict, description="extra HTTP headers (e.g. X-Scope-OrgID)")
     verify_tls: bool = True
     ca_file: Path | None = None
-    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    timeout_s: float = Field(
+        default=10.0, gt=0, le=30, description="total deadline of one query (connect, headers, body), retries included"
+    )
+    max_answer_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024, description="the longest answer read, in bytes"
+    )
+    max_series: int = Field(default=20_000, ge=1, description="the most series one answer may hold")
+    max_samples: int = Field(default=500_000, ge=1, description="the most samples one range answer may hold")
     retries: int = Field(default=0, ge=0, le=5, description="transport retries on 502/503/504 and connect errors")
     variant_label: str = Field(default=promql.DEFAULT_VARIANT_LABEL, pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$")
     default_variant: str | None = Field(

@@ -2,7 +2,8 @@
 
 Counters (``vllm:spec_decode_*``, ``vllm:num_preemptions``, token counters) are summed over label sets (DP engines)
 and differenced; ``vllm:kv_cache_usage_perc`` is a gauge, so the trial samples it while the load runs and keeps
-the peak. Parsing is prometheus_client's own text parser.
+the peak. Parsing is prometheus_client's own text parser. A scrape is one bounded read
+(:mod:`controller.http_bounded`): a total deadline and :data:`MAX_EXPOSITION_BYTES`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller import http_bounded
+from controller.domain.scrub import strip_userinfo
 from controller.domain.trial import SpecDecodeStats
 from controller.errors import MetricsUnavailable
 
@@ -28,6 +30,8 @@ PROMPT_TOKENS = "vllm:prompt_tokens"
 PREFIX_HITS = "vllm:prefix_cache_hits"
 PREFIX_QUERIES = "vllm:prefix_cache_queries"
 REQUEST_SUCCESS = "vllm:request_success"
+#: The longest ``/metrics`` page read (vLLM's is some hundred kilobytes, with every histogram).
+MAX_EXPOSITION_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,11 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     per_pos: dict[int, float] = defaultdict(float)
     try:
         families = list(text_string_to_metric_families(text))
-    except ValueError as exc:
-        raise MetricsUnavailable(f"unparseable /metrics exposition: {exc}", delay_s=5) from exc
+    except (ValueError, TypeError, IndexError, KeyError, RecursionError) as exc:
+        # the parser's message may quote the line it choked on: only its type is repeated
+        raise MetricsUnavailable(
+            f"unparseable /metrics exposition ({type(exc).__name__})", delay_s=5, kind="malformed"
+        ) from None
     for fam in families:
         for s in fam.samples:
             # counters: every ``*_total`` sample, whether the TYPE line names the family with or without ``_total``
@@ -65,15 +72,22 @@ def parse_metrics(text: str) -> MetricsSnapshot:
     return MetricsSnapshot(counters=dict(counters), per_position=dict(per_pos), gauges=dict(gauges))
 
 
-def scrape(base_url: str, *, timeout_s: float = 10.0, client: httpx.Client | None = None) -> MetricsSnapshot:
-    """GET ``/metrics`` and parse it; transport errors become :class:`MetricsUnavailable`."""
+def scrape(base_url: str, *, timeout_s: float = 10.0, max_bytes: int = MAX_EXPOSITION_BYTES) -> MetricsSnapshot:
+    """GET ``/metrics`` within ``timeout_s`` in all and ``max_bytes``, and parse it; every failure is a
+    :class:`MetricsUnavailable` whose ``kind`` says how (its message quotes nothing of the answer)."""
     url = base_url.rstrip("/") + "/metrics"
+    shown = strip_userinfo(url)
     try:
-        resp = client.get(url, timeout=timeout_s) if client is not None else httpx.get(url, timeout=timeout_s)
-        resp.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise MetricsUnavailable(f"{url}: {exc}", delay_s=5) from exc
-    return parse_metrics(resp.text)
+        answer = http_bounded.request("GET", url, limits=http_bounded.Limits(timeout_s, max_bytes=max_bytes))
+    except http_bounded.ReadFailed as exc:
+        raise MetricsUnavailable(f"{shown}: {exc.describe()}", delay_s=5, kind=exc.kind) from None
+    if answer.status != 200:
+        raise MetricsUnavailable(f"{shown}: HTTP {answer.status}", delay_s=5, kind="http-status")
+    try:
+        text = answer.body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MetricsUnavailable(f"{shown}: the exposition is not UTF-8", delay_s=5, kind="malformed") from None
+    return parse_metrics(text)
 
 
 @dataclass(frozen=True)
@@ -138,15 +152,14 @@ class GaugeSampler:
         self._thread = threading.Thread(target=self._loop, name="kv-sampler", daemon=True)
 
     def _loop(self) -> None:
-        with httpx.Client() as client:
-            while not self._stop.wait(self.interval_s):
-                try:
-                    snap = scrape(self.base_url, timeout_s=self.interval_s * 5, client=client)
-                except MetricsUnavailable:
-                    continue
-                kv = snap.gauges.get(KV_USAGE)
-                if kv is not None:
-                    self.kv_peak = kv if self.kv_peak is None else max(self.kv_peak, kv)
+        while not self._stop.wait(self.interval_s):
+            try:
+                snap = scrape(self.base_url, timeout_s=self.interval_s * 5)
+            except MetricsUnavailable:
+                continue
+            kv = snap.gauges.get(KV_USAGE)
+            if kv is not None:
+                self.kv_peak = kv if self.kv_peak is None else max(self.kv_peak, kv)
 
     def __enter__(self) -> GaugeSampler:
         self._thread.start()

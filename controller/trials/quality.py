@@ -16,13 +16,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from controller import http_bounded
+from controller.domain.scrub import strip_userinfo
 from controller.domain.trial import QualityReport
 from controller.errors import InvalidInput, TemporaryError
 from controller.policy import Policy
+
+#: One completion's whole deadline (connect, headers, body): a greedy completion of a few tokens takes seconds.
+GENERATE_DEADLINE_S = 120.0
+#: The longest completion answer read (a few tokens with their log-probs are a few kilobytes).
+MAX_ANSWER_BYTES = 1024 * 1024
 
 
 class _Logprobs(BaseModel):
@@ -59,9 +65,19 @@ def fixed_prompts(
 
 
 def generate(
-    endpoint: str, model: str, prompt: Sequence[int] | str, *, max_tokens: int, client: httpx.Client
+    endpoint: str,
+    model: str,
+    prompt: Sequence[int] | str,
+    *,
+    max_tokens: int,
+    deadline_s: float = GENERATE_DEADLINE_S,
+    max_bytes: int = MAX_ANSWER_BYTES,
 ) -> Generation:
+    """One greedy completion, read within ``deadline_s`` in all and ``max_bytes``; a failed read is a
+    :class:`TemporaryError` naming the HTTP status or the kind of failure, a malformed answer :class:`InvalidInput`
+    (neither quotes the answer)."""
     url = endpoint.rstrip("/") + "/v1/completions"
+    shown = strip_userinfo(url)
     body = {
         "model": model,
         "prompt": list(prompt) if not isinstance(prompt, str) else prompt,
@@ -73,14 +89,25 @@ def generate(
         "seed": 0,
     }
     try:
-        resp = client.post(url, json=body, timeout=120.0)
-        resp.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise TemporaryError(f"quality gate: {url}: {exc}", delay_s=10) from exc
+        answer = http_bounded.request(
+            "POST", url, limits=http_bounded.Limits(deadline_s, max_bytes=max_bytes), json_body=body
+        )
+        if answer.status != 200:
+            raise http_bounded.ReadFailed("http-status", status=answer.status)
+        data = answer.json()
+    except http_bounded.ReadFailed as exc:
+        if exc.kind in ("malformed", "too-deep"):
+            raise InvalidInput(
+                f"unexpected completion answer: {exc.describe()}", source=shown, field="choices[0]"
+            ) from None
+        raise TemporaryError(f"quality gate: {shown}: {exc.describe()}", delay_s=10) from None
     try:
-        choice = _Completion.model_validate_json(resp.content).choices[0]
-    except (ValidationError, IndexError) as exc:
-        raise InvalidInput(f"unexpected completion answer: {exc}", source=url, field="choices[0]") from exc
+        choice = _Completion.model_validate(data).choices[0]
+    except ValidationError as exc:
+        where = ".".join(str(p) for p in exc.errors()[0]["loc"])
+        raise InvalidInput(f"unexpected completion answer at {where}", source=shown, field="choices[0]") from None
+    except IndexError:
+        raise InvalidInput("the completion answer has no choice", source=shown, field="choices[0]") from None
     lps = tuple(float(x) if x is not None else 0.0 for x in (choice.logprobs.token_logprobs if choice.logprobs else []))
     ids: tuple[int | str, ...] = (
         tuple(choice.token_ids)
@@ -134,8 +161,7 @@ class QualityGate:
         self._baseline: list[Generation] | None = None
 
     def _run(self, endpoint: str, model: str) -> list[Generation]:
-        with httpx.Client() as client:
-            return [generate(endpoint, model, p, max_tokens=self.max_tokens, client=client) for p in self.prompts]
+        return [generate(endpoint, model, p, max_tokens=self.max_tokens) for p in self.prompts]
 
     def baseline(self) -> list[Generation]:
         """The baseline's generations (computed once, then reused for every candidate)."""

@@ -14,6 +14,7 @@ from kubernetes import client
 from controller.adapters.kube.client import kube_errors
 from controller.adapters.kube.manifests import JSON, TS_GROUP, TS_PLURAL, TS_VERSION, event_manifest
 from controller.domain.observation import TargetRef
+from controller.domain.scrub import scrub_known
 from controller.errors import NotFound, ShiftlightError
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class KubeEvents:
     def record(self, target: TargetRef, reason: str, message: str, *, warning: bool = False, action: str = "") -> None:
         now = self._now()
         uid = self._uid(target)
+        message = scrub_known(message)  # tenants read Events: no operator credential, no URL userinfo
         body = event_manifest(target, reason=reason, message=message, warning=warning, uid=uid, now=now, action=action)
         key = (target.namespace, target.name, uid or "", body["type"], body["reason"], body["message"])
         try:
