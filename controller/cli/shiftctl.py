@@ -316,7 +316,9 @@ def status(
             dump({"name": name, "health": state.value, "why": follow.health(get_body(conn, name))[1]}, output)
         if timed_out:
             if not quiet:
-                echo(f"error: {name} still {state.value} after {timeout}", err=True)
+                echo(
+                    f"error: {name} still {state.value}" + (f" after {timeout}" if watch and timeout else ""), err=True
+                )
             raise typer.Exit(follow.EXIT_CODES[Health.PROGRESSING])
         raise typer.Exit(follow.EXIT_CODES[state])
 
