@@ -50,3 +50,15 @@ app.kubernetes.io/part-of: shiftlight
 {{- define "shiftlight.policyKey" -}}
 {{- trimPrefix "policies/" . | replace "/" "." }}
 {{- end }}
+
+{{/*
+"true" where the cluster serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (GA in Kubernetes 1.30):
+its discovery lists the kind (helm install/upgrade, or `helm template --api-versions
+admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy`), or the cluster's version is 1.30 or later. Empty
+otherwise: the approval policy is then left out and the operator's SubjectAccessReview checks approvals alone.
+*/}}
+{{- define "shiftlight.admissionPolicyServed" -}}
+{{- if or (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) -}}
+true
+{{- end -}}
+{{- end }}
