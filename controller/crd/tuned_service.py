@@ -176,6 +176,12 @@ class StatusSummary(WireModel):
     gain_ratio: float | None = None
 
 
+class TrialCacheStatus(WireModel):
+    """What the operator keeps about the TunedService's trial cache ConfigMap, out of the tenant's reach."""
+
+    sequence: int = Field(default=0, ge=0, description="the sequence number of the cache's last save")
+
+
 class TunedServiceStatus(TargetStatus):
     """The TunedService status as stored: the domain :class:`TargetStatus` plus Kubernetes bookkeeping.
 
@@ -187,7 +193,8 @@ class TunedServiceStatus(TargetStatus):
     conditions: tuple[Condition, ...] = ()
     observed_generation: int | None = Field(default=None, ge=0, alias="observedGeneration")
     summary: StatusSummary = Field(default_factory=StatusSummary)
+    trial_cache: TrialCacheStatus | None = Field(default=None, alias="trialCache")
 
 
 #: Status keys that are Kubernetes bookkeeping, not part of :class:`TargetStatus`.
-K8S_STATUS_KEYS = ("conditions", "observedGeneration", "summary")
+K8S_STATUS_KEYS = ("conditions", "observedGeneration", "summary", "trialCache")

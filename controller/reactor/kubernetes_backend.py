@@ -173,6 +173,7 @@ class KubernetesBackend:
             cache,
             key=runner.key,
             gated=lambda c: runner.quality_gate is not None and (runner.gate_if is None or runner.gate_if(c)),
+            gate=lambda: runner.quality_gate,  # a cached report is judged again against the gate's thresholds now
             on_hit=reporting.recorded if reporting is not None else None,
         )
         ports = Ports(

@@ -9,7 +9,9 @@ outlives the operator's Pod.
 A stored result is evidence, and evidence is checked before it is served (:func:`refusal`): its config and shape
 bucket must be the key's, its SLO the request's (goodput is counted per request under the SLO, so a result judged
 under another SLO is measured again, never re-scored), and a result of a config the quality gate covers must carry
-a passed quality report. :class:`CachedTrials` is the ``LoadTester`` that serves only such hits.
+a quality report that passes the gate as it is now (its thresholds may have been raised since the report was judged:
+the report is judged again, and one that fails the current thresholds is measured again). :class:`CachedTrials` is
+the ``LoadTester`` that serves only such hits.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pydantic import ValidationError
 
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
-from controller.domain.trial import TrialResult, TrialStatus
+from controller.domain.trial import QualityReport, TrialResult, TrialStatus
 from controller.errors import InvalidInput, ShiftlightError
 from controller.ports import LoadTester, TrialRequest
 
@@ -112,9 +114,34 @@ def mismatch(key: TrialKey, result: TrialResult) -> str:
     return ""
 
 
-def refusal(key: TrialKey, result: TrialResult, request: TrialRequest, *, gated: bool) -> str:
+class GateThresholds(Protocol):
+    """The thresholds of a quality gate as it is now (:class:`controller.trials.quality.QualityGate` has them)."""
+
+    @property
+    def min_exact_match(self) -> float: ...
+
+    @property
+    def max_logprob_divergence(self) -> float: ...
+
+
+def fails_gate(report: QualityReport, gate: GateThresholds) -> str:
+    """Why ``report`` does not pass ``gate``'s current thresholds (empty: it does)."""
+    if report.exact_match_rate < gate.min_exact_match:
+        return f"exact match {report.exact_match_rate:.0%} is under the gate's {gate.min_exact_match:.0%} now"
+    if report.mean_logprob_divergence > gate.max_logprob_divergence:
+        return (
+            f"log-prob divergence {report.mean_logprob_divergence:.4f} is over the gate's "
+            f"{gate.max_logprob_divergence:.4f} now"
+        )
+    return ""
+
+
+def refusal(
+    key: TrialKey, result: TrialResult, request: TrialRequest, *, gated: bool, gate: GateThresholds | None = None
+) -> str:
     """Why the stored ``result`` must not answer ``request`` (empty: it may). ``gated``: the quality gate covers the
-    request's config (a lossy config), so a measured result must carry a passed quality report."""
+    request's config (a lossy config), so a measured result must carry a passed quality report; ``gate``, when
+    given, judges that report again against the gate's current thresholds."""
     if why := mismatch(key, result):
         return why
     if result.config.key() != request.config.key():
@@ -125,6 +152,8 @@ def refusal(key: TrialKey, result: TrialResult, request: TrialRequest, *, gated:
         return "judged under another SLO"
     if gated and result.status is TrialStatus.MEASURED and not (result.quality is not None and result.quality.passed):
         return "a lossy config's result without a passed quality report"
+    if gated and gate is not None and result.quality is not None and (why := fails_gate(result.quality, gate)):
+        return f"its quality report fails the current gate: {why}"
     return ""
 
 
@@ -168,11 +197,14 @@ class TrialCache:
                 self.hits += 1
         return result
 
-    def lookup(self, key: TrialKey, request: TrialRequest, *, gated: bool) -> TrialResult | None:
-        """The stored result for ``request`` when it may answer it (:func:`refusal`), with the request's exact shape;
-        None (a miss) otherwise: the trial runs and its result replaces the entry."""
+    def lookup(
+        self, key: TrialKey, request: TrialRequest, *, gated: bool, gate: GateThresholds | None = None
+    ) -> TrialResult | None:
+        """The stored result for ``request`` when it may answer it (:func:`refusal`, its quality report judged again
+        by ``gate`` when given), with the request's exact shape; None (a miss) otherwise: the trial runs and its
+        result replaces the entry."""
         result = self._stored(key)
-        why = "" if result is None else refusal(key, result, request, gated=gated)
+        why = "" if result is None else refusal(key, result, request, gated=gated, gate=gate)
         with self._lock:
             if result is None or why:
                 self.misses += 1
@@ -208,8 +240,9 @@ class CachedTrials:
     and the result is stored. A fresh request always measures; failed and invalid results are never stored.
 
     ``key`` gives a request's :class:`TrialKey` (the runner's model, GPU type and engine image), ``gated`` whether
-    the quality gate covers a config (its served results must carry a passed quality report), ``on_hit`` (optional)
-    is told of each request answered from the cache."""
+    the quality gate covers a config (its served results must carry a passed quality report), ``gate`` (optional)
+    the quality gate as it is now (a served result's report must pass its current thresholds), ``on_hit``
+    (optional) is told of each request answered from the cache."""
 
     def __init__(
         self,
@@ -218,19 +251,22 @@ class CachedTrials:
         *,
         key: Callable[[TrialRequest], TrialKey],
         gated: Callable[[EngineConfig], bool],
+        gate: Callable[[], GateThresholds | None] | None = None,
         on_hit: Callable[[TrialRequest, TrialResult], None] | None = None,
     ) -> None:
         self.inner = inner
         self.cache = cache
         self.key = key
         self.gated = gated
+        self.gate = gate
         self.on_hit = on_hit
         """Told of each request answered from the cache (the Trial CR's writer records it)."""
 
     def run(self, request: TrialRequest) -> TrialResult:
         key = self.key(request)
         if not request.fresh:
-            hit = self.cache.lookup(key, request, gated=self.gated(request.config))
+            gate = self.gate() if self.gate is not None else None
+            hit = self.cache.lookup(key, request, gated=self.gated(request.config), gate=gate)
             if hit is not None:
                 if self.on_hit is not None:
                     self.on_hit(request, hit)

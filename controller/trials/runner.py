@@ -163,7 +163,7 @@ class TrialRunner:
     def run(self, request: TrialRequest) -> TrialResult:
         key = self.key(request)
         if self.cache is not None and not request.fresh:
-            cached = self.cache.lookup(key, request, gated=self.gated(request.config))
+            cached = self.cache.lookup(key, request, gated=self.gated(request.config), gate=self.quality_gate)
             if cached is not None:
                 self._report("done", 1, 1)
                 return cached

@@ -1,5 +1,8 @@
 """The trial cache as evidence, through the fake API and the operator's own runtime: an entry written by a tenant
 who may edit ConfigMaps but not the TunedService is refused, so the canary really runs and the quality gate with it;
+an older signed entry put back after the operator measured again is refused, and so are the entries of a
+TunedService deleted and created again under the same name; a cached quality report is judged again against the
+gate's current thresholds;
 a result judged under an older SLO is measured again under the request's; an oversized entry is skipped while the
 others are kept; engine log tails are bounded in lines and bytes wherever the operator stores them."""
 
@@ -17,7 +20,7 @@ from kubernetes.client.rest import ApiException
 
 from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
 from controller.adapters.kube.canary.progress import TrialCRReporter
-from controller.adapters.kube.canary.results import cache_name, data_key
+from controller.adapters.kube.canary.results import INDEX_KEY, cache_name, data_key
 from controller.adapters.kube.crs import trial_name_for
 from controller.adapters.kube.manifests import event_manifest
 from controller.adapters.kube.status import StatusStore
@@ -279,7 +282,7 @@ def test_an_oversized_cache_entry_is_skipped_and_the_others_are_kept(
 
     data = client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data
     kept = {data_key(runner.key(trial_request(r.config)).encode()) for r in results if r.config.max_num_seqs != 32}
-    assert set(data) == kept, why
+    assert set(data) - {INDEX_KEY} == kept, why
     # a restarted operator serves the three that fit; the oversized one is measured again
     restarted = cache_of(
         operator_runtime(operator_kubeconfig, policy_dir, CountingLauncher(engine), tuned).ports.load_tester
@@ -342,3 +345,126 @@ def test_engine_log_tails_are_bounded_in_lines_and_bytes_wherever_they_are_store
     cache.put(runner.key(request), result)
     stored = json.loads(core.read_namespaced_config_map(cache_name("workhorse"), NS).data[data_key(key)])
     assert_bounded(stored["result"]["log_tail"], "cache entry")
+
+
+class ThresholdGate(RecordingGate):
+    """The policy's quality gate as it is now (its thresholds), standing in for the comparison: records each run."""
+
+    def __init__(self, min_exact_match: float, max_logprob_divergence: float) -> None:
+        super().__init__()
+        self.min_exact_match = min_exact_match
+        self.max_logprob_divergence = max_logprob_divergence
+
+
+def measured(config: EngineConfig, goodput: float, quality: QualityReport | None = None) -> TrialResult:
+    """A result the operator measured (and signed when it stored it)."""
+    return TrialResult(
+        config=config, shape=SHAPE, slo=SLO_NOW, status=TrialStatus.MEASURED, source="kubernetes", duration_s=20,
+        completed=12, output_tokens_per_s=goodput, total_tokens_per_s=goodput, request_throughput=1.0,
+        goodput_rps=1.0, goodput_tokens_per_s=goodput, ttft_s=P, tpot_s=P, quality=quality,
+    )  # fmt: skip
+
+
+def cache_data(api: client.ApiClient) -> dict[str, str]:
+    data: dict[str, str] = client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data
+    return data
+
+
+@pytest.mark.security
+@pytest.mark.parametrize("replayed", ["the-entry", "the-entry-and-its-index"])
+def test_an_older_signed_entry_put_back_after_a_new_measurement_is_refused(
+    kube: KubeAPIServer,
+    api: client.ApiClient,
+    alice_kubeconfig: Path,
+    operator_kubeconfig: Path,
+    policy_dir: Path,
+    engine: FakeEngine,
+    tuned: dict[str, Any],
+    replayed: str,
+) -> None:
+    config_ = EngineConfig(max_num_seqs=64)
+    request = trial_request(config_)
+    runtime = operator_runtime(operator_kubeconfig, policy_dir, CountingLauncher(engine), tuned)
+    runner, cache = runner_of(runtime.ports.load_tester), cache_of(runtime.ports.load_tester)
+    key = runner.key(request)
+    cache.put(key, measured(config_, 1256.0))
+    old = cache_data(api)  # what a ConfigMap-only user copies while it is there
+    cache.put(key, measured(config_, 76.0))  # measured again, worse
+    # alice, with ConfigMap rights only, puts the older signed entry back (and the index of that time)
+    kube.api.denials.update({("alice", "*", "tunedservices"), ("alice", "*", "tunedservices/status")})
+    alice = client.CoreV1Api(config.new_client_from_config(str(alice_kubeconfig)))
+    dkey = data_key(key.encode())
+    put_back = {dkey: old[dkey], INDEX_KEY: old[INDEX_KEY]} if replayed != "the-entry" else {dkey: old[dkey]}
+    alice.patch_namespaced_config_map(cache_name("workhorse"), NS, {"data": put_back})
+    assert cache_data(api)[dkey] == old[dkey]
+
+    # the operator (re)starts: the old entry is not served; the trial runs on a canary
+    launcher = CountingLauncher(engine)
+    restarted = operator_runtime(operator_kubeconfig, policy_dir, launcher, tuned).ports.load_tester
+    assert len(cache_of(restarted)) == 0
+    result = restarted.run(request)
+    assert launcher.launches == [config_]
+    assert result.goodput_tokens_per_s != 1256.0
+
+
+@pytest.mark.security
+def test_the_entries_of_a_tunedservice_deleted_and_created_again_are_refused(
+    api: client.ApiClient,
+    operator_kubeconfig: Path,
+    policy_dir: Path,
+    engine: FakeEngine,
+    tuned: dict[str, Any],
+) -> None:
+    config_ = EngineConfig(max_num_seqs=64)
+    request = trial_request(config_)
+    runtime = operator_runtime(operator_kubeconfig, policy_dir, CountingLauncher(engine), tuned)
+    runner, cache = runner_of(runtime.ports.load_tester), cache_of(runtime.ports.load_tester)
+    cache.put(runner.key(request), measured(config_, 1256.0))
+    old = cache_data(api)
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    custom.delete_namespaced_custom_object(G, V, NS, "tunedservices", "workhorse")
+    body = {k: v for k, v in tuned.items() if k != "status"}
+    body["metadata"] = {"name": "workhorse", "namespace": NS}
+    again: dict[str, Any] = custom.create_namespaced_custom_object(G, V, NS, "tunedservices", body)
+    assert again["metadata"]["uid"] != tuned["metadata"]["uid"]
+    # the old entries, signed for the old uid, are put (or left) in the cache ConfigMap of the same name
+    try:
+        core.delete_namespaced_config_map(cache_name("workhorse"), NS)
+    except ApiException as exc:
+        assert exc.status == 404
+    cm = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=cache_name("workhorse"), namespace=NS), data=old)
+    core.create_namespaced_config_map(NS, cm)
+
+    launcher = CountingLauncher(engine)
+    restarted = operator_runtime(operator_kubeconfig, policy_dir, launcher, again).ports.load_tester
+    assert len(cache_of(restarted)) == 0
+    restarted.run(request)
+    assert launcher.launches == [config_]
+
+
+@pytest.mark.security
+def test_a_cached_quality_report_is_judged_again_after_the_admin_raises_min_exact_match(
+    operator_kubeconfig: Path, policy_dir: Path, engine: FakeEngine, tuned: dict[str, Any]
+) -> None:
+    request = trial_request(FP8)
+    at_092 = QualityReport(exact_match_rate=0.92, mean_logprob_divergence=0.01, prompts=16, passed=True)
+    launcher = CountingLauncher(engine)
+    runtime = operator_runtime(operator_kubeconfig, policy_dir, launcher, tuned)
+    runner, tester = runner_of(runtime.ports.load_tester), runtime.ports.load_tester
+    assert runner.quality_gate is not None and runner.quality_gate.min_exact_match == 0.9
+    cache_of(tester).put(runner.key(request), measured(FP8, 500.0, at_092))
+    assert tester.run(request).quality == at_092  # passed under 0.9: served
+    assert launcher.launches == []
+
+    # the admin raises min_exact_match to 0.99: the operator reads the policy again
+    kv = policy_dir / "kv.yaml"
+    kv.write_text(kv.read_text() + "quality_gate:\n  min_exact_match: 0.99\n")
+    raised = operator_runtime(operator_kubeconfig, policy_dir, launcher, tuned)
+    raised_runner = runner_of(raised.ports.load_tester)
+    assert raised_runner.quality_gate is not None and raised_runner.quality_gate.min_exact_match == 0.99
+    gate = ThresholdGate(0.99, raised_runner.quality_gate.max_logprob_divergence)
+    raised_runner.quality_gate = gate  # type: ignore[assignment]
+    result = raised.ports.load_tester.run(request)
+    assert launcher.launches == [FP8], "the cached 0.92 fails the raised gate: measured again"
+    assert gate.evaluated == [engine.endpoint]
+    assert result.quality == GATE_REPORT

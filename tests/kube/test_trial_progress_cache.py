@@ -18,7 +18,7 @@ from kubernetes import client, config
 
 from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
 from controller.adapters.kube.canary.progress import ProgressUpdate, ReportingLoadTester, TrialCRReporter
-from controller.adapters.kube.canary.results import ConfigMapResultStore, EntrySigner, cache_name, data_key
+from controller.adapters.kube.canary.results import INDEX_KEY, ConfigMapResultStore, EntrySigner, cache_name, data_key
 from controller.adapters.kube.crs import trial_name_for
 from controller.crd.models import parse_tuned_service
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
@@ -176,7 +176,7 @@ def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_th
     cm = client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS)
     assert [o.uid for o in cm.metadata.owner_references] == [tuned["metadata"]["uid"]]
     assert cm.metadata.labels["shiftlight.dev/tuned-service"] == "workhorse"
-    assert len(cm.data) == 1
+    assert len(set(cm.data) - {INDEX_KEY}) == 1  # one entry, and the signed index
 
     # the operator restarts: a new instance on the same API serves the same trial key from the ConfigMap
     second = operator_instance(operator_kubeconfig, policy_dir, launcher, tuned)
@@ -186,7 +186,9 @@ def test_a_trial_reports_progress_in_its_cr_and_a_new_operator_serves_it_from_th
     assert len(kube.api.versions(TRIALS, NS, name)) == before  # its Trial is already finished: left as it is
     other = second.ports.load_tester.run(trial_request(EngineConfig(max_num_seqs=128)))
     assert other.ok and len(launcher.launches) == 2  # a new key is measured, and cached next to the first
-    assert len(client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data) == 2
+    assert (
+        len(set(client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data) - {INDEX_KEY}) == 2
+    )
 
 
 def test_a_trial_left_running_by_a_restart_gets_its_result_from_the_next_reporter(
@@ -277,7 +279,7 @@ def test_corrupt_or_hostile_cache_entries_are_dropped_and_the_others_served(
     newer = result_for(EngineConfig(max_num_seqs=256))
     reader.save({**entries, "k-new": newer.model_dump_json()})
     data = client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data
-    assert sorted(data) == sorted([data_key("k-good"), data_key("k-new")])  # the bad entries are removed
+    assert sorted(set(data) - {INDEX_KEY}) == sorted([data_key("k-good"), data_key("k-new")])  # the bad ones removed
 
 
 def test_the_cache_configmap_keeps_the_newest_entries_within_its_bounds(
@@ -289,7 +291,8 @@ def test_the_cache_configmap_keeps_the_newest_entries_within_its_bounds(
         entries[f"k-{seqs}"] = result_for(EngineConfig(max_num_seqs=seqs)).model_dump_json()
         writer.save(dict(entries))
     assert list(store(operator_api, tuned).load()) == ["k-32", "k-64", "k-128"]  # oldest first, newest kept
-    one = len(next(iter(client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data.values())))
+    data = client.CoreV1Api(api).read_namespaced_config_map(cache_name("workhorse"), NS).data
+    one = len(next(v for k, v in data.items() if k != INDEX_KEY))
     small = store(operator_api, tuned, max_bytes=2 * one + 10)
     small.load()
     small.save(dict(entries))
@@ -440,7 +443,8 @@ def test_a_signed_entry_changed_or_replayed_elsewhere_is_refused(
     copied = core.read_namespaced_config_map(cache_name("another"), NS).data[data_key("k-good")]
     other_key = EntrySigner(b"a-key-the-tenant-made-up-herself-32b")
     where, stamp = f"configmap {NS}/{cache_name('workhorse')}", datetime.fromisoformat(entry["storedAt"])
-    made_up = {**entry, "mac": other_key.sign(where, "k-good", stamp, good.model_dump_json())}
+    uid = tuned["metadata"]["uid"]
+    made_up = {**entry, "mac": other_key.sign(where, uid, "k-good", entry["seq"], stamp, good.model_dump_json())}
     hostile = {
         "changed-result": json.dumps(richer),
         "later-stamp": json.dumps({**entry, "storedAt": "2030-01-01T00:00:00Z"}),

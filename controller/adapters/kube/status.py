@@ -231,6 +231,8 @@ class StatusStore:
             wire = bounded_log_tails(  # every trial's engine log tail, bounded in lines and bytes
                 crd.status_to_wire(ours, conditions=conditions, observed_generation=generation)
             )
+            if isinstance(stored, Mapping) and stored.get("trialCache") is not None:
+                wire["trialCache"] = stored["trialCache"]  # the trial cache's sequence, written by its store only
             try:
                 return self._patch_status(namespace, name, status_patch(rv, wire))
             except ClusterConflict:

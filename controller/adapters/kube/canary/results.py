@@ -1,7 +1,8 @@
 """The trial result cache in the Kubernetes API: one ConfigMap per TunedService, so it outlives the operator's Pod.
 
 Each entry is one data key of the ConfigMap: ``t-<sha256 of the trial key>`` holds
-``{"key": <TrialKey.encode()>, "storedAt": <time>, "result": <TrialResult>, "mac": <hex>}``. The ConfigMap is owned
+``{"key": <TrialKey.encode()>, "storedAt": <time>, "seq": <n>, "result": <TrialResult>, "mac": <hex>}``, and the
+data key ``index`` holds ``{"sequence": <N>, "entries": {<data key>: <n>}, "mac": <hex>}``. The ConfigMap is owned
 by the TunedService (collected with it) and labelled; it keeps the newest ``max_entries`` entries, and never more
 than ``max_bytes`` of data (under the API server's 1 MiB object limit). An entry that does not fit (over
 ``MAX_ENTRY_BYTES``, or over what is left of ``max_bytes``) is skipped, and older ones that fit are still kept.
@@ -11,8 +12,16 @@ changed, so a save never drops an entry it did not read.
 The ConfigMap lives in the tenant's namespace, where anyone with ConfigMap rights (Kubernetes' ``edit`` role) can
 write it. So every entry carries an HMAC-SHA256 (``mac``) under the operator's key (:class:`EntrySigner`: a
 mounted Secret only the admin configures, ``SHIFTLIGHT_TRIAL_CACHE_KEY_FILE``) over the cache's namespace and name,
-the trial key, the time stored and the result; an entry without a valid one was not written by this operator and
-is refused.
+the owning TunedService's uid, the trial key, the entry's sequence number, the time stored and the result; an entry
+without a valid one was not written by this operator for this TunedService and is refused (a TunedService deleted
+and created again under the same name has a new uid: the old entries are refused).
+
+A signed entry can still be an old one put back. So every save takes the next sequence number ``N``: the entries it
+writes carry ``N``, the signed ``index`` lists the sequence number of every entry the cache holds, and the operator
+keeps ``N`` in the TunedService's status (``status.trialCache.sequence``, which tenants cannot write: the admission
+policy lets them write the rollout's approvals only), so it survives restarts. An index older than the status's
+sequence, or an entry whose sequence is not the one the index lists, is refused: an older signed result put back
+after the operator measured again is never served.
 
 What is read back is validated entry by entry: one that is not JSON, does not match its data key, is not a valid
 result or carries no valid MAC is dropped with a warning and removed at the next save; the other entries are
@@ -34,10 +43,11 @@ from typing import Any
 from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from controller.adapters.kube.canary.ledger import SequenceLedger, owner_ledger
 from controller.adapters.kube.client import kube_errors
 from controller.domain.log_tail import bounded_tail
 from controller.domain.trial import TrialResult
-from controller.errors import ClusterConflict, InvalidInput, NotFound
+from controller.errors import ClusterConflict, InvalidInput, NotFound, ShiftlightError
 
 log = logging.getLogger(__name__)
 
@@ -88,12 +98,19 @@ class EntrySigner:
         """A random key of this process: its entries are trusted by it alone (a restart measures them again)."""
         return cls(secrets.token_bytes(MIN_KEY_BYTES))
 
-    def sign(self, where: str, key: str, stored_at: datetime, result_json: str) -> str:
-        message = json.dumps([where, key, stored_at.astimezone(UTC).isoformat(), result_json])
+    def sign(self, where: str, uid: str, key: str, seq: int, stored_at: datetime, result_json: str) -> str:
+        message = json.dumps([where, uid, key, seq, stored_at.astimezone(UTC).isoformat(), result_json])
         return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
 
-    def verify(self, mac: str, where: str, key: str, stored_at: datetime, result_json: str) -> bool:
-        return hmac.compare_digest(mac, self.sign(where, key, stored_at, result_json))
+    def verify(self, mac: str, where: str, uid: str, key: str, seq: int, stored_at: datetime, result_json: str) -> bool:
+        return hmac.compare_digest(mac, self.sign(where, uid, key, seq, stored_at, result_json))
+
+    def sign_index(self, where: str, uid: str, sequence: int, entries: Mapping[str, int]) -> str:
+        message = json.dumps([where, uid, "index", sequence, sorted(entries.items())])
+        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+
+    def verify_index(self, mac: str, where: str, uid: str, sequence: int, entries: Mapping[str, int]) -> bool:
+        return hmac.compare_digest(mac, self.sign_index(where, uid, sequence, entries))
 
 
 def data_key(key: str) -> str:
@@ -112,8 +129,23 @@ class StoredEntry(BaseModel):
 
     key: str = Field(min_length=1, max_length=4096)
     stored_at: datetime = Field(alias="storedAt")
+    seq: int = Field(ge=1, description="the sequence number of the save that wrote it")
     result: TrialResult
     mac: str = Field(pattern=r"^[0-9a-f]{64}$", description="HMAC-SHA256 under the operator's key")
+
+
+#: The data key of the signed index of a cache's entries (no entry's data key: those start with ``t-``).
+INDEX_KEY = "index"
+
+
+class StoredIndex(BaseModel):
+    """The sequence number of the last save and of every entry it kept, signed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sequence: int = Field(ge=1)
+    entries: dict[str, int] = Field(max_length=10_000)
+    mac: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class ConfigMapResultStore:
@@ -127,6 +159,7 @@ class ConfigMapResultStore:
         name: str,
         owner_references: list[JSON],
         signer: EntrySigner,
+        ledger: SequenceLedger | None = None,
         labels: Mapping[str, str] | None = None,
         max_entries: int = DEFAULT_MAX_ENTRIES,
         max_bytes: int = DEFAULT_MAX_BYTES,
@@ -139,12 +172,20 @@ class ConfigMapResultStore:
         self.name = name
         self.owner_references = owner_references
         self.signer = signer
+        self.ledger = ledger if ledger is not None else owner_ledger(api, namespace, owner_references)
+        # the owning TunedService's uid: signed into every entry, so a TunedService created again under the same
+        # name (a new uid) is served none of the old one's entries
+        self.uid = next((str(o["uid"]) for o in owner_references if o.get("kind") == "TunedService"), "")
         self.labels = {**LABELS, **dict(labels or {})}
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.now = now
         self._stored: dict[str, str] = {}  # data key -> value, as last read or written
         self._stamps: dict[str, datetime] = {}  # trial key -> when it was stored
+        self._seqs: dict[str, int] = {}  # trial key -> the sequence number of the save that wrote it
+        self._raws: dict[str, str] = {}  # trial key -> its result as last read or written
+        self._sequence = 0  # the last save's sequence number
+        self._recorded_known = False  # whether the ledger's sequence has been read
         self._exists = False
         self.dropped: list[str] = []  # data keys refused when read back
         self.skipped: list[str] = []  # trial keys of the last save that did not fit
@@ -155,49 +196,80 @@ class ConfigMapResultStore:
 
     # ----- ResultStore ---------------------------------------------------------------------------
     def load(self) -> dict[str, str]:
-        """Every valid entry, oldest first; invalid ones are dropped (logged) and removed at the next save."""
+        """Every valid entry, oldest first; invalid ones are dropped (logged) and removed at the next save. With no
+        valid index at least as new as the ledger's sequence, no entry is served (each is measured again)."""
+        try:
+            recorded: int | None = self.ledger.read()
+        except ShiftlightError as exc:
+            log.warning("%s: cannot read the cache's sequence (serving no entry): %s", self.where, exc)
+            recorded = None
+        self._recorded_known = recorded is not None
         try:
             with kube_errors(self.where):
                 cm = self.core.read_namespaced_config_map(self.name, self.namespace)
         except NotFound:
             self._exists = False
             self._stored = {}
+            self._sequence = recorded or 0
             return {}
         self._exists = True
         data = cm.data or {}
         self._stored = {str(k): str(v) for k, v in data.items()}
-        valid: list[tuple[datetime, str, str]] = []
+        index = self._index(self._stored.get(INDEX_KEY), recorded)
+        self._sequence = max(recorded or 0, index.sequence if index is not None else 0)
+        valid: list[tuple[datetime, str, str, int]] = []
         for dkey, value in self._stored.items():
-            entry = self._parse(dkey, value)
+            if dkey == INDEX_KEY:
+                continue
+            entry = self._parse(dkey, value, index)
             if entry is not None:
-                valid.append((entry.stored_at, entry.key, entry.result.model_dump_json()))
+                valid.append((entry.stored_at, entry.key, entry.result.model_dump_json(), entry.seq))
         valid.sort(key=lambda item: item[0])
-        self._stamps = {key: stamp for stamp, key, _ in valid}
-        return {key: raw for _, key, raw in valid}
+        self._stamps = {key: stamp for stamp, key, _, _ in valid}
+        self._seqs = {key: seq for _, key, _, seq in valid}
+        self._raws = {key: raw for _, key, raw, _ in valid}
+        return dict(self._raws)
 
     def save(self, entries: dict[str, str]) -> None:
         """Keep the newest entries of ``entries`` (last = newest) within the bounds; patch what changed. An entry
-        that does not fit is skipped (logged), never the end of the save: older entries that fit are kept."""
+        that does not fit is skipped (logged), never the end of the save: older entries that fit are kept. The
+        entries this save writes, and the index, carry the next sequence number, recorded in the ledger after."""
         now = self.now()
+        if not self._recorded_known:  # never go below the recorded sequence: raises when still unreadable
+            self._sequence = max(self._sequence, self.ledger.read())
+            self._recorded_known = True
+        sequence = self._sequence + 1
         kept: dict[str, str] = {}
+        seqs: dict[str, int] = {}
         size = 0
         self.skipped = []
         for key, raw in reversed(list(entries.items())):
             if len(kept) >= self.max_entries:
                 break
-            stamp = self._stamps.get(key) or now
-            value = self._value(key, raw, stamp)
+            same = self._raws.get(key) == raw and key in self._seqs
+            stamp = (self._stamps.get(key) if same else None) or now
+            seq = self._seqs[key] if same else sequence
+            value = self._value(key, raw, stamp, seq)
             if len(value) > MAX_ENTRY_BYTES or size + len(value) > self.max_bytes:
                 log.warning("%s: skipped cache entry %s (%d bytes do not fit)", self.where, data_key(key), len(value))
                 self.skipped.append(key)
                 continue
             kept[data_key(key)] = value
+            seqs[key] = seq
             self._stamps[key] = stamp
             size += len(value)
-        changes: dict[str, str | None] = {k: v for k, v in kept.items() if self._stored.get(k) != v}
-        changes.update({k: None for k in self._stored if k not in kept})
-        if not changes:
+        entry_changes: dict[str, str | None] = {k: v for k, v in kept.items() if self._stored.get(k) != v}
+        entry_changes.update({k: None for k in self._stored if k not in kept and k != INDEX_KEY})
+        if not entry_changes:
             return
+        listed = {data_key(k): s for k, s in seqs.items()}
+        index = StoredIndex(
+            sequence=sequence,
+            entries=listed,
+            mac=self.signer.sign_index(self.where, self.uid, sequence, listed),
+        )
+        kept[INDEX_KEY] = index.model_dump_json()
+        changes = {**entry_changes, INDEX_KEY: kept[INDEX_KEY]}
         if self._exists or not self._create({k: v for k, v in changes.items() if v is not None}):
             with kube_errors(self.where):
                 self.core.patch_namespaced_config_map(
@@ -207,16 +279,48 @@ class ConfigMapResultStore:
                     _content_type="application/merge-patch+json",
                 )
         self._stored = dict(kept)
-        self._stamps = {k: s for k, s in self._stamps.items() if data_key(k) in kept}
+        self._sequence = sequence
+        self._seqs = seqs
+        self._raws = {k: entries[k] for k in seqs}
+        self._stamps = {k: s for k, s in self._stamps.items() if k in seqs}
+        try:
+            self.ledger.write(sequence)
+        except ShiftlightError as exc:  # the entries stay served by this process; a restart may measure them again
+            log.warning("%s: cannot record the cache's sequence %d: %s", self.where, sequence, exc)
 
     # ----- internals -----------------------------------------------------------------------------
-    def _value(self, key: str, raw: str, stamp: datetime) -> str:
+    def _value(self, key: str, raw: str, stamp: datetime, seq: int) -> str:
         result = TrialResult.model_validate_json(raw)
         result = result.model_copy(update={"log_tail": bounded_tail(result.log_tail)})
-        mac = self.signer.sign(self.where, key, stamp, result.model_dump_json())
-        return StoredEntry(key=key, stored_at=stamp, result=result, mac=mac).model_dump_json(by_alias=True)
+        mac = self.signer.sign(self.where, self.uid, key, seq, stamp, result.model_dump_json())
+        return StoredEntry(key=key, stored_at=stamp, seq=seq, result=result, mac=mac).model_dump_json(by_alias=True)
 
-    def _parse(self, dkey: str, value: str) -> StoredEntry | None:
+    def _index(self, value: str | None, recorded: int | None) -> StoredIndex | None:
+        """The signed index when it is this operator's, for this TunedService, and not older than the ledger's
+        sequence (``recorded``; None: unknown, so no index is trusted)."""
+        why = ""
+        index = None
+        if value is None:
+            why = "no index"
+        elif len(value) > self.max_bytes:
+            why = "an index larger than the cache"
+        else:
+            try:
+                index = StoredIndex.model_validate_json(value)
+            except ValidationError as exc:
+                why = f"index: {exc.errors()[0]['msg']}"
+        if index is not None and not self.signer.verify_index(
+            index.mac, self.where, self.uid, index.sequence, index.entries
+        ):
+            why, index = "an index whose MAC is not this operator's for this TunedService", None
+        if index is not None and (recorded is None or index.sequence < recorded):
+            why = f"an index of sequence {index.sequence}, older than the recorded {recorded}"
+            index = None
+        if index is None and any(k != INDEX_KEY for k in self._stored):
+            log.warning("%s: serving no cache entry (%s)", self.where, why)
+        return index
+
+    def _parse(self, dkey: str, value: str, index: StoredIndex | None) -> StoredEntry | None:
         why = ""
         entry = None
         if len(value) > MAX_ENTRY_BYTES:
@@ -230,9 +334,12 @@ class ConfigMapResultStore:
             if entry is not None and data_key(entry.key) != dkey:
                 why, entry = "its key does not match the data key it is stored under", None
             if entry is not None and not self.signer.verify(
-                entry.mac, self.where, entry.key, entry.stored_at, entry.result.model_dump_json()
+                entry.mac, self.where, self.uid, entry.key, entry.seq, entry.stored_at, entry.result.model_dump_json()
             ):
-                why, entry = "its MAC is not this operator's (not written by it, or changed since)", None
+                why, entry = "its MAC is not this operator's for this TunedService (or it changed since)", None
+            if entry is not None and (index is None or index.entries.get(dkey) != entry.seq):
+                listed = index.entries.get(dkey) if index is not None else None
+                why, entry = f"its sequence {entry.seq} is not the one the signed index lists ({listed})", None
         if entry is None:
             log.warning("%s: dropped cache entry %s (%s)", self.where, dkey[:64], why)
             self.dropped.append(dkey)
@@ -271,9 +378,11 @@ class ConfigMapResultStore:
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_ENTRIES",
+    "INDEX_KEY",
     "ConfigMapResultStore",
     "EntrySigner",
     "StoredEntry",
+    "StoredIndex",
     "cache_name",
     "data_key",
 ]
