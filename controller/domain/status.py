@@ -6,11 +6,12 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.profile import TrafficProfile
+from controller.domain.scrub import scrub_known
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
 
@@ -245,7 +246,7 @@ class Reason(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     code: str = Field(default="", description="machine-readable reason code (e.g. step, slo-breach, scale)")
-    message: str
+    message: Annotated[str, AfterValidator(scrub_known)]  # tenants read it: no operator credential, no URL userinfo
 
 
 def _reasons(value: object) -> object:

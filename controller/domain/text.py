@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from controller.domain.scrub import scrub_known
+
 #: The bidi controls: embeddings and overrides, isolates, the marks, and the Arabic letter mark.
 BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 #: What moves to a new line (or tabulates) in a terminal or a chat client: each becomes one space on one line.
@@ -45,8 +47,10 @@ def block(text: object) -> str:
 
 
 def slack_escape(text: str) -> str:
-    """Escape the three characters Slack's mrkdwn treats as control characters (mentions, links, entities)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Escape the three characters Slack's mrkdwn treats as control characters (mentions, links, entities), after
+    removing any operator credential and URL userinfo (:func:`controller.domain.scrub.scrub_known`): every text
+    sent to Slack passes here."""
+    return scrub_known(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def slack_mrkdwn(text: object, *, multiline: bool = False) -> str:
