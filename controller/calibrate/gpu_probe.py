@@ -174,7 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     # ``profile`` module (which PyTorch's compiler and profiler import): keep the folder off the front.
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
-    torch: Any = importlib.import_module("torch")
+    try:
+        torch: Any = importlib.import_module("torch")
+    except ImportError as exc:
+        print(f"error: the GPU probe needs PyTorch, and {sys.executable} has none ({exc})", file=sys.stderr)
+        return 3
     F: Any = importlib.import_module("torch.nn.functional")
 
     if not torch.cuda.is_available():

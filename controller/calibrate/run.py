@@ -15,7 +15,7 @@ import yaml
 from controller.calibrate.fit import fit_calibration, held_out_summary
 from controller.calibrate.profile import Calibration, dump_calibration, parse_calibration
 from controller.calibrate.shapes import probe_shapes
-from controller.errors import InvalidInput
+from controller.errors import InvalidInput, PermanentError
 from controller.simulator.profiles import load_gpu, load_model
 
 PROBE = Path(__file__).with_name("gpu_probe.py")
@@ -53,8 +53,23 @@ def build_profile(raw: dict[str, Any], gpu: str, raw_file: str = "") -> Calibrat
     return cal.model_copy(update={"held_out": held_out_summary(raw, g)})
 
 
+def require_torch(python: str) -> None:
+    """Refuse, in one line, to start the probe with a Python that has no PyTorch (looked up, not imported)."""
+    found = subprocess.run(
+        [python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"],
+        check=False,
+        capture_output=True,
+    )
+    if found.returncode != 0:
+        raise PermanentError(
+            f"the GPU probe needs PyTorch, and {python} has none: install torch (with CUDA) there, run the probe "
+            "where it is installed (--prepare DIR writes it out; then fit its raw.json with --raw FILE)"
+        )
+
+
 def run_probe(shapes: dict[str, Any], workdir: Path, *, quick: bool, e2e: bool, python: str = sys.executable) -> Path:
     """Run the GPU probe in a child process (it needs PyTorch and a GPU); returns the path of its raw.json."""
+    require_torch(python)
     shapes_path = workdir / "shapes.json"
     shapes_path.write_text(json.dumps(shapes, indent=1))
     cmd = [python, str(PROBE), "--shapes", str(shapes_path), "--out", str(workdir)]

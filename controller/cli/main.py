@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(
+from controller.cli.app import DEBUG_ENV, DEBUG_FLAG, App
+
+app = App(
     name="shiftlight",
     help="Keeps a self-hosted vLLM fleet on the fastest safe engine configuration for its traffic.",
     no_args_is_help=True,
@@ -27,6 +29,11 @@ def main(
     version: bool = typer.Option(
         False, "--version", callback=_print_version, is_eager=True, help="print the version and exit"
     ),
+    debug: bool = typer.Option(
+        False,
+        DEBUG_FLAG,
+        help=f"on an error, print its traceback instead of one line (any position; also {DEBUG_ENV}=1)",
+    ),
 ) -> None:
     """Keeps a self-hosted vLLM fleet on the fastest safe engine configuration for its traffic."""
 
@@ -43,6 +50,14 @@ def demo(
     """Tune a simulated vLLM fleet through a simulated day and report what Shiftlight did."""
     from controller.demo.model import DemoSettings
     from controller.demo.run import run_demo
+    from controller.errors import InvalidInput
+
+    if not policy.is_file():
+        raise InvalidInput(
+            f"no policy file {policy} in {Path.cwd()} (the presets are in the repository's policies/v1: run the demo "
+            "from the repository's root, or give --policy FILE)",
+            field="--policy",
+        )
 
     report = run_demo(DemoSettings(out_dir=out, seed=seed, policy_path=policy, hours=hours))
     typer.echo(report.text)

@@ -22,6 +22,7 @@ from controller.cli import shiftctl_evidence as evidence
 from controller.cli import shiftctl_follow as follow
 from controller.cli import shiftctl_render as render
 from controller.cli import shiftctl_trials as trials_view
+from controller.cli.app import App
 from controller.cli.shiftctl_follow import Health
 from controller.cli.shiftctl_reads import connect, events_for, get_body, list_bodies, status_of, trial_crs
 from controller.cli.shiftctl_terminal import (
@@ -55,7 +56,7 @@ class Shell(StrEnum):
     fish = "fish"
 
 
-app = typer.Typer(
+app = App(  # one line on stderr for any error (--debug: the traceback)
     name="shiftctl",
     help="Watch, explain and steer Shiftlight TunedServices (kubectl conventions; also `kubectl shift`).",
     no_args_is_help=True,

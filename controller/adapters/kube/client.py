@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -95,8 +96,18 @@ def load_api_client(kubeconfig: str | None = None, context: str | None = None) -
             config_file=kubeconfig, context=context
         )
         return api
-    except config.ConfigException as exc:
-        raise PermanentError(f"kubeconfig: {exc}") from None
+    except (config.ConfigException, OSError, yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        # missing, unreadable, not YAML or misshapen: one line naming the file
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        if isinstance(exc, OSError):
+            reason = f"cannot read it ({exc.strerror or exc})"
+        elif isinstance(exc, yaml.YAMLError):
+            reason = f"not valid YAML: {' '.join(str(exc).split())}"
+        elif isinstance(exc, config.ConfigException):
+            reason = " ".join(str(exc).split())
+        else:
+            reason = f"not a valid kubeconfig: {' '.join(str(exc).split())}"
+        raise PermanentError(f"kubeconfig {where}: {reason}") from None
 
 
 __all__ = [
