@@ -148,6 +148,13 @@ def test_the_time_scale_and_tls_settings_from_the_environment() -> None:
     assert s.loop.time_scale == 1 and s.prometheus_settings().verify_tls is True
 
 
+def test_the_kubeconfig_context_and_approval_checks_from_the_environment() -> None:
+    s = OperatorSettings.from_env({"KUBECONFIG": "/home/me/.kube/config", "SHIFTLIGHT_CONTEXT": "kind-shiftlight"})
+    assert (s.connection.kubeconfig, s.connection.context) == ("/home/me/.kube/config", "kind-shiftlight")
+    assert s.verify_approvals is True
+    assert OperatorSettings.from_env({"SHIFTLIGHT_VERIFY_APPROVALS": "false"}).verify_approvals is False
+
+
 def test_log_format_json_is_one_object_per_line() -> None:
     formatter = log_formatter(OperatorSettings.from_env({"SHIFTLIGHT_LOG_FORMAT": "json"}))
     record = logging.LogRecord("controller.x", logging.WARNING, __file__, 1, "rolled back %s", ("prod/a",), None)

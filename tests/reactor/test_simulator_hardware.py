@@ -7,7 +7,10 @@ GPU and no others; one that cannot be read is refused at start, naming the varia
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +166,16 @@ def test_a_calibration_of_a_gpu_without_a_profile_is_refused_at_start(tmp_path: 
 def test_the_calibration_setting_comes_from_the_environment(tmp_path: Path) -> None:
     settings = OperatorSettings.from_env({"SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE": str(tmp_path / "c.yaml")})
     assert settings.simulator.calibration_file == tmp_path / "c.yaml"
+
+
+@pytest.mark.parametrize(("switch", "calibrated"), [("1", True), ("", False)])
+def test_the_process_wide_calibration_switch(switch: str, calibrated: bool) -> None:
+    """``SHIFTLIGHT_SIMULATOR_CALIBRATED=1`` puts every model built without an explicit calibration on its GPU's
+    shipped profile (read once, at import, so in a process of its own)."""
+    probe = (
+        "from controller.simulator.perf import PerformanceModel\n"
+        "print(PerformanceModel.named('llama-3.1-8b', 'h200').calibration is not None)"
+    )
+    env = {**os.environ, "SHIFTLIGHT_SIMULATOR_CALIBRATED": switch}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(calibrated)
