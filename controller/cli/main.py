@@ -47,8 +47,10 @@ def demo(
     ),
     hours: float = typer.Option(24.0, min=1.0, max=168.0, help="simulated hours"),
 ) -> None:
-    """Tune a simulated vLLM fleet through a simulated day and report what Shiftlight did."""
+    """Tune a simulated vLLM fleet through a simulated day and report what Shiftlight did (a line per simulated hour
+    on stderr as it goes, then the report)."""
     from controller.demo.model import DemoSettings
+    from controller.demo.progress import HourProgress
     from controller.demo.run import run_demo
     from controller.errors import InvalidInput
 
@@ -59,7 +61,10 @@ def demo(
             field="--policy",
         )
 
-    report = run_demo(DemoSettings(out_dir=out, seed=seed, policy_path=policy, hours=hours))
+    def show(hour: HourProgress) -> None:
+        typer.echo(hour.line(), err=True)  # echo flushes: each hour shows as soon as it is simulated
+
+    report = run_demo(DemoSettings(out_dir=out, seed=seed, policy_path=policy, hours=hours), on_hour=show)
     typer.echo(report.text)
     typer.echo(f"report: {report.paths.text}  chart: {report.paths.png}  html: {report.paths.html}")
     typer.echo(report.summary_line)

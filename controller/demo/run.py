@@ -15,6 +15,7 @@ from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
 from controller.decide import ApiPrice, DigestRules, OptimizerAdvisor, Rules
 from controller.demo.model import DemoSettings, TimelinePoint
+from controller.demo.progress import OnHour, hour_progress
 from controller.demo.report import DemoReport, build_report
 from controller.domain.config import STOCK
 from controller.domain.observation import TargetRef
@@ -52,12 +53,15 @@ def demo_policy(settings: DemoSettings) -> Policy:
     return policy.with_feasibility(profile_feasibility(policy))
 
 
-def run_demo(settings: DemoSettings) -> DemoReport:
-    run = simulate_day(settings)
+def run_demo(settings: DemoSettings, *, on_hour: OnHour | None = None) -> DemoReport:
+    """Simulate the day (``on_hour`` is told of each simulated hour as soon as it is done) and write the report."""
+    run = simulate_day(settings, on_hour=on_hour)
     return build_report(run.settings, run.status, run.timeline, run.trials, run.notifier, run.actions)
 
 
-def simulate_day(settings: DemoSettings) -> DemoRun:
+def simulate_day(settings: DemoSettings, *, on_hour: OnHour | None = None) -> DemoRun:
+    """The control loop over the simulated fleet for ``settings.hours``; ``on_hour`` gets each simulated hour's
+    progress as soon as the hour is done (the last one, when the run ends part-way through it, at the end)."""
     policy = demo_policy(settings)
     clock = FakeClock(DEMO_START)
     traffic = DiurnalTraffic(settings.seed, settings.traffic_profile)
@@ -99,6 +103,16 @@ def simulate_day(settings: DemoSettings) -> DemoRun:
     reconciler = Reconciler(ports, policy, rules=rules, observe_window_s=settings.cycle_s, on_trial=record_trial)
     end = DEMO_START + timedelta(hours=settings.hours)
     stock_cache: dict[tuple[object, ...], float] = {}
+    hour = DEMO_START
+
+    def report_hours(*, partial: bool = False) -> None:
+        """Tell of every hour simulated to its end (``partial``: and of the one under way)."""
+        nonlocal hour
+        while hour + timedelta(hours=1) <= clock.now() or (partial and hour < clock.now()):
+            if on_hour is not None:
+                on_hour(hour_progress(hour, DEMO_START, run.timeline, run.actions, traffic.windows))
+            hour += timedelta(hours=1)
+
     while clock.now() < end:
         fleet.advance(settings.cycle_s)
         for tick in fleet.ticks_between(clock.now() - timedelta(seconds=settings.cycle_s), clock.now()):
@@ -106,6 +120,8 @@ def simulate_day(settings: DemoSettings) -> DemoRun:
         result = reconciler.reconcile(target, run.status)
         run.status = result.status
         run.actions.extend((clock.now(), type(a).__name__, a.reason) for a in result.plan.actions)
+        report_hours()
+    report_hours(partial=True)
     return run
 
 
