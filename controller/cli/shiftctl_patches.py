@@ -52,7 +52,8 @@ def build_approval_patch(
     comment: str = "",
     raw_status: dict[str, Any] | None = None,
 ) -> JSONPatch:
-    """Append ``Approval(by, at, step, decision)`` to ``status.rollout.approvals``, guarded by resourceVersion."""
+    """Append ``Approval(by, at, step, decision)`` to ``status.rollout.approvals``, guarded by resourceVersion; the
+    approval names the rollout (``rollout_id``) and the key of the ``to_config`` it decides on (``config_key``)."""
     rollout = _active_rollout(status, "approve" if decision == "approved" else "reject")
     if decision == "approved" and status.phase is not Phase.AWAITING_APPROVAL:
         raise VerbRefused(
@@ -67,7 +68,16 @@ def build_approval_patch(
         raise AlreadyDone(f"step {target_step + 1} of rollout {rollout.id} is already approved by {who}")
     if decision == "rejected" and rollout.rejected():
         raise AlreadyDone(f"rollout {rollout.id} is already rejected")
-    approval = Approval(by=by, at=at, step=target_step, decision=decision, comment=comment)
+    # bound to what it decides: this rollout and its to_config (the operator ignores a decision on another)
+    approval = Approval(
+        by=by,
+        at=at,
+        step=target_step,
+        decision=decision,
+        comment=comment,
+        rollout_id=rollout.id,
+        config_key=rollout.to_config.key(),
+    )
     value = approval.model_dump(mode="json")
     has_list = raw_status is None or "approvals" in (raw_status.get("rollout") or {})
     op: dict[str, Any] = (

@@ -26,6 +26,8 @@ class Approval(BaseModel):
     step: int = Field(ge=0)
     decision: Literal["approved", "rejected"]
     comment: str = ""
+    rollout_id: str = Field(default="", description="the rollout the decision is for (status.rollout.id)")
+    config_key: str = Field(default="", description="the key of the rollout's to_config the decision is for")
 
 
 class AnalysisRecord(BaseModel):
@@ -84,11 +86,16 @@ class RolloutState(BaseModel):
         "at once instead of a share of the fleet per step",
     )
 
+    def binds(self, approval: Approval) -> bool:
+        """Whether ``approval`` is a decision on this rollout: one that names another rollout or another
+        ``to_config`` than this one's is ignored (empty: recorded before decisions named them)."""
+        return approval.rollout_id in ("", self.id) and approval.config_key in ("", self.to_config.key())
+
     def approved_step(self, step: int) -> bool:
-        return any(a.step == step and a.decision == "approved" for a in self.approvals)
+        return any(a.step == step and a.decision == "approved" and self.binds(a) for a in self.approvals)
 
     def rejected(self) -> bool:
-        return any(a.decision == "rejected" for a in self.approvals)
+        return any(a.decision == "rejected" and self.binds(a) for a in self.approvals)
 
 
 class DriftState(BaseModel):

@@ -38,8 +38,13 @@ def test_approval_patch_is_guarded_and_appends_the_approval() -> None:
     assert ops[1]["path"] == "/status/rollout/approvals/-"
     after = _apply(status, ops)
     assert after.rollout is not None
-    assert after.rollout.approvals == (Approval(by="alice", at=AT, step=0, decision="approved"),)
+    bound = {"rollout_id": after.rollout.id, "config_key": after.rollout.to_config.key()}
+    assert after.rollout.approvals == (Approval(by="alice", at=AT, step=0, decision="approved", **bound),)
     assert after.rollout.approved_step(0)
+    # a decision on another rollout, or on another to_config, does not count for this one
+    for other in ({"rollout_id": "r-other"}, {"config_key": "another-config"}):
+        stray = Approval(by="alice", at=AT, step=0, decision="approved", **{**bound, **other})
+        assert not after.rollout.model_copy(update={"approvals": (stray,)}).approved_step(0)
 
 
 def test_stale_resource_version_fails_the_test_op() -> None:

@@ -210,7 +210,7 @@ def advance(
 
     if phase is Phase.AWAITING_APPROVAL:
         if state.rejected():
-            rejection = next(a for a in state.approvals if a.decision == "rejected")
+            rejection = next(a for a in state.approvals if a.decision == "rejected" and state.binds(a))
             why = f"{rejection.by} rejected rollout {state.id}" + (
                 f": {rejection.comment}" if rejection.comment else ""
             )
@@ -224,7 +224,9 @@ def advance(
             )
         next_index = state.step_index if state.weight == 0 else state.step_index + 1
         if state.approved_step(next_index):
-            approver = next(a.by for a in state.approvals if a.step == next_index and a.decision == "approved")
+            approver = next(
+                a.by for a in state.approvals if a.step == next_index and a.decision == "approved" and state.binds(a)
+            )
             return apply(next_index, state, f"approved by {approver}", Code.APPROVED)
         return RolloutStep(state, phase, notes=(f"waiting for approval of step {next_index + 1}",))
 
