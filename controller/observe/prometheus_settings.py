@@ -16,6 +16,16 @@ from controller.errors import InvalidInput
 from controller.observe import promql
 
 ENV_PREFIX = "SHIFTLIGHT_PROMETHEUS_"
+#: The variables ``from_env`` reads (after the prefix), and the field each sets (``INSECURE_SKIP_VERIFY`` sets
+#: ``verify_tls``, negated).
+ENV_FIELDS = {
+    "URL": "url",
+    "TIMEOUT_SECONDS": "timeout_s",
+    "TOKEN_FILE": "bearer_token_file",
+    "CA_FILE": "ca_file",
+    "VARIANT_LABEL": "variant_label",
+    "DEFAULT_VARIANT": "default_variant",
+}
 
 
 class PrometheusSettings(BaseModel):
@@ -55,20 +65,12 @@ class PrometheusSettings(BaseModel):
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PrometheusSettings:
-        """Settings from ``SHIFTLIGHT_PROMETHEUS_{URL,TOKEN,TOKEN_FILE,CA_FILE,INSECURE_SKIP_VERIFY,TIMEOUT_S,
-        VARIANT_LABEL,DEFAULT_VARIANT}``."""
+        """Settings from ``SHIFTLIGHT_PROMETHEUS_{URL,TIMEOUT_SECONDS,TOKEN_FILE,CA_FILE,INSECURE_SKIP_VERIFY,
+        VARIANT_LABEL,DEFAULT_VARIANT}``: the names the operator reads (a token only ever from a file). Errors name
+        the variable."""
         env = os.environ if env is None else env
         raw: dict[str, Any] = {}
-        mapping = {
-            "URL": "url",
-            "TOKEN": "bearer_token",
-            "TOKEN_FILE": "bearer_token_file",
-            "CA_FILE": "ca_file",
-            "TIMEOUT_S": "timeout_s",
-            "VARIANT_LABEL": "variant_label",
-            "DEFAULT_VARIANT": "default_variant",
-        }
-        for suffix, name in mapping.items():
+        for suffix, name in ENV_FIELDS.items():
             if (value := env.get(ENV_PREFIX + suffix)) is not None:
                 raw[name] = value
         if (value := env.get(ENV_PREFIX + "INSECURE_SKIP_VERIFY")) is not None:
@@ -77,8 +79,9 @@ class PrometheusSettings(BaseModel):
             return cls.model_validate(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"])
-            raise InvalidInput(first["msg"], source="environment", field=ENV_PREFIX + field.upper()) from exc
+            field = str(first["loc"][0]) if first["loc"] else "url"
+            suffix = {v: k for k, v in ENV_FIELDS.items()}.get(field, "INSECURE_SKIP_VERIFY")
+            raise InvalidInput(first["msg"], source="environment", field=ENV_PREFIX + suffix) from exc
 
     def fleet_selector(self) -> promql.Selector:
         """Every model's series (restricted only by ``extra_labels``), aggregated per model and namespace."""

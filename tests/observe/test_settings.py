@@ -21,7 +21,7 @@ def test_from_env_reads_every_variable(tmp_path: Path) -> None:
             "SHIFTLIGHT_PROMETHEUS_URL": "https://prom.monitoring:9090",
             "SHIFTLIGHT_PROMETHEUS_TOKEN_FILE": str(token),
             "SHIFTLIGHT_PROMETHEUS_CA_FILE": "/etc/ca.pem",
-            "SHIFTLIGHT_PROMETHEUS_TIMEOUT_S": "2.5",
+            "SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS": "2.5",
             "SHIFTLIGHT_PROMETHEUS_VARIANT_LABEL": "shiftlight_dev_variant",
             "SHIFTLIGHT_PROMETHEUS_DEFAULT_VARIANT": "stable",
             "SHIFTLIGHT_PROMETHEUS_INSECURE_SKIP_VERIFY": "true",
@@ -35,7 +35,7 @@ def test_from_env_reads_every_variable(tmp_path: Path) -> None:
 
 
 def test_token_is_secret_in_repr() -> None:
-    settings = PrometheusSettings.from_env({"SHIFTLIGHT_PROMETHEUS_TOKEN": "s3cret"})
+    settings = PrometheusSettings.model_validate({"bearer_token": "s3cret"})
     assert "s3cret" not in repr(settings) and "s3cret" not in settings.model_dump_json()
 
 
@@ -43,7 +43,7 @@ def test_token_is_secret_in_repr() -> None:
     ("env", "field"),
     [
         ({"SHIFTLIGHT_PROMETHEUS_URL": "prom:9090"}, "SHIFTLIGHT_PROMETHEUS_URL"),
-        ({"SHIFTLIGHT_PROMETHEUS_TIMEOUT_S": "-1"}, "SHIFTLIGHT_PROMETHEUS_TIMEOUT_S"),
+        ({"SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS": "-1"}, "SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS"),
         ({"SHIFTLIGHT_PROMETHEUS_VARIANT_LABEL": "bad-label"}, "SHIFTLIGHT_PROMETHEUS_VARIANT_LABEL"),
     ],
 )
