@@ -32,8 +32,10 @@ ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253, patt
 PRESET_NAME = r"^[a-z0-9][a-z0-9-]*$"
 PRESET_MAX_LENGTH = 63
 #: A model as vLLM is given it: a Hugging Face id (``org/name``, ``name@revision``) or a path or URI (``/models/x``,
-#: ``s3://bucket/x``). No spaces, quotes, brackets or control characters: it is shown in terminals and in Slack.
-MODEL_NAME = r"^[A-Za-z0-9._/:@+-]+$"
+#: ``s3://bucket/x``). No spaces, quotes, brackets or control characters: it is shown in terminals and in Slack. It
+#: starts with a letter, digit, ``.``, ``_`` or ``/``, never ``-``: on a command line it is a value, never a flag
+#: (``--trust-remote-code`` as a model name would turn that option on). Also the rule for ``servedModelName``.
+MODEL_NAME = r"^[A-Za-z0-9._/][A-Za-z0-9._/:@+-]*$"
 #: An accelerator type (``H100-80GB``, ``gb300-dgx-station``): letters, digits, ``.``, ``_`` and ``-``.
 GPU_TYPE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 #: A label value, or the name part of a label key (at most 63 characters; a value may be empty).

@@ -78,7 +78,9 @@ class ModelSpec(WireModel):
     name: str = Field(
         min_length=1, max_length=512, pattern=MODEL_NAME, description="model path or Hugging Face id given to vLLM"
     )
-    served_model_name: str | None = Field(default=None, max_length=512, description="--served-model-name")
+    served_model_name: str | None = Field(
+        default=None, min_length=1, max_length=512, pattern=MODEL_NAME, description="--served-model-name"
+    )
     profile: str = Field(
         default="generic", min_length=1, max_length=128, description="model profile (architecture family)"
     )

@@ -214,13 +214,19 @@ class LlmSettings(BaseModel):
         return data
 
 
+#: What a policy may be called: letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit. The name
+#: is shown in Events, conditions, logs and the CLI, so it holds nothing a terminal or a reader could take for
+#: anything but a name (no controls, no invisible or bidi characters, no spaces).
+POLICY_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
 class Policy(BaseModel):
     """One tuning policy."""
 
     model_config = _STRICT
 
     version: Literal[1] = 1
-    name: str = Field(default="default", min_length=1, max_length=63)
+    name: str = Field(default="default", min_length=1, max_length=63, pattern=POLICY_NAME)
     description: str = ""
     target: Target = Field(default_factory=Target)
     space: SearchSpace = Field(default_factory=SearchSpace)

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from controller.domain.text import block, one_line
 from controller.policy.loading import PolicyError, load_policy
 from controller.policy.models import Policy
 
@@ -30,11 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 pol = load_policy(path)
             except PolicyError as exc:
-                sys.stderr.write(f"{exc}\n")
+                sys.stderr.write(f"{block(exc)}\n")  # each problem is one line; the file's text drives nothing
                 status = 1
                 continue
             n = sum(1 for _ in pol.space.configs(pol.feasibility))
-            sys.stdout.write(f"{path}: ok ({pol.name}, {n} valid configs)\n")
+            sys.stdout.write(f"{one_line(path)}: ok ({one_line(pol.name)}, {n} valid configs)\n")
         return status
     sys.stderr.write("usage: python -m controller.policy schema | check FILE...\n")
     return 2

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
+from controller.domain.text import block, one_line
+
 if TYPE_CHECKING:
     from controller.reactor.settings import OperatorSettings
 
@@ -105,12 +107,24 @@ class OperatorJsonFormatter(JsonFormatter):
             )
 
 
+class TextFormatter(logging.Formatter):
+    """The text format, made safe (:mod:`controller.domain.text`): a record's line is one line without controls or
+    invisible characters (a tenant's text in a message, a policy name or a refusal, cannot drive a terminal or start
+    a forged log line of its own), and a traceback keeps its lines but loses the same characters."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return one_line(super().formatMessage(record))
+
+    def formatException(self, ei: Any) -> str:
+        return block(super().formatException(ei))
+
+
 def log_formatter(settings: OperatorSettings) -> logging.Formatter:
     """``SHIFTLIGHT_LOG_FORMAT``: ``json`` gives one JSON object per record (:class:`OperatorJsonFormatter`),
-    ``text`` one line."""
+    ``text`` one safe line (:class:`TextFormatter`)."""
     if settings.log_format == "json":
         return OperatorJsonFormatter()
-    return logging.Formatter(TEXT_FORMAT)
+    return TextFormatter(TEXT_FORMAT)
 
 
 def configure_logging(settings: OperatorSettings) -> None:

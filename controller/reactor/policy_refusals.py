@@ -37,12 +37,12 @@ MAX_REFUSALS = 4096
 MAX_MESSAGE_CHARS = 8192
 
 
-class RememberedRefusal(InvalidInput):
-    """A refusal answered from memory (or from the TunedService's status): its message as it was first given."""
-
-    def __init__(self, message: str, *, source: str = "", field: str = "") -> None:
-        super().__init__(message)
-        self.source, self.field = source, field
+def refusal(message: str, *, source: str = "", field: str = "") -> InvalidInput:
+    """A refusal whose message is ``message`` as it was first given (``source`` and ``field`` are kept beside it,
+    not put in front of it again): what is remembered, and what answers from memory or from status."""
+    refused = InvalidInput(message)
+    refused.source, refused.field = source, field
+    return refused
 
 
 def refusal_mark(source: str, digest: str) -> str:
@@ -51,15 +51,15 @@ def refusal_mark(source: str, digest: str) -> str:
     return f"(refused policy text: {source} sha256:{digest})"
 
 
-def with_mark(exc: InvalidInput, source: str, digest: str) -> RememberedRefusal:
+def with_mark(exc: InvalidInput, source: str, digest: str) -> InvalidInput:
     """``exc``'s refusal, its message clipped to :data:`MAX_MESSAGE_CHARS` and ending with :func:`refusal_mark`."""
     message = str(exc)
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS].rsplit("\n", 1)[0] + "\n(more problems left out)"
-    return RememberedRefusal(f"{message}\n{refusal_mark(source, digest)}", source=exc.source, field=exc.field)
+    return refusal(f"{message}\n{refusal_mark(source, digest)}", source=exc.source, field=exc.field)
 
 
-def persisted_refusal(conditions: object, source: str, digest: str) -> RememberedRefusal | None:
+def persisted_refusal(conditions: object, source: str, digest: str) -> InvalidInput | None:
     """The refusal of the text ``source`` with SHA-256 ``digest`` recorded in a stored status's conditions (the
     wire list of ``status.conditions``): an ``Accepted=False``, ``InvalidPolicy`` condition whose message ends with
     that text's :func:`refusal_mark`. None when the stored status records no refusal of this very text."""
@@ -74,7 +74,7 @@ def persisted_refusal(conditions: object, source: str, digest: str) -> Remembere
             and isinstance(message, str)
             and message.endswith(mark)
         ):
-            return RememberedRefusal(message, source=source)
+            return refusal(message, source=source)
     return None
 
 
@@ -82,7 +82,7 @@ class PolicyRefusals:
     def __init__(self, *, max_per_namespace: int = MAX_REFUSALS_PER_NAMESPACE, max_entries: int = MAX_REFUSALS) -> None:
         self.max_per_namespace = max_per_namespace
         self.max_entries = max_entries
-        self._refused: dict[str, OrderedDict[Hashable, RememberedRefusal]] = {}
+        self._refused: dict[str, OrderedDict[Hashable, InvalidInput]] = {}
         self._lock = threading.Lock()
         self.evaluated = 0
         """How many times a policy was judged (``build`` ran)."""
@@ -97,7 +97,7 @@ class PolicyRefusals:
         build: Callable[[], T],
         *,
         namespace: str = "",
-        persisted: RememberedRefusal | None = None,
+        persisted: InvalidInput | None = None,
     ) -> T:
         """``build()``, unless it was refused under ``key`` in ``namespace`` before, or ``persisted`` is its
         refusal recorded before a restart: then that refusal, without running ``build``."""
@@ -113,19 +113,19 @@ class PolicyRefusals:
             if refused is not None:
                 self.remembered += 1
         if refused is not None:
-            raise RememberedRefusal(str(refused), source=refused.source, field=refused.field)
+            raise refusal(str(refused), source=refused.source, field=refused.field)
         with self._lock:
             self.evaluated += 1
         try:
             return build()
         except InvalidInput as exc:
             with self._lock:
-                self._keep(namespace, key, RememberedRefusal(str(exc), source=exc.source, field=exc.field))
+                self._keep(namespace, key, refusal(str(exc), source=exc.source, field=exc.field))
             raise
 
-    def _keep(self, namespace: str, key: Hashable, refusal: RememberedRefusal) -> None:
+    def _keep(self, namespace: str, key: Hashable, refused: InvalidInput) -> None:
         bucket = self._refused.setdefault(namespace, OrderedDict())
-        bucket[key] = refusal
+        bucket[key] = refused
         bucket.move_to_end(key)
         while len(bucket) > self.max_per_namespace:
             bucket.popitem(last=False)
@@ -153,8 +153,8 @@ __all__ = [
     "MAX_REFUSALS_PER_NAMESPACE",
     "POLICY_REFUSALS",
     "PolicyRefusals",
-    "RememberedRefusal",
     "persisted_refusal",
+    "refusal",
     "refusal_mark",
     "with_mark",
 ]

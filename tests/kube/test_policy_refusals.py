@@ -20,7 +20,7 @@ from kubernetes import client, config
 from controller.crd.models import parse_tuned_service
 from controller.errors import InvalidInput
 from controller.policy.space import MAX_SPACE_COMBINATIONS, SearchSpace
-from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals, RememberedRefusal
+from controller.reactor.policy_refusals import POLICY_REFUSALS, PolicyRefusals
 from controller.reactor.policy_source import resolve_policy
 from controller.reactor.settings import OperatorSettings
 from tests.support.kube_api import KubeAPIServer
@@ -153,7 +153,7 @@ def test_a_remembered_refusal_keeps_no_traceback() -> None:
     for _ in range(2):
         with pytest.raises(InvalidInput) as raised:
             refusals.judged("k", judge, namespace="prod")
-    assert isinstance(raised.value, RememberedRefusal) and raised.value.field == "space"
+    assert raised.value.field == "space" and raised.value.source == "configmap prod/tuning:policy.yaml"
     assert str(raised.value) == "configmap prod/tuning:policy.yaml:space: refused (1000000 bytes)"
     kept = next(iter(refusals._refused["prod"].values()))
     assert kept.__traceback__ is None and kept.__context__ is None

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.adapters.kube.pod_template import PodSource, derive_pod_template
+from controller.adapters.kube.pod_template import PodSource, command_value, derive_pod_template
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation, render_invocation
 from controller.domain.log_tail import clip_utf8
 from controller.domain.observation import TargetRef
+from controller.domain.text import one_line
 from controller.errors import InvalidInput
 
 JSON = dict[str, Any]
@@ -49,11 +50,16 @@ def engine_container(
     name: str = "vllm",
     resources: Mapping[str, Any] | None = None,
 ) -> JSON:
-    """The vLLM container running ``config_`` (``vllm serve MODEL --port P <rendered args>``)."""
-    base = ["serve", model, "--port", str(port)]
+    """The vLLM container running ``config_`` (``vllm serve MODEL --port P <rendered args>``). A model or served
+    model name that starts with ``-`` is refused: it would be read as a flag."""
+    where = f"container {name}"
+    base = ["serve", command_value(model, field="spec.model.name", where=where), "--port", str(port)]
     if served_model_name:
-        base += ["--served-model-name", served_model_name]
-    command, args = render_invocation(parse_invocation(["vllm"], base, where=f"container {name}"), config_)
+        base += [
+            "--served-model-name",
+            command_value(served_model_name, field="spec.model.servedModelName", where=where),
+        ]
+    command, args = render_invocation(parse_invocation(["vllm"], base, where=where), config_)
     container: JSON = {
         "name": name,
         "image": image,
@@ -189,7 +195,9 @@ def event_manifest(
         },
         "reason": clip_utf8(reason, 128),
         **({"action": clip_utf8(action, 128)} if action else {}),
-        "message": clip_utf8(message, 1024),  # in bytes: a reason may quote an engine's log line
+        # one line, no controls or invisible characters (a reason may quote a tenant's text or an engine's log
+        # line); in bytes
+        "message": clip_utf8(one_line(message), 1024),
         "type": "Warning" if warning else "Normal",
         "source": {"component": MANAGER},
         "reportingComponent": MANAGER,

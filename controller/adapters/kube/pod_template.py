@@ -117,9 +117,22 @@ def config_map_name(source: PodSource) -> str | None:
     return hit[0] if hit else None
 
 
+def command_value(value: str, *, field: str, where: str) -> str:
+    """``value`` (a tenant's model or served model name) as one value of a command line: refused when it could be
+    read as a flag (it starts with ``-``: ``--trust-remote-code`` as a model name would turn that option on)."""
+    if value.startswith("-"):
+        raise InvalidInput(
+            f"{value[:64]!r} starts with '-': a model name is a value on vLLM's command line, never a flag",
+            source=where,
+            field=field,
+        )
+    return value
+
+
 def engine_invocation(source: PodSource, *, fallback_model: str | None = None, port: int = 8000) -> VllmInvocation:
     """The parsed vLLM invocation of the user's container. A container with neither command nor args is given
-    ``vllm serve <fallback_model> --port <port>`` (the bare-model rendering)."""
+    ``vllm serve <fallback_model> --port <port>`` (the bare-model rendering; a model name starting with ``-`` is
+    refused, :func:`command_value`)."""
     _, c = _container(source)
     where = _where(source, c)
     command, args = c.get("command"), c.get("args")
@@ -127,7 +140,8 @@ def engine_invocation(source: PodSource, *, fallback_model: str | None = None, p
         if not fallback_model:
             raise InvalidInput("the vLLM container has no command or args naming a model", source=where,
                                field="args")  # fmt: skip
-        command, args = ["vllm"], ["serve", fallback_model, "--port", str(port)]
+        model = command_value(fallback_model, field="spec.model.name", where=where)
+        command, args = ["vllm"], ["serve", model, "--port", str(port)]
     files: dict[str, str] = {}
     path = config_file_path(source)
     if path:
@@ -200,7 +214,9 @@ def derive_pod_template(
     invocation = engine_invocation(source, fallback_model=fallback_model, port=port)
     extra: list[str] = []
     if served_model_name and invocation.served_model_name is None:
-        extra = ["--served-model-name", served_model_name]
+        where = _where(source, template["spec"]["containers"][index])
+        served = command_value(served_model_name, field="spec.model.servedModelName", where=where)
+        extra = ["--served-model-name", served]
     command, args = render_invocation(invocation, config, extra=extra)
     container: JSON = template["spec"]["containers"][index]
     if command:
@@ -228,6 +244,7 @@ __all__ = [
     "ISOLATED_VARIANTS",
     "PodSource",
     "baseline_config",
+    "command_value",
     "config_map_name",
     "derive_pod_template",
     "engine_invocation",

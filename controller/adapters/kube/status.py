@@ -22,6 +22,7 @@ from controller.crd import models as crd
 from controller.domain.log_tail import bounded_log_tails
 from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus
+from controller.domain.text import block
 from controller.errors import ClusterConflict
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def refusal_conditions(refusal: Refusal, *, generation: int | None, now: datetim
             type=kind,
             status="False",
             reason=refusal.reason,
-            message=refusal.message[:32768],
+            message=block(refusal.message)[:32768],  # a refusal may quote a tenant's text
             last_transition_time=now,
             observed_generation=generation,
         )
@@ -98,7 +99,7 @@ def conditions_for(status: TargetStatus, *, generation: int | None, now: datetim
             type="Ready",
             status="True" if ready else "False",
             reason=status.phase.value,
-            message=reason[:32768],
+            message=block(reason)[:32768],
             last_transition_time=now,
             observed_generation=generation,
         )
