@@ -8,6 +8,13 @@ message names the field; the loop then takes no action. Per-variant SLO signals 
 infinite values are recorded as problems, never replaced by a number (reading an answer:
 :mod:`controller.observe.prometheus_answer`).
 
+Each query is one bounded read (:mod:`controller.http_bounded`): ``timeout_s`` is its whole deadline (retries
+included), the answer is capped at ``max_answer_bytes``, ``max_series`` and ``max_samples``, its JSON nesting is
+checked before parsing, and every failure is a MetricsUnavailable whose ``kind`` says how it failed. No message
+quotes the answer: an HTTP error says its status and Prometheus' one-word ``errorType``; the URL is shown without
+its userinfo, and the credentials (bearer token, URL password) are registered with the scrubber
+(:func:`controller.domain.scrub.register_secret`).
+
 Connection settings come from :class:`PrometheusSettings` (:mod:`controller.observe.prometheus_settings`, importable
 from here too; ``from_env`` reads ``SHIFTLIGHT_PROMETHEUS_*``); a bearer token may live in a Secret-mounted file,
 re-read every cycle so rotation needs no restart.
