@@ -21,7 +21,7 @@ from kopf._core.actions.loggers import LocalObjectLogger, ObjectLogger
 from controller.reactor.logs import OperatorJsonFormatter, log_formatter
 from controller.reactor.settings import OperatorSettings
 
-BODY = {
+BODY: kopf.RawBody = {
     "apiVersion": "shiftlight.dev/v1alpha1",
     "kind": "TunedService",
     "metadata": {"name": "workhorse", "namespace": "prod", "uid": "0b7e-11"},
