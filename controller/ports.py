@@ -184,9 +184,11 @@ class Cluster(Protocol):
         """Remove a variant after traffic has left it."""
         ...
 
-    def promote(self, target: TargetRef) -> None:
+    def promote(self, target: TargetRef) -> EngineConfig | None:
         """The candidate becomes stable: its warm pods keep serving, the old stable variant is retired and the
-        route sends everything to the new stable. (Gateway: backendRefs swapped; Deployments relabelled.)"""
+        route sends everything to the new stable. (Gateway: backendRefs swapped; Deployments relabelled.)
+        Returns the config the promoted variant runs as read back from the cluster (None where it cannot say): the
+        status records that one as active."""
         ...
 
     def ready_replicas(self, target: TargetRef, variant: str) -> int:

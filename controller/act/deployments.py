@@ -24,12 +24,12 @@ def scale(action: Scale, ctx: ActContext) -> tuple[Effect, ...]:
 
 def promote(action: Promote, ctx: ActContext) -> tuple[Effect, ...]:
     try:
-        ctx.ports.cluster.promote(ctx.target)
+        running = ctx.ports.cluster.promote(ctx.target)
     except NotFound:
         # a promote applied before a lost status write: the candidate is already the stable variant
         log.info("%s: candidate already promoted; treating Promote as done", ctx.target)
         return (Promoted(action.config, already=True),)
-    return (Promoted(action.config),)
+    return (Promoted(action.config, running=running),)
 
 
 def rollback(action: Rollback, ctx: ActContext) -> tuple[Effect, ...]:

@@ -69,6 +69,8 @@ class Promoted:
     config: EngineConfig
     already: bool = False
     """The candidate had been promoted already (a promote applied before a lost status write)."""
+    running: EngineConfig | None = None
+    """The config the promoted variant runs, as read back from the cluster (None: the backend cannot say)."""
     code: str = ""
     """The reason code of the action that produced it."""
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller.act.effects import Effect, Scaled, TrialRecorded
-from controller.domain.status import TargetStatus
+from controller.act.effects import Effect, Promoted, Scaled, TrialRecorded
+from controller.domain.codes import Code
+from controller.domain.status import Reason, TargetStatus
 
 
 def fold(status: TargetStatus, effects: Sequence[Effect], *, keep_trials: int) -> TargetStatus:
@@ -15,6 +16,15 @@ def fold(status: TargetStatus, effects: Sequence[Effect], *, keep_trials: int) -
     for effect in effects:
         if isinstance(effect, TrialRecorded):
             status = _record_trial(status, effect, keep=keep_trials)
+        elif isinstance(effect, Promoted) and effect.running is not None and effect.running != effect.config:
+            # status says what runs: the config the promoted Deployment runs, not the one the status asked for
+            said = Reason(
+                code=Code.PROMOTED_CONFIG_DIFFERS,
+                message=f"promoted {effect.running.label()}: the candidate ran it, not {effect.config.label()}",
+            )
+            status = status.model_copy(
+                update={"active_config": effect.running, "last_reasons": (*status.last_reasons, said)}
+            )
         elif isinstance(effect, Scaled) and effect.variant == "stable":
             status = status.model_copy(update={"replicas": effect.replicas})
     return status

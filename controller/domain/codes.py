@@ -80,6 +80,7 @@ class Code(StrEnum):
     ROLLBACK = "rollback"
     CANDIDATE_SHORT = "candidate-short"
     NO_ROLLOUT_RECORD = "no-rollout-record"
+    PROMOTED_CONFIG_DIFFERS = "promoted-config-differs"  # status records what the promoted Deployment runs
     # a rollout step's analysis
     WITHIN_SLO = "within-slo"
     LOW_TRAFFIC = "low-traffic"

@@ -77,7 +77,7 @@ def test_deploy_renders_vllm_args_scale_promote_retire(api: client.ApiClient, op
     cluster.deploy(T, "stable", EngineConfig(), 2)
     promoted: list[str] = []
     cluster.on_promote.append(lambda t: promoted.append(str(t)))
-    cluster.promote(T)
+    assert cluster.promote(T) == CFG  # the config the candidate Deployment ran, read back from the cluster
     stable = _deployment(api, "workhorse-stable")
     assert stable["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "256"  # type: ignore[index]
     assert stable["metadata"]["labels"]["shiftlight.dev/variant"] == "stable"  # type: ignore[index]

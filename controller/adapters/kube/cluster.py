@@ -180,12 +180,15 @@ class KubeCluster:
         except NotFound:
             pass  # already gone
 
-    def promote(self, target: TargetRef) -> None:
+    def promote(self, target: TargetRef) -> EngineConfig | None:
         """Roll the stable Deployment to the candidate's pod template (surge, no unavailability); retire the
-        candidate."""
+        candidate. Returns the config the candidate Deployment ran (its config annotation, as read back), which is
+        what stable runs now; None when the candidate carries none."""
         candidate = self._get(target, variant_name(target, "candidate"))
         if candidate is None:
             raise NotFound(f"{target}: no candidate deployment to promote")
+        raw = (candidate["metadata"].get("annotations") or {}).get(ANNOTATION_CONFIG_JSON)
+        running = EngineConfig.model_validate_json(raw) if raw else None
         stable_name = variant_name(target, "stable")
         stable = self._get(target, stable_name)
         body = self._promoted(target, candidate)
@@ -193,6 +196,7 @@ class KubeCluster:
         for hook in self.on_promote:
             hook(target)
         self.retire(target, "candidate")
+        return running
 
     def _promoted(self, target: TargetRef, candidate: JSON) -> JSON:
         """The stable Deployment running the candidate's config: derived again from the user's pod template (so the
