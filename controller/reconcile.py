@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from controller import decide
-from controller.act import ActInterrupted, ActPorts, Executor, TrialSettings, fold, running
+from controller.act import ActInterrupted, ActPorts, Executor, Promises, TrialSettings, fold, running
 from controller.act.effects import Effect, TrialRecorded
 from controller.decide import TRIAL_POLL_S, Rules, observe_window, requeue_after, screened_proposals
 from controller.domain import evidence
@@ -136,8 +136,10 @@ class Reconciler:
         if held is not None:
             polled = replace(held, effects=self.executor.poll(held.effects), remaining=())
             if held.remaining:  # a port call failed last cycle: the actions done stay done, the rest is retried
+                promises = self.promises(status, held.decided)
                 try:
-                    polled = replace(polled, effects=polled.effects + self.executor.execute(target, held.remaining))
+                    done = self.executor.execute(target, held.remaining, promises)
+                    polled = replace(polled, effects=polled.effects + done)
                 except ActInterrupted as exc:
                     interrupted = replace(
                         polled, effects=polled.effects + exc.effects, remaining=exc.remaining, resumes=held.resumes + 1
@@ -181,13 +183,24 @@ class Reconciler:
         decision = replace(decision, actions=shown)
         plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes), codes=decision.codes)
         try:
-            effects = self.executor.execute(target, decision.actions)
+            effects = self.executor.execute(target, decision.actions, self.promises(status, decision.status))
         except ActInterrupted as exc:
             acted = _Acted(decision.status, plan, exc.effects, tuple(screen_notes), remaining=exc.remaining)
             return self._interrupted(target, status, acted, exc, now=now)
         except TemporaryError as exc:  # raised outside the actions (the executor wraps theirs)
             return self._kept(target, status, decision.actions, exc, "keeping the previous state", screen_notes, now)
         return self._finish(target, status, _Acted(decision.status, plan, effects, tuple(screen_notes)))
+
+    def promises(self, before: TargetStatus, decided: TargetStatus) -> Promises:
+        """What production may not do this cycle (:mod:`controller.act.guard`): dry run from the rules, the pause,
+        rejection and approvals users left on the rollout in ``before`` (the status read at the cycle's start)."""
+        return Promises.of(
+            before,
+            decided,
+            dry_run=self.rules.tuning.dry_run,
+            approval=self.rules.tuning.approval,
+            is_lossy=self.policy.is_lossy,
+        )
 
     def _interrupted(
         self, target: TargetRef, status: TargetStatus, acted: _Acted, exc: ActInterrupted, *, now: datetime

@@ -118,6 +118,18 @@ class EventFailed:
     """The reason code of the action that produced it."""
 
 
+@dataclass(frozen=True)
+class Withheld:
+    """A production change the guard (:mod:`controller.act.guard`) did not make: dry run, a paused or rejected
+    rollout, or an approval not given. ``would`` says what it would have done; ``code`` why it was withheld
+    (``dry-run-withheld``, ``paused-withheld``, ``rejected-withheld``, ``approval-withheld``)."""
+
+    action: str
+    """The withheld action's type (``SetWeights``, ``Promote``, ...)."""
+    would: str
+    code: str
+
+
 Effect = (
     TrialRecorded
     | TrialStarted
@@ -130,13 +142,14 @@ Effect = (
     | ApprovalRequested
     | EventRecorded
     | EventFailed
+    | Withheld
 )
 
 
 def with_code(effect: Effect, code: str) -> Effect:
     """``effect`` under ``code``, the reason code of the action that produced it (a trial's effects already carry
     their action's)."""
-    if isinstance(effect, TrialRecorded | TrialStarted) or not code or effect.code:
+    if isinstance(effect, TrialRecorded | TrialStarted | Withheld) or not code or effect.code:
         return effect
     return replace(effect, code=code)
 
@@ -154,5 +167,6 @@ __all__ = [
     "TrialRecorded",
     "TrialStarted",
     "WeightsSet",
+    "Withheld",
     "with_code",
 ]

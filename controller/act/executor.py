@@ -14,7 +14,8 @@ from typing import Any, get_args
 
 from controller.act import approvals, deployments, notify, routing, trials
 from controller.act.context import ActContext, ActPorts, TrialSettings
-from controller.act.effects import Effect, TrialStarted, with_code
+from controller.act.effects import Effect, TrialStarted, Withheld, with_code
+from controller.act.guard import Promises, guard, notice
 from controller.domain.actions import (
     Action,
     DeployCandidate,
@@ -72,14 +73,30 @@ class Executor:
         self.trial_settings = trial_settings
         self.handlers = dict(handlers)
 
-    def execute(self, target: TargetRef, actions: Sequence[Action]) -> tuple[Effect, ...]:
-        """Apply the actions in order, each exactly as decided (no argument is second-guessed here).
+    def execute(
+        self, target: TargetRef, actions: Sequence[Action], promises: Promises | None = None
+    ) -> tuple[Effect, ...]:
+        """Apply the actions in order, each exactly as decided (no argument is second-guessed here), except that a
+        production change ``promises`` forbid (dry run, a paused or rejected rollout, an approval not given) is
+        withheld (:func:`~controller.act.guard.guard`): its handler does not run, its Event and its
+        :class:`Withheld` effect say what it would have done, and the plan's notifications go out marked as not
+        done.
 
         Raises :class:`ActInterrupted` when one fails with a :class:`TemporaryError`: what the actions before it
         produced is not lost with it."""
         ctx = ActContext(target, self.ports, self.trial_settings)
+        kept = promises or Promises()
+        guarded = [guard(a, kept) for a in actions]
+        withheld = next((g for g in guarded if isinstance(g, Withheld)), None)
         effects: list[Effect] = []
-        for index, action in enumerate(actions):
+        for index, (action, verdict) in enumerate(zip(actions, guarded, strict=True)):
+            if isinstance(verdict, Withheld):
+                log.info("%s: withheld %s: %s", target, verdict.action, verdict.would)
+                effects.append(verdict)
+                effects.append(with_code(notify.record_withheld(verdict, ctx), verdict.code))
+                continue
+            if withheld is not None and isinstance(action, Notify):
+                action = notice(action, withheld)
             log.info("%s: %s: %s", target, type(action).__name__, action.reason)
             handler = self.handlers.get(type(action))
             if handler is None:  # a type outside the Action union (checked at start-up for all of it)

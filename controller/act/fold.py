@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller.act.effects import Effect, Promoted, Scaled, TrialRecorded
+from controller.act.effects import Effect, Promoted, Scaled, TrialRecorded, Withheld
 from controller.domain.codes import Code
 from controller.domain.status import Reason, TargetStatus
 
 
 def fold(status: TargetStatus, effects: Sequence[Effect], *, keep_trials: int) -> TargetStatus:
     """The status after ``effects``: each recorded trial joins ``trials`` (the last ``keep_trials`` are kept) and the
-    tuning round's bookkeeping (key, proposer, reason, in order); scaling the stable variant sets ``replicas``. Every
-    other effect leaves status as decided."""
+    tuning round's bookkeeping (key, proposer, reason, in order); scaling the stable variant sets ``replicas``; a
+    withheld production change adds its reason (what it would have done) to ``last_reasons``. Every other effect
+    leaves status as decided."""
     for effect in effects:
         if isinstance(effect, TrialRecorded):
             status = _record_trial(status, effect, keep=keep_trials)
@@ -27,6 +28,9 @@ def fold(status: TargetStatus, effects: Sequence[Effect], *, keep_trials: int) -
             )
         elif isinstance(effect, Scaled) and effect.variant == "stable":
             status = status.model_copy(update={"replicas": effect.replicas})
+        elif isinstance(effect, Withheld):
+            said = Reason(code=effect.code, message=effect.would)
+            status = status.model_copy(update={"last_reasons": (*status.last_reasons, said)})
     return status
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from controller.act.context import ActContext
-from controller.act.effects import Effect, EventFailed, EventRecorded, Notified
+from controller.act.effects import Effect, EventFailed, EventRecorded, Notified, Withheld
 from controller.domain.actions import Action, Notify, Rollback
 from controller.domain.codes import event_reason
 from controller.errors import ShiftlightError
@@ -31,3 +31,15 @@ def record_event(action: Action, ctx: ActContext) -> Effect:
         log.warning("%s: could not record an Event (%s)", ctx.target, exc)
         return EventFailed(kind, str(exc))
     return EventRecorded(kind, warning)
+
+
+def record_withheld(withheld: Withheld, ctx: ActContext) -> Effect:
+    """The Event a withheld production change leaves (reason: its code in CamelCase, e.g. ``DryRunWithheld``;
+    message: what it would have done). Best effort, as every Event."""
+    reason = event_reason(withheld.code)
+    try:
+        ctx.ports.cluster.record_event(ctx.target, reason, withheld.would, warning=False, action=withheld.action)
+    except ShiftlightError as exc:
+        log.warning("%s: could not record an Event (%s)", ctx.target, exc)
+        return EventFailed(withheld.action, str(exc))
+    return EventRecorded(withheld.action, False)

@@ -10,6 +10,11 @@ from enum import StrEnum
 class Code(StrEnum):
     # acting
     ACT_RETRY = "act-retry"
+    # a production change the act layer withheld, whatever decided it (the Event says what it would have done)
+    DRY_RUN_WITHHELD = "dry-run-withheld"
+    PAUSED_WITHHELD = "paused-withheld"
+    REJECTED_WITHHELD = "rejected-withheld"
+    APPROVAL_WITHHELD = "approval-withheld"
     # observing production
     OBSERVING = "observing"
     FROZEN = "frozen"
@@ -76,6 +81,7 @@ class Code(StrEnum):
     MANUAL_GATE = "manual-gate"
     APPROVED = "approved"
     REJECTED = "rejected"
+    REJECTION_KEPT = "rejection-kept"  # a config a human rejected for a window is not proposed for it again
     ABORTED = "aborted"
     ROLLBACK = "rollback"
     CANDIDATE_SHORT = "candidate-short"
