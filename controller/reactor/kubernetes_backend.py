@@ -6,6 +6,7 @@ reports its progress in its Trial CR, and results are cached in a ConfigMap per 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -111,7 +112,8 @@ class KubernetesBackend:
         running = baseline_config(source, fallback_model=target.model) if source is not None else None
         if running is not None:
             based, on = policy, running
-            policy = POLICY_REFUSALS.judged(("rebased", based.model_dump_json(), on.key()), lambda: based.based_on(on))
+            key = ("rebased", hashlib.sha256(based.model_dump_json().encode()).hexdigest(), on.key())
+            policy = POLICY_REFUSALS.judged(key, lambda: based.based_on(on), namespace=target.namespace)
         router = GatewayRouter(
             self.api,
             cluster,
