@@ -18,6 +18,7 @@ from controller.adapters.kube.client import ApiClient, load_api_client
 from controller.adapters.kube.lease import AlwaysLeader, LeaderElector
 from controller.adapters.notify.grafana import FanOutNotifier, GrafanaAnnotator
 from controller.adapters.notify.slack import SlackNotifier
+from controller.errors import PermanentError
 from controller.ports import Notifier
 from controller.reactor.backends import make_backend
 from controller.reactor.handlers import build_registry
@@ -90,7 +91,22 @@ class OperatorRuntime:
         self._leader_thread.start()
         ports = {p for p in (self.settings.health_port, self.settings.metrics_port) if p is not None}
         for port in sorted(ports):
-            server = HealthServer(self.metrics, self.health, host=self.settings.metrics_host, port=port)
+            try:
+                server = HealthServer(self.metrics, self.health, host=self.settings.metrics_host, port=port)
+            except (OSError, OverflowError) as exc:  # a port taken, privileged or out of range: name the setting
+                self.stop()
+                names = [
+                    name
+                    for name, value in (
+                        ("SHIFTLIGHT_HEALTH_PORT", self.settings.health_port),
+                        ("SHIFTLIGHT_METRICS_PORT", self.settings.metrics_port),
+                    )
+                    if value == port
+                ]
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise PermanentError(
+                    f"{' and '.join(names)}: cannot listen on {self.settings.metrics_host}:{port}: {reason}"
+                ) from None
             self.servers.append(server.start())
         return self
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -96,6 +97,34 @@ def test_the_operator_with_a_malformed_kubeconfig_names_the_file(tmp_path: Path)
     done = run([*SHIFTLIGHT, "operator"], tmp_path, KUBECONFIG=str(path), SHIFTLIGHT_HEALTH_PORT="0")
     assert done.returncode == 1
     assert f"kubeconfig {path}: not a valid kubeconfig" in one_error_line(done)
+
+
+KUBECONFIG_NOWHERE = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_a_health_port_the_operator_cannot_listen_on_is_named(tmp_path: Path, taken: bool) -> None:
+    (tmp_path / "kubeconfig").write_text(KUBECONFIG_NOWHERE)
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1] if taken else 70000
+        done = run(
+            [*SHIFTLIGHT, "operator"],
+            tmp_path,
+            KUBECONFIG=str(tmp_path / "kubeconfig"),
+            SHIFTLIGHT_LEADER_ELECTION="false",
+            SHIFTLIGHT_HEALTH_PORT=str(port),
+            SHIFTLIGHT_METRICS_PORT="0",
+        )
+    assert done.returncode == 1
+    assert one_error_line(done).startswith(f"error: SHIFTLIGHT_HEALTH_PORT: cannot listen on 0.0.0.0:{port}: ")
 
 
 def test_calibrate_without_pytorch_says_so_in_one_line(tmp_path: Path) -> None:
