@@ -73,16 +73,22 @@ def test_the_variant_label_and_default_variant_reach_the_metrics_settings(helm: 
     assert (prometheus.variant_label, prometheus.default_variant) == ("track", "stable")
 
 
-def test_the_time_scale_reaches_the_loop(helm: Helm) -> None:
+def test_the_time_scale_reaches_the_simulator_backends_loop_only(helm: Helm) -> None:
     settings, _ = rendered(helm, "operator.backend=simulator", "simulator.timeScale=60")
     assert settings.backend == "simulator" and settings.loop.time_scale == 60
+    settings, _ = rendered(helm, "operator.backend=kubernetes", "simulator.timeScale=60")
+    assert settings.backend == "kubernetes" and settings.loop.time_scale == 1  # real Deployments run in real time
 
 
 def test_a_calibration_profile_is_mounted_from_its_configmap(helm: Helm) -> None:
-    settings, pod = rendered(helm, "simulator.calibration.configMap=h200-cal", "simulator.calibration.key=h200.yaml")
+    values = ["simulator.calibration.configMap=h200-cal", "simulator.calibration.key=h200.yaml"]
+    settings, pod = rendered(helm, "operator.backend=simulator", *values)
     path = settings.simulator.calibration_file
     assert path == Path("/etc/shiftlight/calibration/h200.yaml")
     assert mounted_from(pod, path)["configMap"]["name"] == "h200-cal"
+    settings, pod = rendered(helm, "operator.backend=kubernetes", *values)  # no simulated fleets to calibrate
+    assert settings.simulator.calibration_file is None
+    assert not any(v["name"] == "calibration" for v in pod["volumes"])
 
 
 @pytest.mark.parametrize(
