@@ -119,6 +119,7 @@ def test_only_refusals_are_remembered_per_key(keys: list[str], refused: set[str]
     assert judge.runs == runs
 
 
+@pytest.mark.security
 def test_one_namespaces_refusals_do_not_push_out_anothers() -> None:
     refusals = PolicyRefusals()
     costly, cheap = Judge({"costly"}), Judge({f"cheap-{i}" for i in range(256)})
@@ -133,6 +134,7 @@ def test_one_namespaces_refusals_do_not_push_out_anothers() -> None:
     assert costly.runs == 1  # the quiet tenant's refusal is still remembered: not judged again
 
 
+@pytest.mark.security
 def test_the_remembered_refusals_are_bounded_in_all() -> None:
     refusals, judge = PolicyRefusals(max_per_namespace=3, max_entries=4), Judge({"a", "b", "c", "d"})
     for namespace, key in (("quiet", "a"), ("noisy", "b"), ("noisy", "c"), ("noisy", "d")):
@@ -143,6 +145,7 @@ def test_the_remembered_refusals_are_bounded_in_all() -> None:
     assert len(refusals) == 4 and (refusals.held("quiet"), refusals.held("noisy")) == (1, 2)
 
 
+@pytest.mark.security
 def test_a_remembered_refusal_keeps_no_traceback() -> None:
     refusals = PolicyRefusals()
 
