@@ -147,7 +147,9 @@ def simulate(
     """Serve one simulated vLLM replica (OpenAI API, /health, /metrics) on loopback."""
     from controller.simulator.server import main as serve
 
-    serve(["--model", model, "--gpu", gpu, "--port", str(port), "--config", config, "--speedup", str(speedup)])
+    raise typer.Exit(
+        serve(["--model", model, "--gpu", gpu, "--port", str(port), "--config", config, "--speedup", str(speedup)])
+    )
 
 
 @app.command()

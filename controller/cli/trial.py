@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from controller.cli.app import validation_line
 from controller.cli.progress_bar import trial_progress
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
@@ -43,7 +44,8 @@ def run_trial_command(
     try:
         config = EngineConfig.model_validate(json.loads(config_json))
     except (json.JSONDecodeError, ValidationError) as exc:
-        err.print(f"error: --config: {exc}")
+        why = validation_line(exc) if isinstance(exc, ValidationError) else str(exc)
+        err.print(f"error: --config: {why}", soft_wrap=True, markup=False, highlight=False)
         return 2
     if (vllm_model_dir is None) == (simulate_model is None):
         err.print("error: give exactly one of --vllm-model-dir or --simulate-model")

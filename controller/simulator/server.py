@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             repetitiveness=args.repetitiveness,
         )
     except (ShiftlightError, ValueError, LookupError) as exc:
-        print(f"engine failed to start: {exc}", file=sys.stderr)
+        print(f"error: engine failed to start: {exc}", file=sys.stderr)
         return 1
     web.run_app(
         server.app(), host=args.host, port=args.port, print=None, handle_signals=True, handler_cancellation=True

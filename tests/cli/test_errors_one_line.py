@@ -207,3 +207,19 @@ def test_exit_codes_of_the_commands_pass_through() -> None:
 )
 def test_take_debug_flag(argv: list[str], debug: bool, rest: list[str]) -> None:
     assert take_debug_flag(argv) == (debug, rest)
+
+
+def test_a_bad_trial_config_is_one_line_naming_each_field(tmp_path: Path) -> None:
+    config = '{"bogus": 1, "max_num_seqs": "many"}'
+    done = run([*SHIFTLIGHT, "trial", "--simulate-model", "x", "--config", config], tmp_path)
+    assert done.returncode == 2
+    line = one_error_line(done)
+    assert line.startswith("error: --config: invalid EngineConfig: ")
+    assert "max_num_seqs: " in line and "bogus: " in line
+
+
+def test_a_simulated_replica_of_an_unknown_model_fails_in_one_line(tmp_path: Path) -> None:
+    done = run([*SHIFTLIGHT, "simulate", "--model", "no-such-model", "--gpu", "h200", "--port", "0"], tmp_path)
+    assert done.returncode == 1
+    line = one_error_line(done)
+    assert line.startswith("error: engine failed to start: ") and "'no-such-model'" in line
