@@ -92,7 +92,9 @@ class Promises:
             weight=rollout.weight if before.rollout is not None else 0,
             awaiting_step=awaiting,
             approval_needed=needs_approval(approval, lossy=is_lossy(rollout.to_config)),
-            approved_steps=frozenset(a.step for a in rollout.approvals if a.decision == "approved"),
+            approved_steps=frozenset(
+                a.step for a in rollout.approvals if a.decision == "approved" and rollout.binds(a)
+            ),
         )
 
 
