@@ -14,6 +14,7 @@ themselves.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -79,7 +80,8 @@ def fail(exc: BaseException) -> NoReturn:
     line, code = error_line(exc)
     lines = line.strip().splitlines() or [type(exc).__name__]
     text = one_line(" ".join(part.strip() for part in lines))
-    sys.stdout.flush()
+    with contextlib.suppress(OSError):  # a reader that went away (``| head``)
+        sys.stdout.flush()  # what the command printed comes first
     print(f"error: {text}", file=sys.stderr, flush=True)
     sys.exit(code)
 

@@ -175,7 +175,10 @@ def broken_app() -> App:
     return app
 
 
-def test_an_unexpected_error_is_one_line_pointing_at_debug(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unexpected_error_is_one_line_pointing_at_debug(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SHIFTLIGHT_DEBUG", raising=False)
     with pytest.raises(SystemExit) as exit_:
         broken_app()(["crash", "--n", "3"])
     assert exit_.value.code == 1
@@ -185,9 +188,12 @@ def test_an_unexpected_error_is_one_line_pointing_at_debug(capsys: pytest.Captur
     )
 
 
-def test_debug_lets_the_traceback_through() -> None:
+def test_debug_lets_the_traceback_through(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ZeroDivisionError, match="step 3"):
         broken_app()(["crash", "--debug", "--n", "3"])
+    monkeypatch.setenv("SHIFTLIGHT_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError, match="step 4"):
+        broken_app()(["crash", "--n", "4"])
 
 
 def test_exit_codes_of_the_commands_pass_through() -> None:
