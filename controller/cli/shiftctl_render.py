@@ -248,6 +248,11 @@ def explain_text(body: Mapping[str, Any]) -> Text:
             out.append(f" {mark} {safe(trial_name(name_, trial.config, trial.shape))} {safe(trial.summary())}\n")
     if status.schedule_account is not None:
         out.append(f"Schedule account: {safe(describe_account(status.schedule_account))}\n")
+    for no in status.rejections[-5:]:  # not proposed again for the window until its traffic drifts or time passes
+        out.append(
+            f"Rejected {safe(no.config_label or no.config_key)} for window {safe(no.window)} by {safe(no.by)} at "
+            f"{no.at.isoformat()}" + (f": {safe(no.comment)}" if no.comment else "") + "\n"
+        )
     if status.last_reasons:
         out.append("Latest decisions:\n", style="bold")
         for reason in status.last_reasons[-5:]:

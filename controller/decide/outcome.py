@@ -97,10 +97,7 @@ def select(ctx: PlanContext, round_: TuningRound) -> Intent:
         )
         return Intent(Code.SCHEDULE_NOT_PAYING, observing(status), notes=(note,))
     if ctx.rules.tuning.dry_run:
-        note = f"dry-run: would roll out {best.config.label()}: {why}"
-        return Intent(
-            Code.DRY_RUN, observing(status), (Notify(Severity.INFO, "Dry-run decision", note, evidence),), (note,)
-        )
+        return rolling.dry_run(ctx.with_status(status), best.config, why, window=round_.window, fields=evidence)
     started = rolling.begin(ctx.with_status(status), best.config, why, proposed_by=proposer, gain=gain)
     actions = (Notify(Severity.INFO, "New config chosen", why, evidence), *started.actions)
     return Intent(started.code, started.status, actions, started.notes)

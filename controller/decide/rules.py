@@ -50,6 +50,9 @@ class RolloutRules:
     tuned for the next window's shape is judged on the current window's traffic. Far inside the SLO (at the
     percentile the SLO is on, so a p99 bound is judged by the p99) the ratio says nothing the SLO needs; a breach of
     the SLO, errors, goodput and data that cannot be judged are checked as before."""
+    rejection_memory_s: float = defaults.REJECTION_MEMORY_SECONDS
+    """A config a human rejected for a window is not proposed for it again for this long, unless the window's
+    traffic drifts from the shape it had when rejected (:mod:`controller.decide.rollout.rejections`)."""
     low_traffic_after_s: float = 2400.0
     """A step that has baked this long with no regression signal passes on fewer than ``min_samples`` requests
     (quiet hours would otherwise hold a rollout for the whole night); it still needs ``min_failure_samples``."""
@@ -63,6 +66,8 @@ class RolloutRules:
             raise ValueError("need 0 <= max_error_rate <= 1, min_goodput_ratio >= 0 and analysis_interval_s > 0")
         if not 0 <= self.slo_headroom < 1:
             raise ValueError("need 0 <= slo_headroom < 1")
+        if self.rejection_memory_s < 0:
+            raise ValueError("need rejection_memory_s >= 0")
 
     @property
     def min_failure_samples(self) -> int:
@@ -257,6 +262,7 @@ class Rules:
                 slo_headroom=thresholds.slo_headroom,
                 analysis_interval_s=policy.rollout.analysis_interval_seconds,
                 on_missing_data=policy.rollout.on_missing_data,
+                rejection_memory_s=policy.rollout.rejection_memory_seconds,
             ),
             windows=tuple(windows) or DEFAULT_WINDOWS,
             scaling=scaling,

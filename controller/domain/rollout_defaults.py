@@ -22,3 +22,5 @@ SLO_HEADROOM: Final = 0.0
 """Off by default: a candidate slower than stable by more than the allowed ratio rolls back however far inside the
 SLO it is (a policy sets ``rollout.thresholds.slo_headroom`` to waive the ratio far inside the SLO)."""
 ON_MISSING_DATA: Final[MissingDataAction] = "hold"
+REJECTION_MEMORY_SECONDS: Final = 7 * 86400.0
+"""How long a config a human rejected for a window is not proposed for it again (unless its traffic drifts)."""

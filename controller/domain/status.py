@@ -217,6 +217,23 @@ class BlockedConfig(BaseModel):
     window: str = Field(min_length=1)
 
 
+class Rejection(BaseModel):
+    """A rollout a human rejected (``shiftctl reject``): who, when, the config and the window it was for, and the
+    traffic the window had then. The config is not proposed for that window again until the window's traffic
+    drifts from ``shape`` or the policy's rejection memory has passed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    by: str = Field(min_length=1)
+    at: datetime
+    config_key: str = Field(min_length=1)
+    config_label: str = ""
+    window: str = Field(min_length=1)
+    shape: TrafficShape | None = Field(default=None, description="the window's traffic shape when it was rejected")
+    comment: str = ""
+    rollout_id: str = ""
+
+
 class ScheduleAccount(BaseModel):
     """The schedule's running account over a week: the GPU-hours production ran (candidates included) against
     what the best static config Shiftlight measured would have run for the same load, and the static fallback a
@@ -324,6 +341,11 @@ class TargetStatus(BaseModel):
         default=(),
         description="configs production served per window after a rollout that passed, with their canary and "
         "rollout evidence (the latest per window and config)",
+    )
+    rejections: tuple[Rejection, ...] = Field(
+        default=(),
+        description="rollouts a human rejected, each with its config and window: the config is not proposed for "
+        "that window again until its traffic drifts or the policy's rejection memory passes (the latest 20)",
     )
     updated_at: datetime | None = None
 

@@ -163,6 +163,13 @@ class RolloutPolicy(BaseModel):
         "requests): hold the step, or roll back once the step has baked",
     )
     thresholds: RolloutThresholds = Field(default_factory=RolloutThresholds)
+    rejection_memory_seconds: float = Field(
+        default=rollout_defaults.REJECTION_MEMORY_SECONDS,
+        ge=0,
+        le=366 * 86400,
+        description="how long a config a human rejected (shiftctl reject) is not proposed again for the same window, "
+        "unless the window's traffic drifts from the shape it had when rejected (0: proposed again at once)",
+    )
 
     @model_validator(mode="after")
     def _increasing(self) -> RolloutPolicy:

@@ -4,15 +4,16 @@
 
 from __future__ import annotations
 
-from controller.decide.context import Intent, PlanContext, move, with_schedule
+from controller.decide.context import Intent, PlanContext, move, observing, with_schedule
+from controller.decide.rollout import rejections
 from controller.decide.rollout import steps as rollouts
 from controller.decide.tuning.selection import expected_ratios, stable_missed_slo
-from controller.domain.actions import Promote, Rollback
+from controller.domain.actions import Action, Notify, Promote, Rollback, Severity
 from controller.domain.approval import needs_approval
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import BlockedConfig, RolloutState, ServedConfig
+from controller.domain.status import BlockedConfig, Rejection, RolloutState, ServedConfig
 
 
 def begin(
@@ -26,8 +27,23 @@ def begin(
     swap: rollouts.Swap | None = None,
 ) -> Intent:
     """Start rolling ``config`` out for ``window`` (the current one when None; code ``rollout-started``, or
-    ``approval-required`` when it waits for one); a pre-validated ``swap`` in its own steps, bake and surge."""
+    ``approval-required`` when it waits for one); a pre-validated ``swap`` in its own steps, bake and surge.
+
+    Every rollout starts here, whoever chose it (a round's outcome, the schedule's switch or pre-warm, the static
+    fallback), so the promises hold for all of them: in dry run nothing starts and the decision says what would
+    have (code ``dry-run``, :func:`dry_run`); a config a human rejected for the window is not proposed again while
+    the rejection stands (code ``rejection-kept``, :mod:`controller.decide.rollout.rejections`)."""
     status = ctx.status
+    for_window = window or ctx.window.name
+    entry = status.schedule_for(for_window)
+    shape = entry.shape if entry is not None else status.tuned_shape
+    rejected = rejections.standing(ctx, config.key(), for_window, shape)
+    if rejected is not None:
+        memory_s = ctx.rules.rollout.rejection_memory_s
+        note = f"not rolling out {config.label()}: {rejections.describe(rejected, memory_s)}"
+        return Intent(Code.REJECTION_KEPT, observing(status.model_copy(update={"tuning": None})), notes=(note,))
+    if ctx.rules.tuning.dry_run:
+        return dry_run(ctx, config, why, window=for_window)
     approval = ctx.rules.tuning.approval
     ttft_ratio, tpot_ratio = expected_ratios(status.trials, candidate=config, stable=status.active_config)
     stable_missed = stable_missed_slo(status.trials, candidate=config, stable=status.active_config)
@@ -52,6 +68,21 @@ def begin(
     new = status.model_copy(update={"phase": move(status.phase, step.phase), "rollout": step.rollout, "tuning": None})
     code = Code.APPROVAL_REQUIRED if waits else Code.ROLLOUT_STARTED
     return Intent(code, new, step.actions, step.notes)
+
+
+def dry_run(
+    ctx: PlanContext, config: EngineConfig, why: str, *, window: str, fields: tuple[tuple[str, str], ...] = ()
+) -> Intent:
+    """Dry run: the rollout of ``config`` for ``window`` that would start, said and not done (code ``dry-run``):
+    the phase stays Observing, nothing is deployed, no traffic moves. The notification goes out once per decision:
+    not again while the last cycle's reasons already say the same (the schedule would otherwise repeat it each
+    cycle of the window)."""
+    head = f"dry-run: would roll out {config.label()} for window '{window}'"
+    note = f"{head}: {why}"
+    status = observing(ctx.status.model_copy(update={"tuning": None}))
+    said = any(r.code == Code.DRY_RUN and r.message.startswith(head) for r in ctx.status.last_reasons)
+    actions: tuple[Action, ...] = () if said else (Notify(Severity.INFO, "Dry-run decision", note, fields),)
+    return Intent(Code.DRY_RUN, status, actions, (note,))
 
 
 def advance(ctx: PlanContext, *, fleet_replicas: int | None = None) -> Intent:
@@ -80,6 +111,11 @@ def advance(ctx: PlanContext, *, fleet_replicas: int | None = None) -> Intent:
     else:
         update["frozen_reason"] = None
     history = status.history
+    if step.code == Code.REJECTED:
+        verdict = next(a for a in state.approvals if a.decision == "rejected" and state.binds(a))
+        rejection = rejections.record(status, state, verdict, window=state.window or ctx.window.name)
+        update["rejections"] = rejections.remembered(status, rejection)
+        history = (*history, f"{verdict.at:%Y-%m-%d %H:%M} {rejected_line(rejection)}")
     for action in step.actions:
         if isinstance(action, Promote):
             update.update(active_config=action.config, rollout=None, last_switch_at=ctx.now)
@@ -94,7 +130,8 @@ def advance(ctx: PlanContext, *, fleet_replicas: int | None = None) -> Intent:
                 # the surge, sized for the window's forecast, is the promoted fleet
                 update["replicas"] = state.surge_replicas
         elif isinstance(action, Rollback):
-            history = (*history, f"{ctx.now:%Y-%m-%d %H:%M} {action.reason}")
+            if state.weight > 0 or step.code != Code.REJECTED:  # a rejection before any traffic moved: its line
+                history = (*history, f"{ctx.now:%Y-%m-%d %H:%M} {action.reason}")
             if not state.abort_requested and not state.rejected():
                 failed_on = BlockedConfig(key=state.to_config.key(), window=ctx.window.name)
                 update["blocked_in_windows"] = (*status.blocked_in_windows, failed_on)[-50:]
@@ -117,6 +154,15 @@ def advance(ctx: PlanContext, *, fleet_replicas: int | None = None) -> Intent:
         update["rollout"] = None
     update["history"] = history[-50:]
     return Intent(step.code, status.model_copy(update=update), step.actions, step.notes)
+
+
+def rejected_line(rejection: Rejection) -> str:
+    """A rejection as a history line: ``rejected CONFIG for window 'W' by WHO (rollout ID): COMMENT``."""
+    line = (
+        f"rejected {rejection.config_label or rejection.config_key} for window '{rejection.window}' by {rejection.by}"
+    )
+    line += f" (rollout {rejection.rollout_id})" if rejection.rollout_id else ""
+    return line + (f": {rejection.comment}" if rejection.comment else "")
 
 
 def served_record(ctx: PlanContext, finished: RolloutState, window: str) -> ServedConfig | None:
@@ -147,4 +193,4 @@ def served_record(ctx: PlanContext, finished: RolloutState, window: str) -> Serv
     )
 
 
-__all__ = ["advance", "begin", "served_record"]
+__all__ = ["advance", "begin", "dry_run", "rejected_line", "served_record"]

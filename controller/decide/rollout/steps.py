@@ -216,10 +216,12 @@ def advance(
             )
             if state.weight > 0:
                 return _rollback(state, now, why, code=Code.REJECTED)
+            # no traffic moved yet: the candidate warmed up for the rejected rollout is retired
+            retire = Rollback(f"retire the candidate {state.to_config.label()} of rejected rollout {state.id}")
             return RolloutStep(
                 None,
                 Phase.OBSERVING,
-                (Notify(Severity.INFO, "Rollout rejected", why, code=Code.REJECTED),),
+                (retire, Notify(Severity.INFO, "Rollout rejected", why, code=Code.REJECTED)),
                 code=Code.REJECTED,
             )
         next_index = state.step_index if state.weight == 0 else state.step_index + 1

@@ -93,7 +93,11 @@ def observe(ctx: PlanContext) -> Intent:
                 ctx, f"window '{ctx.window.name}': {why}", ctx.window, observed=True, code=Code.TUNE_DRIFT
             )
     switch = schedule.scheduled_switch(ctx)
-    if switch is not None and switch.code not in (Code.SWITCH_NOT_PAYING, Code.SWITCH_OTHER_TRAFFIC):
+    if switch is not None and switch.code not in (
+        Code.SWITCH_NOT_PAYING,
+        Code.SWITCH_OTHER_TRAFFIC,
+        Code.REJECTION_KEPT,
+    ):
         return switch
     ahead = schedule.tune_ahead(ctx)
     if ahead is not None:
@@ -102,7 +106,7 @@ def observe(ctx: PlanContext) -> Intent:
     if verdict.drifted and why_quiet:
         drift_note += f"; not re-tuning: {why_quiet}"
     note = f"observing: {observation.shape.describe()}; {drift_note}"
-    if switch is not None:  # a switch that does not pay, or not on this traffic: keep the active config, say why
+    if switch is not None:  # a switch that does not pay, not on this traffic or rejected: keep the active config
         return Intent(switch.code, ctx.status, sized.actions, (*sized.notes, note, *switch.notes))
     replicas = (*sized.coded_notes, *((Code.REPLICAS_KEPT_OBSERVING, n) for n in sized.notes))
     return Intent(Code.OBSERVING, ctx.status, sized.actions, (note,), replicas)

@@ -17,6 +17,7 @@ from controller.decide.context import (
     remaining_s,
     window_at,
 )
+from controller.decide.rollout import rejections
 from controller.decide.rollout.lifecycle import begin as begin_rollout
 from controller.decide.rollout.steps import Swap, rollout_span_s
 from controller.decide.signals.noise import ASSUMED, clamped
@@ -52,6 +53,10 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
             return None
         if entry.config.key() in status.blocked_for(window.name):
             return None
+        rejected = rejections.standing(ctx, entry.config.key(), window.name, entry.shape)
+        if rejected is not None:
+            why = rejections.describe(rejected, ctx.rules.rollout.rejection_memory_s)
+            return Intent(Code.REJECTION_KEPT, status, (), (f"not switching to its scheduled config: {why}",))
         if short_of_replicas(ctx, entry.capacity_rps):
             # the autoscaler's replicas cannot carry today's load on it, which a pre-warmed candidate meets
             # first: a rollout would only fail
@@ -107,9 +112,15 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
         started = begin_rollout(
             ctx, entry.config, why, proposed_by="schedule", gain=gain, window=window.name, swap=swap
         )
+        if started.code in WITHHELD:
+            return started
         code = Code.PRE_VALIDATED_SWAP if swap is not None else Code.PREWARM if ahead else Code.SCHEDULED_SWITCH
         return Intent(code, started.status, started.actions, started.notes)
     return None
+
+
+#: Codes of a rollout that does not start (dry run, a rejection that stands): the switch says so under that code.
+WITHHELD = frozenset({Code.DRY_RUN, Code.REJECTION_KEPT})
 
 
 def window_ahead(ctx: PlanContext, lead_s: float) -> TimeWindow:
@@ -226,6 +237,8 @@ def static_fallback(ctx: PlanContext) -> Intent | None:
         return None
     why = account.fallback_reason or f"the schedule is not paying: serving {config.label()} in every window"
     started = begin_rollout(ctx, config, why, proposed_by="schedule", gain=None)
+    if started.code in WITHHELD:
+        return started
     return Intent(Code.SCHEDULE_NOT_PAYING, started.status, started.actions, started.notes)
 
 

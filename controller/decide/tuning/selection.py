@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from controller.decide.context import PlanContext, round_trials
+from controller.decide.rollout import rejections
 from controller.decide.signals import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.trial import TrialResult, TrialStatus
@@ -35,8 +36,12 @@ def find(trials: Sequence[TrialResult], config: EngineConfig) -> TrialResult | N
 
 def blocked(ctx: PlanContext) -> frozenset[str]:
     """Keys of the configs not to choose: rolled back on the traffic of the window being tuned (the round's, else
-    the current one), or blocked everywhere."""
-    return ctx.status.blocked_for_tuning(ctx.window.name)
+    the current one), or blocked everywhere, or rejected by a human for that window while the rejection stands
+    (:mod:`controller.decide.rollout.rejections`: the round's traffic has not drifted from the rejected shape)."""
+    round_ = ctx.status.tuning
+    window = round_.window if round_ is not None else ctx.window.name
+    shape = round_.shape if round_ is not None else None
+    return ctx.status.blocked_for_tuning(ctx.window.name) | rejections.rejected_keys(ctx, window, shape)
 
 
 def best(ctx: PlanContext, trials: Sequence[TrialResult]) -> TrialResult | None:
