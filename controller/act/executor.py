@@ -15,7 +15,7 @@ from typing import Any, get_args
 from controller.act import approvals, deployments, notify, routing, trials
 from controller.act.context import ActContext, ActPorts, TrialSettings
 from controller.act.effects import Effect, TrialStarted, Withheld, with_code
-from controller.act.guard import Promises, guard, notice
+from controller.act.guard import HARMLESS, Promises, guard, notice
 from controller.domain.actions import (
     Action,
     DeployCandidate,
@@ -48,6 +48,10 @@ HANDLERS: Mapping[type[Any], Handler] = {
 
 ACTION_TYPES: tuple[type[Any], ...] = get_args(Action)
 
+#: Moves of a rollout a notification tells of ("Rollout at 25%", "Rollback"): when one is withheld, the notifications
+#: after it say it was not done. A replica count follows the load and tells no one.
+ROLLOUT_MOVES: tuple[type[Any], ...] = (DeployCandidate, SetWeights, Promote, Rollback)
+
 
 class ActInterrupted(TemporaryError):
     """A port call failed part-way through a plan: ``effects`` of the actions done before it, ``remaining`` the
@@ -79,24 +83,27 @@ class Executor:
         """Apply the actions in order, each exactly as decided (no argument is second-guessed here), except that a
         production change ``promises`` forbid (dry run, a paused or rejected rollout, an approval not given) is
         withheld (:func:`~controller.act.guard.guard`): its handler does not run, its Event and its
-        :class:`Withheld` effect say what it would have done, and the plan's notifications go out marked as not
-        done.
+        :class:`Withheld` effect say what it would have done, and the notifications that follow a withheld move of
+        the rollout (deploy, weights, promote, rollback; up to the next change that runs) go out marked as not done.
 
         Raises :class:`ActInterrupted` when one fails with a :class:`TemporaryError`: what the actions before it
         produced is not lost with it."""
         ctx = ActContext(target, self.ports, self.trial_settings)
         kept = promises or Promises()
-        guarded = [guard(a, kept) for a in actions]
-        withheld = next((g for g in guarded if isinstance(g, Withheld)), None)
         effects: list[Effect] = []
-        for index, (action, verdict) in enumerate(zip(actions, guarded, strict=True)):
+        withheld: Withheld | None = None  # the last withheld move of the rollout: the notifications after it tell of it
+        for index, action in enumerate(actions):
+            verdict = guard(action, kept)
             if isinstance(verdict, Withheld):
                 log.info("%s: withheld %s: %s", target, verdict.action, verdict.would)
                 effects.append(verdict)
                 effects.append(with_code(notify.record_withheld(verdict, ctx), verdict.code))
+                withheld = verdict if isinstance(action, ROLLOUT_MOVES) else withheld
                 continue
-            if withheld is not None and isinstance(action, Notify):
+            if isinstance(action, Notify) and withheld is not None:
                 action = notice(action, withheld)
+            elif not isinstance(action, HARMLESS):
+                withheld = None
             log.info("%s: %s: %s", target, type(action).__name__, action.reason)
             handler = self.handlers.get(type(action))
             if handler is None:  # a type outside the Action union (checked at start-up for all of it)

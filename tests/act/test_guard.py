@@ -240,6 +240,15 @@ def test_a_notice_that_goes_with_a_withheld_change_says_it_was_not_done() -> Non
     assert [e.reason for e in w.cluster.events] == ["DryRunWithheld", "DryRunWithheld"]
 
 
+def test_a_notice_after_a_withheld_replica_change_goes_out_as_decided() -> None:
+    """A replica count follows the load and tells no one: the daily digest after it is no notice of it."""
+    w = world()
+    before, _ = MODES["normal"]
+    digest = Notify(Severity.INFO, "Daily digest", "the schedule's day", code=Code.DIGEST)
+    w.executor.execute(TARGET, [Scale("stable", 3, "load"), digest], Promises.of(before, dry_run=True, approval="auto"))
+    assert w.calls() == [] and [n for _, n in w.notifier.posted] == [digest]
+
+
 @pytest.mark.parametrize(
     ("approval", "config", "approvals", "moves"),
     [
@@ -257,9 +266,7 @@ def test_a_rollout_whose_config_needs_approval_moves_only_once_approved(
     approval (here the phase does not say it waits: the guard reads the mode and the config, not the decision)."""
     given = tuple(Approval(by="alice", at=T0, step=0, decision="approved") for _ in approvals)
     before = TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout(to_config=config, weight=0, approvals=given))
-    promises = Promises.of(
-        before, dry_run=False, approval=approval, is_lossy=lambda c: c.kv_cache_dtype == "fp8"
-    )
+    promises = Promises.of(before, dry_run=False, approval=approval, is_lossy=lambda c: c.kv_cache_dtype == "fp8")
     verdict = guard(SetWeights(5, "step 1", step=0), promises)
     if moves:
         assert isinstance(verdict, SetWeights)
