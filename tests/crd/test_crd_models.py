@@ -40,9 +40,9 @@ def test_example_parses_with_camel_case_spec_and_domain_field_names() -> None:
     assert spec.workload.deployments == ("llama-8b",)
     assert spec.workload.http_route == "llama-8b"
     assert spec.model.served_model_name == "llama-8b"
-    assert spec.gpu_type == "H100-80GB"
-    assert spec.slo == SLO(ttft_seconds=2.0, tpot_seconds=0.08)
-    assert spec.policy.preset == "default"
+    assert spec.gpu_type == "H200-141GB"
+    assert spec.slo == SLO(ttft_seconds=2.0, tpot_seconds=0.05)
+    assert spec.policy.preset == "dense-8b-h200"
     assert spec.canary_pool.node_selector == {"shiftlight.dev/pool": "canary"}
     assert spec.canary_pool.tolerations[0].operator == "Exists"
     assert [w.name for w in spec.schedule] == ["day", "night"]

@@ -42,9 +42,8 @@ def spec_of(model: str, gpu: str, **model_fields: str) -> TunedServiceSpec:
     return spec
 
 
-def test_the_examples_h100_is_refused_naming_the_gpu_field() -> None:
-    spec, _ = parse_tuned_service(yaml.safe_load(EXAMPLE.read_text()))
-    assert spec.gpu_type == "H100-80GB"
+def test_an_h100_is_refused_naming_the_gpu_field() -> None:
+    spec = spec_of(LLAMA, "H100-80GB")
     with pytest.raises(SimulatorRefusal) as refused:
         simulated_hardware(spec, None, None)
     assert (refused.value.code, refused.value.field) == ("simulator-unknown-gpu", "spec.gpuType")
