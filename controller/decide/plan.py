@@ -95,7 +95,11 @@ def plan(
     due = digest(intents[-1].status, rules, now)
     if due is not None:
         intents.append(due)
-    return fold(intents, window_name=window.name, now=now)
+    decision = fold(intents, window_name=window.name, now=now)
+    if rules.tuning.dry_run:  # nothing is scaled in dry run (the act layer withholds it): the replicas did not change
+        kept = decision.status.model_copy(update={"replicas_changed_at": status.replicas_changed_at})
+        decision = replace(decision, status=kept)
+    return decision
 
 
 def dispatch(ctx: PlanContext) -> Intent:

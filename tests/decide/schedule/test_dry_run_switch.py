@@ -5,12 +5,13 @@ once, not every cycle of the window. Pure."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from controller import decide
-from controller.decide import Rules, TuningRules
+from controller.decide import Rules, ScalingRules, TuningRules
 from controller.domain import (
     SLO,
     STOCK,
@@ -103,3 +104,14 @@ def test_the_schedules_switch_honours_dry_run(now: datetime, window: str, code: 
     again = cycle(d.status, now + timedelta(minutes=5), dry_run=True)
     assert again.codes == (Code.DRY_RUN,) and again.actions == ()
     assert again.status.phase is Phase.OBSERVING and again.status.rollout is None
+
+
+def test_in_dry_run_a_replica_change_is_decided_but_not_recorded_as_made() -> None:
+    """The act layer withholds the Scale in dry run; status must not say the replicas changed (a change starts the
+    settle time in which production's SLO signals are not trusted)."""
+    busy = entry(DAY.name, STOCK).model_copy(update={"capacity_rps": 2.0})
+    status = TargetStatus(active_config=STOCK, schedule=(busy,), window=DAY.name, replicas=1)
+    scaling = replace(rules(dry_run=True), scaling=ScalingRules(min_replicas=1, max_replicas=16))
+    d = decide.plan(status=status, observation=observed(AT), observe_error=None, proposals=(), rules=scaling, now=AT)
+    assert [(a.variant, a.replicas > 1) for a in d.actions if isinstance(a, Scale)] == [("stable", True)]
+    assert d.status.replicas == 1 and d.status.replicas_changed_at is None
