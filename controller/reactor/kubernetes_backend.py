@@ -112,8 +112,8 @@ class KubernetesBackend:
         running = baseline_config(source, fallback_model=target.model) if source is not None else None
         if running is not None:
             based, on = policy, running
-            key = ("rebased", hashlib.sha256(based.model_dump_json().encode()).hexdigest(), on.key())
-            policy = POLICY_REFUSALS.judged(key, lambda: based.based_on(on), namespace=target.namespace)
+            judged = ("rebased", hashlib.sha256(based.model_dump_json().encode()).hexdigest(), on.key())
+            policy = POLICY_REFUSALS.judged(judged, lambda: based.based_on(on), namespace=target.namespace)
         router = GatewayRouter(
             self.api,
             cluster,
