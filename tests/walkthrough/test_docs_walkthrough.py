@@ -58,10 +58,7 @@ CRDS = {
         *crd["spec"]["names"].get("shortNames", []),
     ]
 }
-OTHER_KINDS = {
-    "httproute": ("gateway.networking.k8s.io", "v1", "httproutes"),
-    "lease": ("coordination.k8s.io", "v1", "leases"),
-}
+OTHER_KINDS = {"httproute": ("gateway.networking.k8s.io", "v1", "httproutes")}
 
 
 @dataclass
