@@ -20,6 +20,7 @@ the config is computed once and cached.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import os
@@ -137,6 +138,22 @@ class _Lru(Generic[_K, _V]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> _Lru[_K, _V]:
+        """A copy with its own lock (a lock cannot be copied): the entries are copied as they are now."""
+        copied: _Lru[_K, _V] = _Lru(self.limit)
+        with self._lock:
+            copied._entries = copy.deepcopy(self._entries, memo)
+        return copied
+
+    def __getstate__(self) -> dict[str, object]:
+        with self._lock:
+            return {"limit": self.limit, "entries": list(self._entries.items())}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.limit = state["limit"]
+        self._entries = OrderedDict(state["entries"])
+        self._lock = threading.Lock()
 
 
 @functools.cache

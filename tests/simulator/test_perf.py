@@ -627,3 +627,20 @@ def test_the_shipped_h200_engine_section_ranks_ngram_below_stock_at_one_stream()
     for method in ("ngram", "ngram_gpu"):
         spec = model.step(EngineConfig(speculative_method=method, num_speculative_tokens=4), **kwargs).seconds
         assert spec > 1.4 * stock, (method, spec, stock)
+
+
+def test_a_model_with_cached_plans_deep_copies_and_pickles() -> None:
+    """Operator state holding the shared model is deep-copied (the fault tests snapshot it) and may be pickled: the
+    bounded plan cache, guarded by a lock, copies with a lock of its own and answers the same."""
+    import copy
+    import pickle
+
+    from controller.domain.config import EngineConfig
+    from controller.simulator.perf import PerformanceModel
+
+    model = PerformanceModel.named("llama-3.1-8b", "h200")
+    config = EngineConfig()
+    expected = model.capacity(config)
+    for other in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert other.capacity(config) == expected
+        assert other.capacity(EngineConfig(max_num_seqs=64)) == model.capacity(EngineConfig(max_num_seqs=64))
