@@ -93,6 +93,8 @@ class _Acted:
 class Reconciler:
     """Runs observe -> screen -> decide -> act for one target per call. Keeps only decisions whose trials still run."""
 
+    gpu_price: evidence.GpuPrice | None = None  # what a decision's GPU-hours cost (None: GPU-hours only)
+
     def __init__(
         self,
         ports: Ports,
@@ -179,6 +181,7 @@ class Reconciler:
             status=decision.status,
             lossy_reasons=self.policy.lossy_reasons,
             windows=self.rules.windows,
+            gpu_price=self.gpu_price,
         )
         decision = replace(decision, actions=shown)
         plan = Plan(actions=decision.actions, notes=decision.notes + tuple(screen_notes), codes=decision.codes)
