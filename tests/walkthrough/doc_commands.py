@@ -33,12 +33,23 @@ class DocCommand:
         return f"{self.doc}:{self.line}: {self.text}"
 
 
+def _comment_start(text: str) -> int | None:
+    """Where the shell comment of ``text`` starts: a ``#`` outside quotes, at a word's start."""
+    quote = ""
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or text[i - 1].isspace()):
+            return i
+    return None
+
+
 def _command(doc: str, line: int, text: str, sample: list[str]) -> DocCommand:
-    argv = tuple(shlex.split(text, comments=True))
-    note = ""
-    if len(argv) < len(shlex.split(text)):
-        note = text[text.index(" #") + 2 :].strip()
-    return DocCommand(doc, line, text, argv, note, tuple(sample))
+    start = _comment_start(text)
+    code, note = (text, "") if start is None else (text[:start], text[start + 1 :].strip())
+    return DocCommand(doc, line, text, tuple(shlex.split(code)), note, tuple(sample))
 
 
 def _block_commands(doc: str, kind: str, lines: list[tuple[int, str]]) -> list[DocCommand]:

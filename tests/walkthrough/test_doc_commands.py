@@ -16,7 +16,7 @@ kubectl delete ts --all -A            # not marked: never run
 ```sh
 helm install shiftlight charts/shiftlight -n shiftlight \\
   --set operator.backend=simulator
-kubectl get ts -n ml -w               # Ctrl-C once it waits
+kubectl get ts -n ml -w               # Ctrl-C once it's waiting
 # NAME       PHASE              ACTIVE
 # llama-8b   AwaitingApproval   stock
 kubectl auth can-i approve configrollouts.shiftlight.dev -n ml   # yes
@@ -29,7 +29,7 @@ Some prose.
 ```console
 $ kubectl shift abort llama-8b -n ml
 error: nothing to abort: no rollout in progress (phase Observing)
-$ shiftctl history llama-8b -n ml --reason "two words"
+$ shiftctl history llama-8b -n ml --reason "two # words"
 ```
 """
 
@@ -47,8 +47,8 @@ def test_marked_blocks_give_their_commands_in_order_with_notes_and_sample_output
     ]
     helm, watch, can_i, abort, history = commands
     assert helm.argv[-2:] == ("--set", "operator.backend=simulator") and helm.line == 9
-    assert watch.note == "Ctrl-C once it waits"
+    assert watch.note == "Ctrl-C once it's waiting"
     assert watch.sample[-1].split()[:2] == ["llama-8b", "AwaitingApproval"]
     assert can_i.note == "yes" and can_i.sample == ()
     assert abort.sample == ("error: nothing to abort: no rollout in progress (phase Observing)",)
-    assert history.argv[-2:] == ("--reason", "two words") and history.note == ""
+    assert history.argv[-2:] == ("--reason", "two # words") and history.note == ""
