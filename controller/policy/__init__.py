@@ -28,11 +28,10 @@ target names a known model and GPU profile.
 
 from controller.domain.approval import ApprovalMode
 from controller.policy.knob_ranges import KNOB_BOUNDS, FloatRange, IntRange
+from controller.policy.llm import ADMIN_ONLY_LLM_KEYS, LlmSettings
 from controller.policy.loading import PolicyError, default_policy, load_policy, parse_policy, profile_feasibility
 from controller.policy.models import (
-    ADMIN_ONLY_LLM_KEYS,
     Constraints,
-    LlmSettings,
     LossyRule,
     Policy,
     RolloutPolicy,
