@@ -52,7 +52,7 @@ class RolloutRules:
     the SLO, errors, goodput and data that cannot be judged are checked as before."""
     rejection_memory_s: float = defaults.REJECTION_MEMORY_SECONDS
     """A config a human rejected for a window is not proposed for it again for this long, unless the window's
-    traffic drifts from the shape it had when rejected (:mod:`controller.decide.rollout.rejections`)."""
+    traffic drifts from the shape it had when rejected (:mod:`controller.decide.rejections`)."""
     low_traffic_after_s: float = 2400.0
     """A step that has baked this long with no regression signal passes on fewer than ``min_samples`` requests
     (quiet hours would otherwise hold a rollout for the whole night); it still needs ``min_failure_samples``."""

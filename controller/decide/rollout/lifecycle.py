@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from controller.decide.context import Intent, PlanContext, move, observing, with_schedule
-from controller.decide.rollout import rejections
+from controller.decide import rejections
 from controller.decide.rollout import steps as rollouts
 from controller.decide.tuning.selection import expected_ratios, stable_missed_slo
 from controller.domain.actions import Action, Notify, Promote, Rollback, Severity
@@ -32,7 +32,7 @@ def begin(
     Every rollout starts here, whoever chose it (a round's outcome, the schedule's switch or pre-warm, the static
     fallback), so the promises hold for all of them: in dry run nothing starts and the decision says what would
     have (code ``dry-run``, :func:`dry_run`); a config a human rejected for the window is not proposed again while
-    the rejection stands (code ``rejection-kept``, :mod:`controller.decide.rollout.rejections`)."""
+    the rejection stands (code ``rejection-kept``, :mod:`controller.decide.rejections`)."""
     status = ctx.status
     for_window = window or ctx.window.name
     entry = status.schedule_for(for_window)

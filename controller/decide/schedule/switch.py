@@ -17,7 +17,7 @@ from controller.decide.context import (
     remaining_s,
     window_at,
 )
-from controller.decide.rollout import rejections
+from controller.decide import rejections
 from controller.decide.rollout.lifecycle import begin as begin_rollout
 from controller.decide.rollout.steps import Swap, rollout_span_s
 from controller.decide.signals.noise import ASSUMED, clamped

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from controller.decide.context import PlanContext, round_trials
-from controller.decide.rollout import rejections
+from controller.decide import rejections
 from controller.decide.signals import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.trial import TrialResult, TrialStatus
@@ -37,7 +37,7 @@ def find(trials: Sequence[TrialResult], config: EngineConfig) -> TrialResult | N
 def blocked(ctx: PlanContext) -> frozenset[str]:
     """Keys of the configs not to choose: rolled back on the traffic of the window being tuned (the round's, else
     the current one), or blocked everywhere, or rejected by a human for that window while the rejection stands
-    (:mod:`controller.decide.rollout.rejections`: the round's traffic has not drifted from the rejected shape)."""
+    (:mod:`controller.decide.rejections`: the round's traffic has not drifted from the rejected shape)."""
     round_ = ctx.status.tuning
     window = round_.window if round_ is not None else ctx.window.name
     shape = round_.shape if round_ is not None else None
