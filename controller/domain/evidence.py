@@ -4,7 +4,7 @@ rendering, :meth:`EngineConfig.vllm_args`), the knobs that make it lossy and the
 the trials behind it, each under its Trial CR's name (:func:`trial_name`). Pure.
 
 A decision message also carries the GPU-hours the window takes on the chosen config against stock serving the same
-tokens (:func:`gpu_hours_fields`)."""
+tokens (:func:`gpu_hours_fields`) and, given a GPU-hour price, what they cost (:func:`cost_fields`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from controller.domain.actions import Action, Notify, RequestApproval
 from controller.domain.config import EngineConfig
@@ -31,6 +31,8 @@ LOSSY = "lossy"
 QUALITY = "quality gate"
 TRIALS = "trials"
 GPU_HOURS = "GPU-hours"
+COST = "Cost"
+GPU_PRICE = "GPU-hour price"
 EVIDENCE_LABELS: tuple[str, ...] = (SERVE, DIFF, LOSSY, QUALITY, TRIALS)
 
 
@@ -184,16 +186,58 @@ def approval_evidence(service: str, status: TargetStatus, *, lossy_reasons: Loss
     )
 
 
-def gpu_hours_fields(status: TargetStatus, config: EngineConfig, windows: Sequence[TimeWindow]) -> tuple[str, str]:
-    """``(GPU-hours, "stock → chosen")`` for the window ``config`` is scheduled in: its replicas' GPUs over the
-    window's hours, against the GPU-hours stock takes for the same goodput (empty when the status cannot say)."""
+class GpuPrice(Protocol):
+    """What a GPU-hour costs and where that price comes from (shown with it: the admin's setting, or a GPU
+    profile's list price). The layer that owns the economics supplies it."""
+
+    @property
+    def usd_per_hour(self) -> float: ...
+
+    @property
+    def source(self) -> str: ...
+
+    def usd(self, gpu_hours: float, *, window: str) -> float:
+        """What ``gpu_hours`` in ``window`` cost, in USD."""
+        ...
+
+
+def _window_gpu_hours(
+    status: TargetStatus, config: EngineConfig, windows: Sequence[TimeWindow]
+) -> tuple[str, float, float] | None:
+    """``(window, stock, chosen)`` GPU-hours for the window ``config`` is scheduled in (None when the status
+    cannot say)."""
     entry = next((s for s in status.schedule if s.config == config), None)
     window = next((w for w in windows if entry is not None and w.name == entry.window), None)
     if entry is None or window is None or entry.goodput_tokens_per_s <= 0 or entry.stock_goodput_tokens_per_s <= 0:
-        return ("", "")
+        return None
     chosen = max(entry.replicas, 1) * config.tensor_parallel_size * window.hours
-    stock = chosen * entry.goodput_tokens_per_s / entry.stock_goodput_tokens_per_s
-    return (f"{GPU_HOURS} per '{window.name}' window", f"{stock:,.1f} → {chosen:,.1f}")
+    return window.name, chosen * entry.goodput_tokens_per_s / entry.stock_goodput_tokens_per_s, chosen
+
+
+def gpu_hours_fields(status: TargetStatus, config: EngineConfig, windows: Sequence[TimeWindow]) -> tuple[str, str]:
+    """``(GPU-hours, "stock → chosen")`` for the window ``config`` is scheduled in: its replicas' GPUs over the
+    window's hours, against the GPU-hours stock takes for the same goodput (empty when the status cannot say)."""
+    hours = _window_gpu_hours(status, config, windows)
+    if hours is None:
+        return ("", "")
+    window, stock, chosen = hours
+    return (f"{GPU_HOURS} per '{window}' window", f"{stock:,.1f} → {chosen:,.1f}")
+
+
+def cost_fields(
+    status: TargetStatus, config: EngineConfig, windows: Sequence[TimeWindow], price: GpuPrice
+) -> tuple[tuple[str, str], ...]:
+    """``(Cost, "$stock → $chosen")`` for the GPU-hours of :func:`gpu_hours_fields` at ``price``, and
+    ``(GPU-hour price, "$P/GPU-hour, source")``; () when the status cannot say."""
+    hours = _window_gpu_hours(status, config, windows)
+    if hours is None:
+        return ()
+    window, stock, chosen = hours
+    usd_stock, usd_chosen = price.usd(stock, window=window), price.usd(chosen, window=window)
+    return (
+        (f"{COST} per '{window}' window", f"${usd_stock:,.2f} → ${usd_chosen:,.2f}"),
+        (GPU_PRICE, f"${price.usd_per_hour:,.2f}/GPU-hour, {price.source}"),
+    )
 
 
 def annotate(
@@ -203,9 +247,10 @@ def annotate(
     status: TargetStatus,
     lossy_reasons: LossyReasons,
     windows: Sequence[TimeWindow] = (),
+    gpu_price: GpuPrice | None = None,
 ) -> tuple[Action, ...]:
     """The actions with the evidence on their notifications: an approval request gets :class:`ApprovalEvidence`'s
-    fields, a decision its GPU-hours."""
+    fields, a decision its GPU-hours and, with ``gpu_price``, their cost (without one, GPU-hours only)."""
     out: list[Action] = []
     for action in actions:
         asked = bool(out) and isinstance(out[-1], RequestApproval)  # the request's Notify follows it
@@ -215,9 +260,11 @@ def annotate(
                 if evidence is not None:
                     action = replace(action, fields=action.fields + evidence.fields())
             elif action.title == "New config chosen":
-                label, value = gpu_hours_fields(status, status.rollout.to_config, windows)
+                config = status.rollout.to_config
+                label, value = gpu_hours_fields(status, config, windows)
                 if label:
-                    action = replace(action, fields=(*action.fields, (label, value)))
+                    priced = cost_fields(status, config, windows, gpu_price) if gpu_price is not None else ()
+                    action = replace(action, fields=(*action.fields, (label, value), *priced))
         out.append(action)
     return tuple(out)
 
@@ -225,9 +272,11 @@ def annotate(
 __all__ = [
     "EVIDENCE_LABELS",
     "ApprovalEvidence",
+    "GpuPrice",
     "TrialEvidence",
     "annotate",
     "approval_evidence",
+    "cost_fields",
     "flag_diff",
     "gpu_hours_fields",
     "trial_evidence",

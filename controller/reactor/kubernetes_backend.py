@@ -29,6 +29,7 @@ from controller.crd.models import TunedServiceSpec
 from controller.decide import DigestRules, Rules, ScalingRules
 from controller.domain.observation import TargetRef
 from controller.ports import LoadTester, Notifier
+from controller.reactor.gpu_price import api_price, gpu_price
 from controller.reactor.policy_refusals import POLICY_REFUSALS
 from controller.reactor.policy_source import resolve_policy
 from controller.reactor.runtime import TargetRuntime
@@ -197,8 +198,10 @@ class KubernetesBackend:
             worker = self._trial_workers[key[:3]] = ThreadPoolExecutor(1, thread_name_prefix=f"trial-{target.name}")
         # the cycle starts a canary trial and polls it (a Pod starting vLLM takes minutes) instead of waiting for it
         background = replace(ports, load_tester=BackgroundLoadTester(load_tester, executor=worker))
+        reconciler = Reconciler(background, policy, windows=spec.schedule, rules=rules)
+        reconciler.gpu_price = gpu_price(spec, self.settings)  # a decision's cost in Slack (None: GPU-hours only)
         runtime = TargetRuntime(
-            reconciler=Reconciler(background, policy, windows=spec.schedule, rules=rules),
+            reconciler=reconciler,
             initial_config=running,
             ports=ports,
             notifier=ports.notifier,
@@ -229,10 +232,16 @@ class KubernetesBackend:
 
 def digest_rules(spec: TunedServiceSpec, settings: OperatorSettings) -> DigestRules | None:
     """The daily digest's hour: the TunedService's ``notifications.slack.digestHour``, or the operator's default
-    (``SHIFTLIGHT_SLACK_DIGEST_HOUR``) when its spec has no Slack settings; None: no digest."""
+    (``SHIFTLIGHT_SLACK_DIGEST_HOUR``) when its spec has no Slack settings; None: no digest. Its schedule is priced
+    at :func:`gpu_price` (0 when none is known) against the admin's API price."""
     slack = spec.notifications.slack
     hour = settings.slack_digest_hour if slack is None else slack.digest_hour
-    return None if hour is None else DigestRules(hour=hour)
+    if hour is None:
+        return None
+    price = gpu_price(spec, settings)
+    return DigestRules(
+        hour=hour, gpu_usd_per_hour=price.usd_per_hour if price is not None else 0.0, api=api_price(settings)
+    )
 
 
 __all__ = ["KubernetesBackend", "digest_rules", "route_through_pools"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 from collections.abc import Mapping
@@ -121,6 +122,15 @@ class OperatorSettings:
     ConfigMap's 1 MiB). A longer text is refused (``Accepted=False``) before it is parsed."""
     verify_approvals: bool = True
     """Honour approvals only from users allowed to ``approve`` configrollouts (SubjectAccessReview)."""
+    gpu_hour_usd: float | None = None
+    """What one GPU-hour costs, in USD (``SHIFTLIGHT_GPU_HOUR_USD``; chart ``cost.gpuHourUsd``): decisions show
+    their cost at this price and the daily digest prices the schedule with it. None: the list price of the GPU
+    profile matching a TunedService's ``spec.gpuType``, where one does."""
+    api_input_usd_per_million: float = 0.0
+    """The API price per million input tokens the daily digest compares self-hosting against
+    (``SHIFTLIGHT_API_INPUT_USD_PER_MILLION``)."""
+    api_output_usd_per_million: float = 0.0
+    """The same per million output tokens (``SHIFTLIGHT_API_OUTPUT_USD_PER_MILLION``)."""
     slack_webhook_file: Path | None = None
     """A mounted Secret key holding the Slack incoming-webhook URL (never the URL itself)."""
     slack_channel: str = ""
@@ -230,6 +240,15 @@ class OperatorSettings:
                 )
             return value
 
+        def price(name: str) -> float | None:
+            raw = e.get(name)
+            if raw is None or not raw.strip():
+                return None
+            value = num(name, 0.0)
+            if not math.isfinite(value) or value < 0:
+                raise InvalidInput(f"must be a price in USD >= 0, got {raw!r}", source="environment", field=name)
+            return value
+
         def combinations() -> int:
             name = "SHIFTLIGHT_MAX_SPACE_COMBINATIONS"
             value = num(name, MAX_SPACE_COMBINATIONS)
@@ -336,6 +355,9 @@ class OperatorSettings:
             if e.get("SHIFTLIGHT_SLACK_WEBHOOK_FILE")
             else None,
             slack_channel=e.get("SHIFTLIGHT_SLACK_CHANNEL", ""),
+            gpu_hour_usd=price("SHIFTLIGHT_GPU_HOUR_USD"),
+            api_input_usd_per_million=price("SHIFTLIGHT_API_INPUT_USD_PER_MILLION") or 0.0,
+            api_output_usd_per_million=price("SHIFTLIGHT_API_OUTPUT_USD_PER_MILLION") or 0.0,
             max_space_combinations=combinations(),
             policy_max_bytes=policy_bytes(),
             verify_approvals=e.get("SHIFTLIGHT_VERIFY_APPROVALS", "true").lower() not in ("0", "false", "no"),

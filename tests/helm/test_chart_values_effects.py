@@ -9,7 +9,7 @@ import pytest
 
 from controller.reactor.settings import OperatorSettings
 
-from .conftest import Helm, by_kind, one
+from .conftest import CHART, Helm, by_kind, one
 from .test_chart_settings_consumed import rendered_env
 
 pytestmark = pytest.mark.helm
@@ -69,3 +69,34 @@ def test_min_available_of_the_disruption_budget(helm: Helm) -> None:
 def test_policy_budgets_reach_the_settings(helm: Helm, value: str, field: str, expected: int) -> None:
     pod = one(helm.template("--set", value, crds=False), "Deployment")["spec"]["template"]["spec"]
     assert getattr(OperatorSettings.from_env(rendered_env(pod["containers"][0])), field) == expected
+
+
+def test_the_gpu_hour_and_api_prices_reach_the_settings(helm: Helm) -> None:
+    args = "cost.gpuHourUsd=3.25,cost.apiInputUsdPerMillion=0.5,cost.apiOutputUsdPerMillion=2"
+    pod = one(helm.template("--set", args, crds=False), "Deployment")["spec"]["template"]["spec"]
+    settings = OperatorSettings.from_env(rendered_env(pod["containers"][0]))
+    assert settings.gpu_hour_usd == 3.25
+    assert (settings.api_input_usd_per_million, settings.api_output_usd_per_million) == (0.5, 2.0)
+    default = one(helm.template(crds=False), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "SHIFTLIGHT_GPU_HOUR_USD" not in rendered_env(default)  # no price set: the GPU profile's, if any
+    assert OperatorSettings.from_env(rendered_env(default)).gpu_hour_usd is None
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ("prometheus.timeoutSeconds=31", "/prometheus/timeoutSeconds"),  # the operator caps the deadline at 30 s
+        ("cost.gpuHourUsd=-1", "/cost/gpuHourUsd"),
+        ("cost.apiOutputUsdPerMillion=-0.5", "/cost/apiOutputUsdPerMillion"),
+    ],
+)
+def test_the_schema_refuses_out_of_range_values(helm: Helm, value: str, path: str) -> None:
+    result = helm.run("template", "sl", str(CHART), "--set", value, check=False)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert path in result.stderr
+
+
+def test_thirty_seconds_is_the_longest_prometheus_timeout_the_chart_takes(helm: Helm) -> None:
+    pod = one(helm.template("--set", "prometheus.timeoutSeconds=30", crds=False), "Deployment")["spec"]["template"]
+    assert OperatorSettings.from_env(rendered_env(pod["spec"]["containers"][0])).prometheus_timeout_s == 30

@@ -1,18 +1,21 @@
 """The approver sees the evidence in Slack: the operator's approval request carries the candidate's exact
 ``vllm serve`` flags and their diff against the active config, the knobs that make it lossy and the quality gate's
-measured result, and the trials under their Trial CR names; a decision carries its GPU-hours against stock.
+measured result, and the trials under their Trial CR names; a decision carries its GPU-hours against stock and,
+priced by the admin's GPU-hour price or the GPU profile's list price, their cost.
 
 Driven through the reconciler (in-memory cluster and router, a recording notifier), then rendered by the Slack
 formatter as the webhook would post it. Assertions are on flags, codes and names."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import timedelta
 
 from controller.adapters.kube.crs import trial_name_for
 from controller.adapters.notify import slack_format as fmt
 from controller.clock import FakeClock
+from controller.crd.models import TunedServiceSpec, parse_tuned_service
 from controller.decide import Rules
 from controller.domain import evidence
 from controller.domain.actions import Notify, RequestApproval, Severity
@@ -24,7 +27,10 @@ from controller.domain.status import ScheduledConfig, TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import Percentiles, QualityReport, TrialResult, TrialStatus
 from controller.policy import Policy
+from controller.reactor.gpu_price import gpu_price
+from controller.reactor.settings import OperatorSettings
 from controller.reconcile import Reconciler
+from controller.simulator.profiles import load_gpu
 from tests.support.rollout_fakes import NOW, SHAPE, TARGET, mid_rollout_ports, rolling
 
 #: MTP1 with an fp8 KV cache: lossy under the default quality gate.
@@ -142,3 +148,67 @@ def test_only_the_notification_that_follows_an_approval_request_gets_the_evidenc
     )  # fmt: skip
     assert out[0] == step
     assert isinstance(out[2], Notify) and evidence.SERVE in dict(out[2].fields)
+
+
+def decision_with(gpu_price: evidence.GpuPrice | None) -> Notify:
+    rollout = rolling().rollout
+    assert rollout is not None
+    entry = ScheduledConfig(
+        window="day", config=rollout.to_config, shape=SHAPE, goodput_tokens_per_s=1500.0,
+        stock_goodput_tokens_per_s=1000.0, replicas=4,
+    )  # fmt: skip
+    status = TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout, schedule=(entry,), replicas=4)
+    chosen = Notify(Severity.INFO, "New config chosen", "mtp1 delivers 1.5x", (("config", "mtp1"),))
+    (annotated,) = evidence.annotate(
+        (chosen,), service="chat", status=status, lossy_reasons=Policy().lossy_reasons,
+        windows=(TimeWindow(name="day", start_hour=8, end_hour=20),), gpu_price=gpu_price,
+    )  # fmt: skip
+    assert isinstance(annotated, Notify)
+    return annotated
+
+
+def test_the_decision_message_carries_the_cost_at_the_admins_gpu_hour_price() -> None:
+    settings = OperatorSettings.from_env({"SHIFTLIGHT_GPU_HOUR_USD": "2.5"})
+    price = gpu_price(spec_on("H200-141GB"), settings)  # the admin's price wins over the profile's
+    decision = decision_with(price)
+    # 72 -> 48 GPU-hours at $2.50: $180 -> $120
+    assert ("Cost per 'day' window", "$180.00 → $120.00") in decision.fields
+    assert (evidence.GPU_PRICE, "$2.50/GPU-hour, chart cost.gpuHourUsd") in decision.fields
+    assert ("GPU-hours per 'day' window", "72.0 → 48.0") in decision.fields
+    message = fmt.build_message(TARGET, decision)
+    _, rows, _ = fmt.split_fields(decision.fields)  # stock and chosen side by side in the evidence table
+    assert fmt.EvidenceRow("Cost per 'day' window", "$180.00", "$120.00") in rows
+    assert fmt.EvidenceRow("GPU-hours per 'day' window", "72.0", "48.0") in rows
+    text = text_of(message)
+    assert "$180.00  $120.00" in text and "$2.50/GPU-hour, chart cost.gpuHourUsd" in json.dumps(message)
+
+
+def test_without_a_price_the_cost_is_at_the_gpu_profiles_list_price() -> None:
+    listed = load_gpu("h200").cost_per_hour_usd
+    price = gpu_price(spec_on("H200-141GB"), OperatorSettings.from_env({}))
+    fields = dict(decision_with(price).fields)
+    assert fields["Cost per 'day' window"] == f"${72 * listed:,.2f} → ${48 * listed:,.2f}"
+    assert fields[evidence.GPU_PRICE] == f"${listed:,.2f}/GPU-hour, list price of the h200 profile"
+    assert "list price of the h200 profile" in json.dumps(fmt.build_message(TARGET, decision_with(price)))
+
+
+def test_with_no_price_and_no_profile_for_the_gpu_the_decision_shows_gpu_hours_only() -> None:
+    assert gpu_price(spec_on("MI300X"), OperatorSettings.from_env({})) is None
+    fields = dict(decision_with(None).fields)
+    assert fields["GPU-hours per 'day' window"] == "72.0 → 48.0"
+    assert not any(label.startswith(evidence.COST) for label in fields) and evidence.GPU_PRICE not in fields
+
+
+def spec_on(gpu_type: str) -> TunedServiceSpec:
+    body = {
+        "apiVersion": "shiftlight.dev/v1alpha1",
+        "kind": "TunedService",
+        "metadata": {"name": "chat", "namespace": "team-a"},
+        "spec": {
+            "workload": {"deployments": ["chat"], "service": "chat"},
+            "model": {"name": "nemotron-3-super-nvfp4"},
+            "gpuType": gpu_type,
+        },
+    }
+    parsed, _ = parse_tuned_service(body)
+    return parsed
