@@ -1,7 +1,9 @@
 """The GPU-hour price an admin sets (``SHIFTLIGHT_GPU_HOUR_USD``, chart ``cost.gpuHourUsd``) and the API price the
 daily digest compares against (``SHIFTLIGHT_API_INPUT_USD_PER_MILLION``, ``SHIFTLIGHT_API_OUTPUT_USD_PER_MILLION``):
 parsed at start (a bad value stops the operator with one line naming the variable), and carried into a TunedService's
-price, falling back to the list price of the GPU profile its ``spec.gpuType`` maps to."""
+price, falling back to the list price of the GPU profile its ``spec.gpuType`` maps to. The kubernetes backend hands
+that price to each TunedService's reconciler (the decision message's cost) and to its digest (against the fake API).
+"""
 
 from __future__ import annotations
 
@@ -13,21 +15,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import config
 
 from controller.crd.models import TunedServiceSpec, parse_tuned_service
+from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
 from controller.reactor.gpu_price import SETTING_SOURCE, gpu_price
-from controller.reactor.kubernetes_backend import digest_rules
-from controller.reactor.settings import OperatorSettings
+from controller.reactor.kubernetes_backend import KubernetesBackend, digest_rules
+from controller.reactor.settings import ConnectionSettings, OperatorSettings
 from controller.simulator.profiles import load_gpu
+from tests.support.kube_api import running_kube_api
+
+REPO = Path(__file__).resolve().parents[2]
 
 GPU = "SHIFTLIGHT_GPU_HOUR_USD"
 API_IN = "SHIFTLIGHT_API_INPUT_USD_PER_MILLION"
 API_OUT = "SHIFTLIGHT_API_OUTPUT_USD_PER_MILLION"
 
 
-def spec(gpu_type: str) -> TunedServiceSpec:
-    body: dict[str, Any] = {
+def tuned_service_body(gpu_type: str) -> dict[str, Any]:
+    return {
         "apiVersion": "shiftlight.dev/v1alpha1",
         "kind": "TunedService",
         "metadata": {"name": "workhorse", "namespace": "prod"},
@@ -37,7 +44,10 @@ def spec(gpu_type: str) -> TunedServiceSpec:
             "gpuType": gpu_type,
         },
     }
-    parsed, _ = parse_tuned_service(body)
+
+
+def spec(gpu_type: str) -> TunedServiceSpec:
+    parsed, _ = parse_tuned_service(tuned_service_body(gpu_type))
     return parsed
 
 
@@ -97,3 +107,32 @@ def test_the_digest_prices_the_schedule_with_the_same_price_and_the_api_price() 
     assert listed is not None and listed.gpu_usd_per_hour == load_gpu("h200").cost_per_hour_usd
     unknown = digest_rules(spec("MI300X"), replace(settings, gpu_hour_usd=None))
     assert unknown is not None and unknown.gpu_usd_per_hour == 0.0
+
+
+@pytest.mark.kube
+def test_the_kubernetes_backend_gives_each_tuned_services_reconciler_its_price(tmp_path: Path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "default.yaml").write_text((REPO / "policies/v1/default.yaml").read_text())
+    with running_kube_api() as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+        api = config.new_client_from_config(str(kubeconfig))
+        settings = OperatorSettings(
+            backend="kubernetes", connection=ConnectionSettings(kubeconfig=str(kubeconfig)), policy_dir=policies
+        )
+
+        def reconciler(backend: KubernetesBackend, gpu_type: str) -> Any:
+            body = tuned_service_body(gpu_type)
+            body["metadata"]["uid"] = f"uid-{gpu_type}"
+            parsed, _ = parse_tuned_service(body)
+            return backend.runtime(TargetRef("prod", "workhorse", "m"), parsed, body).reconciler
+
+        listed = reconciler(KubernetesBackend(settings, api), "H200-141GB")
+        assert (listed.gpu_price.source, listed.gpu_price.usd_per_hour) == (
+            "list price of the h200 profile",
+            load_gpu("h200").cost_per_hour_usd,
+        )
+        assert listed.rules.digest.gpu_usd_per_hour == load_gpu("h200").cost_per_hour_usd
+        priced = reconciler(KubernetesBackend(replace(settings, gpu_hour_usd=1.75), api), "H200-141GB")
+        assert (priced.gpu_price.source, priced.gpu_price.usd_per_hour) == (SETTING_SOURCE, 1.75)
+        assert reconciler(KubernetesBackend(settings, api), "MI300X").gpu_price is None

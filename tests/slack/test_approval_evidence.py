@@ -16,14 +16,14 @@ from controller.adapters.kube.crs import trial_name_for
 from controller.adapters.notify import slack_format as fmt
 from controller.clock import FakeClock
 from controller.crd.models import TunedServiceSpec, parse_tuned_service
-from controller.decide import Rules
+from controller.decide import Rules, TuningRules
 from controller.domain import evidence
 from controller.domain.actions import Notify, RequestApproval, Severity
 from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.slo import SLO
-from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import Percentiles, QualityReport, TrialResult, TrialStatus
 from controller.policy import Policy
@@ -31,7 +31,7 @@ from controller.reactor.gpu_price import gpu_price
 from controller.reactor.settings import OperatorSettings
 from controller.reconcile import Reconciler
 from controller.simulator.profiles import load_gpu
-from tests.support.rollout_fakes import NOW, SHAPE, TARGET, mid_rollout_ports, rolling
+from tests.support.rollout_fakes import MTP1, NOW, SHAPE, TARGET, mid_rollout_ports, rolling
 
 #: MTP1 with an fp8 KV cache: lossy under the default quality gate.
 LOSSY = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, kv_cache_dtype="fp8")
@@ -150,52 +150,59 @@ def test_only_the_notification_that_follows_an_approval_request_gets_the_evidenc
     assert isinstance(out[2], Notify) and evidence.SERVE in dict(out[2].fields)
 
 
-def decision_with(gpu_price: evidence.GpuPrice | None) -> Notify:
-    rollout = rolling().rollout
-    assert rollout is not None
-    entry = ScheduledConfig(
-        window="day", config=rollout.to_config, shape=SHAPE, goodput_tokens_per_s=1500.0,
-        stock_goodput_tokens_per_s=1000.0, replicas=4,
+DAY_WINDOWS = (TimeWindow(name="night", start_hour=0, end_hour=8), TimeWindow(name="day", start_hour=8, end_hour=24))
+
+
+def decided(gpu_price: evidence.GpuPrice | None) -> Notify:
+    """A tuning round for the day window whose trials are all measured, reconciled: the operator's "New config
+    chosen" message (MTP1, 1.5x stock's goodput, on 4 replicas)."""
+    trials = (measured(STOCK, 1000.0), measured(MTP1, 1500.0))
+    round_ = TuningRound(
+        id="day-r1", window="day", shape=SHAPE, started_at=NOW - timedelta(minutes=30), reason="drift",
+        trial_keys=tuple(t.config.key() for t in trials), trial_proposers=("baseline", "optimizer"),
+        trial_reasons=("baseline", "mtp"),
     )  # fmt: skip
-    status = TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout, schedule=(entry,), replicas=4)
-    chosen = Notify(Severity.INFO, "New config chosen", "mtp1 delivers 1.5x", (("config", "mtp1"),))
-    (annotated,) = evidence.annotate(
-        (chosen,), service="chat", status=status, lossy_reasons=Policy().lossy_reasons,
-        windows=(TimeWindow(name="day", start_hour=8, end_hour=20),), gpu_price=gpu_price,
-    )  # fmt: skip
-    assert isinstance(annotated, Notify)
-    return annotated
+    status = TargetStatus(phase=Phase.TRIALLING, window="day", trials=trials, tuning=round_, replicas=4)
+    ports = mid_rollout_ports(FakeClock(NOW))
+    rules = Rules(tuning=TuningRules(max_trials=2, min_gain=1.03, approval="manual"), windows=DAY_WINDOWS)
+    reconciler = Reconciler(ports, Policy(), rules=rules)
+    reconciler.gpu_price = gpu_price
+    reconciler.reconcile(TARGET, status)
+    posted = [n for _, n in ports.notifier.posted if n.title == "New config chosen"]  # type: ignore[attr-defined]
+    assert len(posted) == 1
+    return posted[0]
 
 
 def test_the_decision_message_carries_the_cost_at_the_admins_gpu_hour_price() -> None:
     settings = OperatorSettings.from_env({"SHIFTLIGHT_GPU_HOUR_USD": "2.5"})
     price = gpu_price(spec_on("H200-141GB"), settings)  # the admin's price wins over the profile's
-    decision = decision_with(price)
-    # 72 -> 48 GPU-hours at $2.50: $180 -> $120
-    assert ("Cost per 'day' window", "$180.00 → $120.00") in decision.fields
+    decision = decided(price)
+    # 4 replicas x 16 h = 64 GPU-hours on MTP1; stock needs 1.5x for the same goodput: 96. At $2.50: $240 -> $160
+    assert ("GPU-hours per 'day' window", "96.0 → 64.0") in decision.fields
+    assert ("Cost per 'day' window", "$240.00 → $160.00") in decision.fields
     assert (evidence.GPU_PRICE, "$2.50/GPU-hour, chart cost.gpuHourUsd") in decision.fields
-    assert ("GPU-hours per 'day' window", "72.0 → 48.0") in decision.fields
     message = fmt.build_message(TARGET, decision)
     _, rows, _ = fmt.split_fields(decision.fields)  # stock and chosen side by side in the evidence table
-    assert fmt.EvidenceRow("Cost per 'day' window", "$180.00", "$120.00") in rows
-    assert fmt.EvidenceRow("GPU-hours per 'day' window", "72.0", "48.0") in rows
+    assert fmt.EvidenceRow("Cost per 'day' window", "$240.00", "$160.00") in rows
+    assert fmt.EvidenceRow("GPU-hours per 'day' window", "96.0", "64.0") in rows
     text = text_of(message)
-    assert "$180.00  $120.00" in text and "$2.50/GPU-hour, chart cost.gpuHourUsd" in json.dumps(message)
+    assert "$240.00  $160.00" in text and "$2.50/GPU-hour, chart cost.gpuHourUsd" in json.dumps(message)
 
 
 def test_without_a_price_the_cost_is_at_the_gpu_profiles_list_price() -> None:
     listed = load_gpu("h200").cost_per_hour_usd
     price = gpu_price(spec_on("H200-141GB"), OperatorSettings.from_env({}))
-    fields = dict(decision_with(price).fields)
-    assert fields["Cost per 'day' window"] == f"${72 * listed:,.2f} → ${48 * listed:,.2f}"
+    decision = decided(price)
+    fields = dict(decision.fields)
+    assert fields["Cost per 'day' window"] == f"${96 * listed:,.2f} → ${64 * listed:,.2f}"
     assert fields[evidence.GPU_PRICE] == f"${listed:,.2f}/GPU-hour, list price of the h200 profile"
-    assert "list price of the h200 profile" in json.dumps(fmt.build_message(TARGET, decision_with(price)))
+    assert "list price of the h200 profile" in json.dumps(fmt.build_message(TARGET, decision))
 
 
 def test_with_no_price_and_no_profile_for_the_gpu_the_decision_shows_gpu_hours_only() -> None:
     assert gpu_price(spec_on("MI300X"), OperatorSettings.from_env({})) is None
-    fields = dict(decision_with(None).fields)
-    assert fields["GPU-hours per 'day' window"] == "72.0 → 48.0"
+    fields = dict(decided(None).fields)
+    assert fields["GPU-hours per 'day' window"] == "96.0 → 64.0"
     assert not any(label.startswith(evidence.COST) for label in fields) and evidence.GPU_PRICE not in fields
 
 
