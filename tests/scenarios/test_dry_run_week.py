@@ -1,4 +1,4 @@
-"""Scenario: a TunedService in dry run on the simulator, several simulated days of diurnal traffic whose windows the
+"""Scenario: a TunedService in dry run on the simulator, a simulated week of diurnal traffic whose windows the
 schedule would switch between, through the real control loop with a fake clock. Production (the fleet's
 Deployments, their replicas and the route's weights) is byte-identical before and after; the canary pool still
 measures, and status, Events and notifications say what Shiftlight would have done. (Withheld replica changes, with
@@ -30,7 +30,7 @@ from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
 from controller.simulator.traffic import DiurnalTraffic
 
-DAYS = 2
+DAYS = 7
 CYCLE_S = 300.0
 TARGET = TargetRef(namespace="demo", name="workhorse", model=DemoSettings().model)
 
