@@ -344,7 +344,11 @@ def economics_table(
                 f"${e.self_hosted_usd:,.2f}",
                 f"${e.usd_per_million_output:,.2f}",
                 f"${e.api_usd:,.2f}",
-                "API (idle GPUs)" if e.api_is_cheaper else f"self-hosted ({e.saving:.0%} less)",
+                "-"
+                if not e.api_usd
+                else "API (idle GPUs)"
+                if e.api_is_cheaper
+                else f"self-hosted ({e.saving:.0%} less)",
             )
         )
     return columns(("WINDOW", "GPU-H", "UTILISATION", "SELF-HOSTED", "$/1M OUT", "API", "CHEAPER"), rows)

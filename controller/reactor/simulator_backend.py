@@ -359,6 +359,9 @@ class SimulatorBackend:
             reconciler = Reconciler(background, policy, rules=rules)
         else:
             reconciler = Reconciler(ports, policy, rules=rules)
+        from controller.reactor.gpu_price import gpu_price  # it maps GPU types with this module's gpu_profile
+
+        reconciler.gpu_price = gpu_price(spec, self.settings)  # a decision's cost in Slack (None: GPU-hours only)
         log.info("%s: simulator runtime (%s on %s, %s, policy %s)", target, model, gpu, calibrated, policy.name)
         return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
 

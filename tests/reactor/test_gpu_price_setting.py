@@ -136,3 +136,31 @@ def test_the_kubernetes_backend_gives_each_tuned_services_reconciler_its_price(t
         priced = reconciler(KubernetesBackend(replace(settings, gpu_hour_usd=1.75), api), "H200-141GB")
         assert (priced.gpu_price.source, priced.gpu_price.usd_per_hour) == (SETTING_SOURCE, 1.75)
         assert reconciler(KubernetesBackend(settings, api), "MI300X").gpu_price is None
+
+
+def test_the_simulator_backend_gives_its_reconciler_the_same_price(tmp_path: Path) -> None:
+    """The walkthrough's backend: a simulated H200 fleet's decisions are priced like the kubernetes backend's."""
+    from controller.reactor.simulator_backend import SimulatorBackend
+
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "default.yaml").write_text((REPO / "policies/v1/default.yaml").read_text())
+    body = tuned_service_body("H200-141GB")
+    body["spec"]["model"] = {"name": "meta-llama/Llama-3.1-8B-Instruct"}
+    body["metadata"]["uid"] = "uid-sim"
+    parsed, _ = parse_tuned_service(body)
+    with running_kube_api() as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+        api = config.new_client_from_config(str(kubeconfig))
+        settings = OperatorSettings(
+            backend="simulator", connection=ConnectionSettings(kubeconfig=str(kubeconfig)), policy_dir=policies
+        )
+        target = TargetRef("prod", "workhorse", "m")
+        listed = SimulatorBackend(settings, api).runtime(target, parsed, body).reconciler
+        assert listed.gpu_price is not None
+        assert (listed.gpu_price.source, listed.gpu_price.usd_per_hour) == (
+            "list price of the h200 profile",
+            load_gpu("h200").cost_per_hour_usd,
+        )
+        priced = SimulatorBackend(replace(settings, gpu_hour_usd=1.75), api).runtime(target, parsed, body).reconciler
+        assert priced.gpu_price is not None and priced.gpu_price.source == SETTING_SOURCE

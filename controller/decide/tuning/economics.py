@@ -31,7 +31,8 @@ class WindowEconomics:
 
     @property
     def api_is_cheaper(self) -> bool:
-        return self.api_usd < self.self_hosted_usd
+        """False where no API price is set (an API cost of 0 is no price, not a free API)."""
+        return 0 < self.api_usd < self.self_hosted_usd
 
     @property
     def saving(self) -> float:
@@ -39,6 +40,11 @@ class WindowEconomics:
         return 1 - self.self_hosted_usd / self.api_usd if self.api_usd else 0.0
 
     def describe(self) -> str:
+        if not self.api_usd:  # no API price to compare against: the self-hosted cost alone, no verdict
+            return (
+                f"{self.window}: ${self.usd_per_million_output:,.2f} per million output tokens on "
+                f"{self.gpu_hours:.1f} GPU-hours (${self.self_hosted_usd:,.2f}); no API price set to compare against"
+            )
         verdict = (
             f"API cheaper by ${self.self_hosted_usd - self.api_usd:,.2f} (GPUs {self.utilisation:.1%} utilised)"
             if self.api_is_cheaper

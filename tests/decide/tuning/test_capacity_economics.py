@@ -117,6 +117,23 @@ def test_busy_gpu_beats_the_api_and_idle_gpu_loses() -> None:
     assert idle.api_is_cheaper and "API cheaper" in idle.describe() and "0.5% utilised" in idle.describe()
 
 
+@pytest.mark.parametrize("gpu_usd_per_hour", [0.0, 4.05])
+def test_no_api_price_gives_no_verdict(gpu_usd_per_hour: float) -> None:
+    """An API price of 0 is no price set, not a free API: no "API cheaper", no saving against it."""
+    free = ApiPrice(input_per_million=0.0, output_per_million=0.0)
+    e = window_economics(
+        window="day",
+        gpu_hours=8,
+        gpu_usd_per_hour=gpu_usd_per_hour,
+        input_tokens=200e6,
+        output_tokens=200e6,
+        capacity_output_tokens=250e6,
+        api=free,
+    )
+    assert not e.api_is_cheaper and e.saving == 0.0
+    assert "API cheaper" not in e.describe() and "no API price" in e.describe()
+
+
 def test_negative_inputs_are_rejected() -> None:
     with pytest.raises(ValueError):
         window_economics(
