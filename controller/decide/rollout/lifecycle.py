@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from controller.decide.context import Intent, PlanContext, move, observing, with_schedule
 from controller.decide import rejections
+from controller.decide.context import Intent, PlanContext, move, observing, with_schedule
 from controller.decide.rollout import steps as rollouts
 from controller.decide.tuning.selection import expected_ratios, stable_missed_slo
 from controller.domain.actions import Action, Notify, Promote, Rollback, Severity

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
+from controller.decide import rejections
 from controller.decide.capacity.scaling import short_of_replicas
 from controller.decide.capacity.sizing import holds, length_distance, replicas_for
 from controller.decide.context import (
@@ -17,7 +18,6 @@ from controller.decide.context import (
     remaining_s,
     window_at,
 )
-from controller.decide import rejections
 from controller.decide.rollout.lifecycle import begin as begin_rollout
 from controller.decide.rollout.steps import Swap, rollout_span_s
 from controller.decide.signals.noise import ASSUMED, clamped

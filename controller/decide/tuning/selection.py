@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from controller.decide.context import PlanContext, round_trials
 from controller.decide import rejections
+from controller.decide.context import PlanContext, round_trials
 from controller.decide.signals import noise as noises
 from controller.domain.config import EngineConfig
 from controller.domain.trial import TrialResult, TrialStatus
