@@ -42,7 +42,6 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,17 +173,16 @@ class EngineQueue:
         self._thread.join(timeout=5)
 
     def _sample(self) -> None:
-        with httpx.Client() as client:
-            while not self._stop.wait(self.interval_s):
-                try:
-                    queue = engine_queue(scrape(self.base_url, timeout_s=2, client=client))
-                except MetricsUnavailable:
-                    queue = None
-                if queue is None:
-                    self.failed += 1
-                    continue
-                self.running.append(queue[0])
-                self.waiting.append(queue[1])
+        while not self._stop.wait(self.interval_s):
+            try:
+                queue = engine_queue(scrape(self.base_url, timeout_s=2))
+            except MetricsUnavailable:
+                queue = None
+            if queue is None:
+                self.failed += 1
+                continue
+            self.running.append(queue[0])
+            self.waiting.append(queue[1])
 
     def summary(self) -> dict[str, object]:
         """Percentiles of the samples (none when no sample was read), and how many reads failed."""

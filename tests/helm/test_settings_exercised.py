@@ -33,7 +33,7 @@ def leaves(node: Any, prefix: str = "") -> Iterator[str]:
         yield prefix
 
 
-def test_files() -> dict[Path, str]:
+def files_of_tests() -> dict[Path, str]:
     me = Path(__file__).resolve()
     return {
         path: path.read_text(encoding="utf-8", errors="replace")
@@ -93,13 +93,13 @@ def unexercised_variables(names: set[str], files: dict[Path, str]) -> list[str]:
 def test_every_chart_value_is_exercised_by_a_test() -> None:
     values = yaml.safe_load(VALUES.read_text())
     assert len(list(leaves(values))) > 60
-    assert unexercised_values(values, test_files()) == []
+    assert unexercised_values(values, files_of_tests()) == []
 
 
 def test_every_documented_variable_is_exercised_by_a_test() -> None:
     names = documented_variables()
     assert {"SHIFTLIGHT_PROMETHEUS_TOKEN_FILE", "SHIFTLIGHT_TIME_SCALE", "SHIFTLIGHT_BACKEND"} <= names
-    assert unexercised_variables(names, test_files()) == []
+    assert unexercised_variables(names, files_of_tests()) == []
 
 
 def test_the_checker_finds_what_no_test_sets() -> None:
