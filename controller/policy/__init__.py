@@ -24,12 +24,19 @@ The memory-fit constraint needs a feasibility oracle ``EngineConfig -> reason | 
 (:meth:`Policy.with_feasibility`) or let :func:`load_policy` attach the one
 :func:`~controller.policy.loading.profile_feasibility` builds from the simulator's performance model when the
 target names a known model and GPU profile.
+
+The loader and the schema command (and with them YAML and the simulator's performance model) are imported on
+first use of their names, so that importing the policy document, as ``controller.decide`` does, loads neither.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from controller.domain.approval import ApprovalMode
 from controller.policy.knob_ranges import KNOB_BOUNDS, FloatRange, IntRange
 from controller.policy.llm import ADMIN_ONLY_LLM_KEYS, LlmSettings
-from controller.policy.loading import PolicyError, default_policy, load_policy, parse_policy, profile_feasibility
 from controller.policy.models import (
     Constraints,
     LossyRule,
@@ -37,13 +44,35 @@ from controller.policy.models import (
     RolloutPolicy,
     TrialBudgetPolicy,
 )
-from controller.policy.schema import export_json_schema
 from controller.policy.space import (
     MAX_SPACE_COMBINATIONS,
     Feasibility,
     SearchSpace,
 )
 from controller.policy.targeting import Target
+
+if TYPE_CHECKING:
+    from controller.policy.loading import PolicyError, default_policy, load_policy, parse_policy, profile_feasibility
+    from controller.policy.schema import export_json_schema
+
+#: Public names imported on first use, and their modules: the loader reads YAML and builds the feasibility oracle
+#: from the simulator's performance model, which the pure policy document must not pull in.
+_LAZY = {
+    "PolicyError": "controller.policy.loading",
+    "default_policy": "controller.policy.loading",
+    "load_policy": "controller.policy.loading",
+    "parse_policy": "controller.policy.loading",
+    "profile_feasibility": "controller.policy.loading",
+    "export_json_schema": "controller.policy.schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'controller.policy' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "ADMIN_ONLY_LLM_KEYS",
