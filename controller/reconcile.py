@@ -21,11 +21,12 @@ from datetime import datetime
 from controller import decide
 from controller.act import ActInterrupted, ActPorts, Executor, Promises, TrialSettings, fold, running
 from controller.act.effects import Effect, TrialRecorded
-from controller.decide import TRIAL_POLL_S, Rules, observe_window, requeue_after, screened_proposals
+from controller.decide import TRIAL_POLL_S, Rules, advisor_context, observe_window, requeue_after, screen
 from controller.domain import evidence
 from controller.domain.actions import Action, Plan
 from controller.domain.codes import Code
 from controller.domain.observation import Observation, TargetRef
+from controller.domain.proposal import Proposal
 from controller.domain.status import Reason, TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
@@ -75,6 +76,40 @@ class CycleResult:
 
 #: Cycles in a row a decision whose acting was interrupted is resumed before it is given up and decided afresh.
 MAX_RESUMES = 10
+
+
+def screened_proposals(
+    target: TargetRef,
+    status: TargetStatus,
+    *,
+    rules: Rules,
+    policy: Policy,
+    advisor: Advisor,
+    fallback: Advisor | None,
+) -> tuple[list[Proposal], list[str]]:
+    """The accepted proposals for a trialling round, and the notes (advisor failures, fallbacks, rejections).
+
+    Asks the advisor (the fallback when it fails, or when every proposal it made is refused) for what
+    :func:`~controller.decide.advisor_context` says is wanted; decide screens the proposals
+    (:func:`~controller.decide.screen`)."""
+    ctx = advisor_context(target, status, rules=rules)
+    if ctx is None:
+        return [], []
+    per_cycle = rules.tuning.trials_per_cycle
+    notes: list[str] = []
+    try:
+        raw = list(advisor.propose(ctx))
+    except ShiftlightError as exc:
+        if fallback is None:
+            return [], [f"advisor failed ({exc}); no fallback configured"]
+        notes.append(f"advisor failed ({exc}); the optimizer proposes instead")
+        raw = list(fallback.propose(ctx))
+    accepted, rejected = screen(raw, status, policy=policy, max_accept=per_cycle)
+    if not accepted and rejected and fallback is not None:
+        notes.append("every proposal was rejected; the optimizer proposes instead")
+        more, more_rejected = screen(list(fallback.propose(ctx)), status, policy=policy, max_accept=per_cycle)
+        accepted, rejected = more, rejected + more_rejected
+    return accepted, notes + rejected
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from controller.decide.rules import (
 from controller.decide.schedule.account import describe as describe_account
 from controller.decide.search.guardrails import budget_left, check_proposals
 from controller.decide.search.optimizer import OptimizerAdvisor, ShapePrior
-from controller.decide.search.screening import screened_proposals
+from controller.decide.search.screening import advisor_context, screen
 from controller.decide.signals.breach import slo_breach
 from controller.decide.signals.window import observe_window
 from controller.decide.tuning.economics import schedule_economics, window_economics
@@ -57,6 +57,7 @@ __all__ = [
     "ScheduleRules",
     "ShapePrior",
     "TuningRules",
+    "advisor_context",
     "budget_left",
     "check_proposals",
     "describe_account",
@@ -68,7 +69,7 @@ __all__ = [
     "round_trials",
     "scaled",
     "schedule_economics",
-    "screened_proposals",
+    "screen",
     "slo_breach",
     "window_at",
     "window_economics",

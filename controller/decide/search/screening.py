@@ -1,10 +1,10 @@
-"""Which proposals reach a trial this cycle: ask the advisor (the fallback when it fails or every proposal is
-refused), then screen them through the guardrails. No I/O of its own beyond the advisors it is given."""
+"""Which proposals reach a trial this cycle: what to ask the advisor for (:func:`advisor_context`), and the
+screening of what it proposed through the guardrails (:func:`screen`). Pure: the cycle (:mod:`controller.reconcile`)
+asks the advisor, and the fallback when it fails or every proposal is refused, and hands the proposals here."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from controller.decide.context import round_trials
 from controller.decide.rules import Rules
@@ -14,14 +14,27 @@ from controller.domain.phases import Phase
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
-from controller.errors import ShiftlightError
 from controller.policy.models import Policy
 
 
-class Advisor(Protocol):
-    """What proposes configs for a trial (the agent, the optimizer): ``controller.ports.Advisor``."""
-
-    def propose(self, context: AdvisorContext) -> Sequence[Proposal]: ...
+def advisor_context(target: TargetRef, status: TargetStatus, *, rules: Rules) -> AdvisorContext | None:
+    """What the advisor is asked for this cycle: the round's shape, the SLO, the active config, the round's trials
+    and how many proposals it may make (the round's budget left, at most ``trials_per_cycle``). None when no
+    proposal is wanted: the target is not trialling, or the round's trial budget is spent."""
+    if status.phase is not Phase.TRIALLING or status.tuning is None:
+        return None
+    round_ = status.tuning
+    remaining = rules.tuning.max_trials - len(round_.trial_keys)
+    if remaining <= 0:
+        return None
+    return AdvisorContext(
+        target=target,
+        shape=round_.shape,
+        slo=rules.slo,
+        active=status.active_config,
+        history=tuple(round_trials(status)),
+        max_proposals=min(remaining, rules.tuning.trials_per_cycle),
+    )
 
 
 def screen(
@@ -45,47 +58,6 @@ def screen(
         max_accept=max_accept,
     )
     return list(verdict.accepted), refused + [f"rejected {r.describe()}" for r in verdict.rejected]
-
-
-def screened_proposals(
-    target: TargetRef,
-    status: TargetStatus,
-    *,
-    rules: Rules,
-    policy: Policy,
-    advisor: Advisor,
-    fallback: Advisor | None,
-) -> tuple[list[Proposal], list[str]]:
-    """The accepted proposals for a trialling round, and the notes (advisor failures, fallbacks, rejections)."""
-    if status.phase is not Phase.TRIALLING or status.tuning is None:
-        return [], []
-    round_ = status.tuning
-    remaining = rules.tuning.max_trials - len(round_.trial_keys)
-    if remaining <= 0:
-        return [], []
-    per_cycle = rules.tuning.trials_per_cycle
-    ctx = AdvisorContext(
-        target=target,
-        shape=round_.shape,
-        slo=rules.slo,
-        active=status.active_config,
-        history=tuple(round_trials(status)),
-        max_proposals=min(remaining, per_cycle),
-    )
-    notes: list[str] = []
-    try:
-        raw = list(advisor.propose(ctx))
-    except ShiftlightError as exc:
-        if fallback is None:
-            return [], [f"advisor failed ({exc}); no fallback configured"]
-        notes.append(f"advisor failed ({exc}); the optimizer proposes instead")
-        raw = list(fallback.propose(ctx))
-    accepted, rejected = screen(raw, status, policy=policy, max_accept=per_cycle)
-    if not accepted and rejected and fallback is not None:
-        notes.append("every proposal was rejected; the optimizer proposes instead")
-        more, more_rejected = screen(list(fallback.propose(ctx)), status, policy=policy, max_accept=per_cycle)
-        accepted, rejected = more, rejected + more_rejected
-    return accepted, notes + rejected
 
 
 def this_rounds_trials(status: TargetStatus) -> list[TrialResult]:
