@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from controller.domain.actions import RunTrial
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.trial import TrialResult
 from controller.ports import TrialHandle
@@ -23,7 +24,7 @@ class TrialRecorded:
     result: TrialResult
 
     @property
-    def code(self) -> str:
+    def code(self) -> Code | None:
         return self.action.code
 
 
@@ -35,7 +36,7 @@ class TrialStarted:
     handle: TrialHandle
 
     @property
-    def code(self) -> str:
+    def code(self) -> Code | None:
         return self.action.code
 
 
@@ -44,7 +45,7 @@ class WeightsSet:
     """The router now sends ``candidate_weight`` percent to the candidate."""
 
     candidate_weight: int
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
@@ -52,7 +53,7 @@ class WeightsSet:
 class CandidateDeployed:
     config: EngineConfig
     replicas: int
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
@@ -60,7 +61,7 @@ class CandidateDeployed:
 class Scaled:
     variant: str
     replicas: int
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
@@ -71,7 +72,7 @@ class Promoted:
     """The candidate had been promoted already (a promote applied before a lost status write)."""
     running: EngineConfig | None = None
     """The config the promoted variant runs, as read back from the cluster (None: the backend cannot say)."""
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
@@ -79,14 +80,14 @@ class Promoted:
 class RolledBack:
     """All traffic went back to stable and the candidate was retired."""
 
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
 @dataclass(frozen=True)
 class Notified:
     title: str
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
@@ -96,7 +97,7 @@ class ApprovalRequested:
 
     rollout_id: str
     step: int
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
@@ -104,7 +105,7 @@ class ApprovalRequested:
 class EventRecorded:
     reason: str
     warning: bool
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
@@ -114,7 +115,7 @@ class EventFailed:
 
     reason: str
     error: str
-    code: str = ""
+    code: Code | None = None
     """The reason code of the action that produced it."""
 
 
@@ -127,7 +128,7 @@ class Withheld:
     action: str
     """The withheld action's type (``SetWeights``, ``Promote``, ...)."""
     would: str
-    code: str
+    code: Code
 
 
 Effect = (
@@ -146,7 +147,7 @@ Effect = (
 )
 
 
-def with_code(effect: Effect, code: str) -> Effect:
+def with_code(effect: Effect, code: Code | None) -> Effect:
     """``effect`` under ``code``, the reason code of the action that produced it (a trial's effects already carry
     their action's)."""
     if isinstance(effect, TrialRecorded | TrialStarted | Withheld) or not code or effect.code:

@@ -7,7 +7,6 @@ import logging
 from controller.act.context import ActContext
 from controller.act.effects import Effect, EventFailed, EventRecorded, Notified, Withheld
 from controller.domain.actions import Action, Notify, Rollback
-from controller.domain.codes import event_reason
 from controller.errors import ShiftlightError
 
 log = logging.getLogger(__name__)
@@ -23,7 +22,7 @@ def record_event(action: Action, ctx: ActContext) -> Effect:
     written, e.g. ``SloBreach``; the action's type when it has no code; message: its reason). A failure to record
     one is an effect, not an error: the cycle goes on."""
     kind = type(action).__name__
-    reason = event_reason(action.code) if action.code else kind
+    reason = action.code.event_reason if action.code else kind
     warning = isinstance(action, Rollback) or (isinstance(action, Notify) and action.severity != "info")
     try:
         ctx.ports.cluster.record_event(ctx.target, reason, action.reason, warning=warning, action=kind)
@@ -36,7 +35,7 @@ def record_event(action: Action, ctx: ActContext) -> Effect:
 def record_withheld(withheld: Withheld, ctx: ActContext) -> Effect:
     """The Event a withheld production change leaves (reason: its code in CamelCase, e.g. ``DryRunWithheld``;
     message: what it would have done). Best effort, as every Event."""
-    reason = event_reason(withheld.code)
+    reason = withheld.code.event_reason
     try:
         ctx.ports.cluster.record_event(ctx.target, reason, withheld.would, warning=False, action=withheld.action)
     except ShiftlightError as exc:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, TypeVar
 
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
 
@@ -33,7 +34,7 @@ class RunTrial:
     repeat: bool = False
     """A second measurement of a config already measured on this shape (to measure the noise): run it again,
     never answer it from a result cache."""
-    code: str = ""
+    code: Code | None = None
     """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
@@ -44,7 +45,7 @@ class SetWeights:
     candidate_weight: int
     reason: str
     step: int = 0
-    code: str = ""
+    code: Code | None = None
     """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
@@ -55,7 +56,7 @@ class Scale:
     variant: str
     replicas: int
     reason: str
-    code: str = ""
+    code: Code | None = None
     """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
@@ -66,7 +67,7 @@ class DeployCandidate:
     config: EngineConfig
     replicas: int
     reason: str
-    code: str = ""
+    code: Code | None = None
     """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
@@ -76,7 +77,7 @@ class Promote:
 
     config: EngineConfig
     reason: str
-    code: str = ""
+    code: Code | None = None
     """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
@@ -87,7 +88,7 @@ class RequestApproval:
     rollout_id: str
     step: int
     reason: str
-    code: str = ""
+    code: Code | None = None
     """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
@@ -96,7 +97,7 @@ class Rollback:
     """Send all traffic back to stable and retire the candidate."""
 
     reason: str
-    code: str = ""
+    code: Code | None = None
     """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
@@ -108,7 +109,7 @@ class Notify:
     title: str
     reason: str
     fields: tuple[tuple[str, str], ...] = ()
-    code: str = ""
+    code: Code | None = None
     """Machine-readable reason (:class:`~controller.domain.codes.Code`); the decision's code when not set here."""
 
 
@@ -125,7 +126,7 @@ class Plan:
     actions: tuple[Action, ...] = ()
     requeue_after_s: float = 60.0
     notes: tuple[str, ...] = field(default=())
-    codes: tuple[str, ...] = ()
+    codes: tuple[Code, ...] = ()
     """The reason code of each step of the decision that led to it (machine-readable; the notes are sentences)."""
 
     def reasons(self) -> list[str]:

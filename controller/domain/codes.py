@@ -104,13 +104,9 @@ class Code(StrEnum):
 
     @property
     def event_reason(self) -> str:
-        """The Kubernetes Event ``reason``: the code in CamelCase (``slo-breach`` -> ``SloBreach``)."""
-        return event_reason(self.value)
+        """The Kubernetes Event ``reason``: the code in CamelCase, as Kubernetes Event reasons are written
+        (``slo-breach`` -> ``SloBreach``)."""
+        return "".join(part[:1].upper() + part[1:] for part in self.value.split("-") if part)
 
 
-def event_reason(code: str) -> str:
-    """A code in CamelCase, as Kubernetes Event reasons are written (``rollout-step`` -> ``RolloutStep``)."""
-    return "".join(part[:1].upper() + part[1:] for part in code.split("-") if part)
-
-
-__all__ = ["Code", "event_reason"]
+__all__ = ["Code"]

@@ -262,11 +262,11 @@ class ControlLoop:
     def _account(self, target: TargetRef, before: TargetStatus, result: CycleResult) -> None:
         m = self.metrics
         for action in result.plan.actions:
-            m.decisions.labels(action=type(action).__name__, code=action.code).inc()
+            m.decisions.labels(action=type(action).__name__, code=action.code or "").inc()
             if isinstance(action, Rollback):
                 m.rollbacks.inc()
         for effect in result.effects:
-            m.effects.labels(effect=type(effect).__name__, code=effect.code).inc()
+            m.effects.labels(effect=type(effect).__name__, code=effect.code or "").inc()
         for trial in result.trials:
             m.trials.labels(status=trial.status.value).inc()
         after = result.status
