@@ -30,7 +30,7 @@ $(ENGINE_STAMP): scripts/install-engine.sh
 	touch $(ENGINE_STAMP)
 
 # A separate environment for comparing BO libraries (optuna's GPSampler on CPU torch, scikit-learn's GP) against the
-# optimizer: $(SEARCH_VENV)/bin/python bench/search_efficiency.py --libraries. The operator never imports them.
+# optimizer: $(SEARCH_VENV)/bin/python -m bench.search_efficiency --libraries. The operator never imports them.
 search-libs: $(SEARCH_STAMP)
 $(SEARCH_STAMP): scripts/install-search-libs.sh pyproject.toml
 	bash scripts/install-search-libs.sh $(SEARCH_VENV)

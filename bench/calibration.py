@@ -22,7 +22,7 @@ MB (21.6 MB) of activations per token where the Llama profile says 9.4. Both are
 the same way the probe's layer-op primitive counts them (:func:`stack_kernels_per_layer`, :func:`stack_profile`);
 the model is given those two numbers for each query length (:class:`StackModel`) and nothing else.
 
-Run: ``.venv/bin/python bench/calibration.py``. Ends with one line::
+Run: ``.venv/bin/python -m bench.calibration``. Ends with one line::
 
     calibration: step-time error median X%, worst Y% (uncalibrated median A%, worst B%) over N points
 """
@@ -36,32 +36,24 @@ import random
 import statistics
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import search_efficiency as se  # noqa: E402
-
-from controller.calibrate.fit import (  # noqa: E402
-    ATTENTION_IMPL,
+from bench.common import NOISE, PRIORS_MIS, RAW, e2e_points, measured_trial, model_search, trace
+from controller.calibrate.fit import (
     errors_by_family,
     fit_calibration,
     split_half,
 )
-from controller.calibrate.gpu_probe_layer import layer_ops_bytes_per_token, layer_ops_kernels  # noqa: E402
-from controller.calibrate.profile import Calibration, load_calibration  # noqa: E402
-from controller.domain.config import EngineConfig  # noqa: E402
-from controller.domain.slo import SLO  # noqa: E402
-from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
-from controller.domain.trial import TrialResult  # noqa: E402
-from controller.simulator.perf import ATTENTION_MFU, PerformanceModel, StepTiming  # noqa: E402
-from controller.simulator.profiles import GpuProfile, ModelProfile, load_gpu, load_model  # noqa: E402
+from controller.calibrate.gpu_probe_layer import layer_ops_bytes_per_token, layer_ops_kernels
+from controller.calibrate.profile import Calibration, load_calibration
+from controller.domain.config import EngineConfig
+from controller.domain.slo import SLO
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import TrialResult
+from controller.simulator.perf import ATTENTION_MFU, PerformanceModel, StepTiming
+from controller.simulator.profiles import GpuProfile, ModelProfile, load_gpu, load_model
 
-RAW = ROOT / "controller/simulator/profiles/calibration/h200-raw.json"
 MAX_TRIALS = 12
 
 
@@ -114,11 +106,6 @@ class StackModel:
 
     def tokens_per_step(self, config: EngineConfig, repetitiveness: float) -> float:
         return self._model(1 + config.k).tokens_per_step(config, repetitiveness)
-
-
-def e2e_points(raw: dict[str, Any], impl: str | None = ATTENTION_IMPL) -> list[dict[str, Any]]:
-    pts = [p for p in raw["points"] if p["family"] == "e2e" and (impl is None or p.get("impl") == impl)]
-    return sorted(pts, key=lambda p: (p["context"], p["batch"], p["query"]))
 
 
 def decode_config(q: int) -> EngineConfig:
@@ -220,7 +207,7 @@ def section_prefill(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration) -> N
 
 
 # ----- search efficiency against measured steps ------------------------------------------------------------------
-def _measured_goodput(step_s: float, batch: int, tau: float, tpot_bound: float) -> float:
+def measured_goodput(step_s: float, batch: int, tau: float, tpot_bound: float) -> float:
     """Output tokens/s of ``batch`` sequences at this step time, 0 when a token takes longer than the bound."""
     return batch * tau / step_s if step_s / tau <= tpot_bound else 0.0
 
@@ -242,10 +229,10 @@ class MeasuredSurface:
         return self._truth(cfg)
 
     def trial(self, cfg: EngineConfig, rng: random.Random) -> TrialResult:
-        return se.measured_trial(cfg, self.shape, self.slo, max(0.0, self.true(cfg) * (1 + rng.gauss(0, se.NOISE))))
+        return measured_trial(cfg, self.shape, self.slo, max(0.0, self.true(cfg) * (1 + rng.gauss(0, NOISE))))
 
 
-def _search(
+def search_hits(
     key: str,
     cands: list[EngineConfig],
     surface: MeasuredSurface,
@@ -253,11 +240,11 @@ def _search(
     seed: int,
 ) -> int | None:
     """Trials until the incumbent is within 3% of the optimum: the search bench's own GP-EI loop and trace."""
-    se.PRIORS_MIS[key] = prior or (lambda cfg: 0.0)
-    run = se._model_search("gp", "mis" if prior is not None else "none")
+    PRIORS_MIS[key] = prior or (lambda cfg: 0.0)
+    run = model_search("gp", "mis" if prior is not None else "none")
     case = SimpleNamespace(profile=key, shape_name="")
     trials = run(case, surface, cands, seed, MAX_TRIALS)  # type: ignore[arg-type]
-    hit, _ = se._trace(trials, surface, max(surface.true(c) for c in cands))  # type: ignore[arg-type]
+    hit, _ = trace(trials, surface, max(surface.true(c) for c in cands))  # type: ignore[arg-type]
     return hit
 
 
@@ -289,7 +276,7 @@ def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds
 
                 def truth(cfg: EngineConfig, ctx: int = ctx, bound: float = bound_ms / 1e3) -> float:
                     t = measured[(cfg.max_num_seqs or 1, 1 + cfg.k, ctx)]
-                    return _measured_goodput(t, cfg.max_num_seqs or 1, tau(cfg), bound)
+                    return measured_goodput(t, cfg.max_num_seqs or 1, tau(cfg), bound)
 
                 if max(truth(c) for c in cands) <= 0:
                     continue
@@ -300,7 +287,7 @@ def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds
                     def fn(cfg: EngineConfig) -> float:
                         b = cfg.max_num_seqs or 1
                         st = pm.step(decode_config(1 + cfg.k), decode_seqs=b, prefill_tokens=0, mean_context_tokens=ctx)
-                        return _measured_goodput(st.gpu_seconds, b, tau(cfg), bound)
+                        return measured_goodput(st.gpu_seconds, b, tau(cfg), bound)
 
                     return fn
 
@@ -310,7 +297,7 @@ def section_search(raw: dict[str, Any], gpu: GpuProfile, cal: Calibration, seeds
                     ("no prior", None),
                 ):
                     for seed in range(seeds):
-                        hit = _search(f"{ctx}/{rep}/{bound_ms}/{name}", cands, surface, prior, seed)
+                        hit = search_hits(f"{ctx}/{rep}/{bound_ms}/{name}", cands, surface, prior, seed)
                         hits[name].append(float(hit) if hit is not None else math.inf)
     print(
         f"\n4. search over (B x q) against measured steps: {cases} cases (context x repetitiveness x TPOT bound), "

@@ -35,7 +35,7 @@ default constants with no calibration):
 ``engine: throughput error median X%, worst Y% over N points (held-out half: median X2%, worst Y2%); top config
 right in K of M cells; uncalibrated median U%``
 
-Run: ``.venv/bin/python bench/engine_fidelity.py [--data DIR]``.
+Run: ``.venv/bin/python -m bench.engine_fidelity [--data DIR]``.
 """
 
 from __future__ import annotations
@@ -49,16 +49,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from controller.calibrate.profile import Calibration, EngineRuntime
+from controller.domain.config import EngineConfig
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.simulator.engine import ReplicaEngine
+from controller.simulator.perf import PerformanceModel, shipped_calibration
+from controller.simulator.profiles import ModelProfile, load_gpu, load_model
 
-from controller.calibrate.profile import Calibration, EngineRuntime  # noqa: E402
-from controller.domain.config import EngineConfig  # noqa: E402
-from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
-from controller.simulator.engine import ReplicaEngine  # noqa: E402
-from controller.simulator.perf import PerformanceModel, shipped_calibration  # noqa: E402
-from controller.simulator.profiles import ModelProfile, load_gpu, load_model  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DATA = ROOT / "controller" / "simulator" / "profiles" / "calibration" / "engine-h200"
 MODEL, HYBRID, GPU = "llama-3.1-8b", "qwen3.6-27b-int4", "h200"

@@ -183,13 +183,11 @@ def vllm_mtp_concurrency(cfg: EngineConfig, shape: TrafficShape) -> float:
 @functools.cache
 def _steps() -> dict[tuple[int, int, int], float]:
     import json
-    import sys
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    import calibration  # the calibration bench's reader of the probe's end-to-end points
+    from bench.common import RAW, e2e_points  # the reader of the probe's end-to-end points
 
-    raw = json.loads(calibration.RAW.read_text())
-    return {(p["batch"], p["query"], p["context"]): p["seconds"] for p in calibration.e2e_points(raw)}
+    raw = json.loads(RAW.read_text())
+    return {(p["batch"], p["query"], p["context"]): p["seconds"] for p in e2e_points(raw)}
 
 
 def _interp(xs: Sequence[float], ys: Sequence[float], x: float) -> float:

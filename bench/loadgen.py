@@ -33,7 +33,7 @@ Ends with one line (throughputs are medians of the per-round ratios; the worst r
 furthest from 1.00; the TTFT diff is the real engine's median):
 ``loadgen: max streams N, throughput vs vllm-bench X.XXx (sim) Y.YYx (vllm), worst round Z.ZZx, ttft p50 diff D%``
 
-Run: ``.venv/bin/python bench/loadgen.py`` (uses ``$SHIFTLIGHT_ENGINE_PYTHON`` or ``.venv-engine/bin/python``).
+Run: ``.venv/bin/python -m bench.loadgen`` (uses ``$SHIFTLIGHT_ENGINE_PYTHON`` or ``.venv-engine/bin/python``).
 """
 
 from __future__ import annotations
@@ -53,17 +53,16 @@ from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.trials.launchers import default_engine_python, free_port, stop_process_group
+from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests
+from controller.trials.loadgen_process import replay_in_worker
+from controller.trials.loadgen_worker import WorkerSettings
+from controller.trials.validity import misses
+from controller.trials.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset
+from tests.support.vllm_server import build_tiny_model, running_vllm
 
-from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
-from controller.trials.launchers import default_engine_python, free_port, stop_process_group  # noqa: E402
-from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests  # noqa: E402
-from controller.trials.loadgen_process import replay_in_worker  # noqa: E402
-from controller.trials.loadgen_worker import WorkerSettings  # noqa: E402
-from controller.trials.validity import misses  # noqa: E402
-from controller.trials.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset  # noqa: E402
-from tests.support.vllm_server import build_tiny_model, running_vllm  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MODEL_NAME = "sim"
 #: The tiny test model's vocabulary is 4,096 ids; prompts stay inside it and above its special tokens.

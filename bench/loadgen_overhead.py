@@ -1,6 +1,6 @@
 """Benchmark: what the trial client's own CPU costs it, next to ``vllm bench serve``'s client, on a fake engine.
 
-    nice -n 5 .venv/bin/python bench/loadgen_overhead.py [--streams 256] [--step-ms 24] [--requests 0] [--rounds 1]
+    nice -n 5 .venv/bin/python -m bench.loadgen_overhead [--streams 256] [--step-ms 24] [--requests 0] [--rounds 1]
 
 A fake OpenAI-compatible engine runs in its own process (``serve``: plain asyncio on loopback, no model): it steps
 like vLLM's engine, every ``--step-ms`` writing one token chunk to every stream in flight (one SSE event per HTTP
@@ -299,7 +299,6 @@ def _get(url: str) -> dict[str, Any]:
 
 
 def _run_ours(endpoint: str, plan: Any, cpus: set[int] | None, python: str) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT))
     from controller.trials.loadgen_process import replay_in_worker
     from controller.trials.loadgen_worker import WorkerSettings
 
@@ -386,7 +385,6 @@ def main() -> int:
     )
     args = ap.parse_args()
 
-    sys.path.insert(0, str(ROOT))
     import dataclasses
 
     from controller.domain.traffic import LengthDistribution, TrafficShape

@@ -1,6 +1,6 @@
 """What one observe cycle costs against a real Prometheus: queries and seconds for 1, 50 and 500 targets.
 
-    .venv/bin/python bench/observe_cost.py [--targets 1,50,500] [--minutes 10] [--repeat 3]
+    .venv/bin/python -m bench.observe_cost [--targets 1,50,500] [--minutes 10] [--repeat 3]
 
 Synthetic vLLM series (all the families the observe query reads, vLLM's names, labels and buckets; ~90 series per
 target, one point every 15 s) are backfilled with promtool into a fresh Prometheus (Debian package) started on a
@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.domain.observation import TargetRef
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings

@@ -1,6 +1,6 @@
 """The operator at fleet scale: 10, 100 and 500 TunedServices in 20 namespaces, one real operator process.
 
-    .venv/bin/python bench/scale.py [--targets 10,100,500] [--cycles-per-target 4] [--namespaces 20]
+    .venv/bin/python -m bench.scale [--targets 10,100,500] [--cycles-per-target 4] [--namespaces 20]
         [--prometheus-cycles-per-target 1]
 
 For each count, a fresh fake Kubernetes API (``tests/support/kube_api.py``: kmock's emulator, real HTTP, every request
@@ -62,15 +62,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes import client, config
+
+from controller.domain.actions import Plan
+from controller.reactor.settings import LoopSettings
+from tests.support.kube_api import KubeAPI, KubeAPIServer
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from kubernetes import client, config  # noqa: E402
-
-from controller.domain.actions import Plan  # noqa: E402
-from controller.reactor.settings import LoopSettings  # noqa: E402
-from tests.support.kube_api import KubeAPI, KubeAPIServer  # noqa: E402
 
 G, V = "shiftlight.dev", "v1alpha1"
 OPERATOR = "system:serviceaccount:shiftlight:op"

@@ -27,7 +27,7 @@ Simulator strategies:
 * ``grid``                auto_tune-style grid over max-num-seqs x max-num-batched-tokens only (other knobs stock)
 * ``one-knob``            one-knob-at-a-time coordinate search from the config nearest to stock
 
-Run: ``.venv/bin/python bench/search_efficiency.py [--seeds N] [--quick] [--only foreign|simulator|calibration]``.
+Run: ``.venv/bin/python -m bench.search_efficiency [--seeds N] [--quick] [--only foreign|simulator|calibration]``.
 ``--libraries [--library-seeds N]`` adds well-kept libraries' GPs on the foreign surfaces (``LIBRARY_STRATEGIES``:
 optuna's ``GPSampler``, scikit-learn's ``GaussianProcessRegressor``); they need torch and scikit-learn, in the
 environment ``scripts/install-search-libs.sh`` builds (``.venv-search/bin/python``).
@@ -63,18 +63,25 @@ from typing import Any
 import numpy as np
 import optuna
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import foreign_surfaces as fs
-
+from bench import foreign_surfaces as fs
+from bench.common import (
+    NOISE,
+    PRIORS_MIS,
+    PRIORS_NOISY,
+    PRIORS_SIM,
+    RAW,
+    STOP,
+    e2e_points,
+    measured_trial,
+    model_search,
+    trace,
+)
 from controller.advisor import AgentAdvisor
 from controller.advisor.scripted import heuristic_model
 from controller.decide.search.candidates import CandidateSet
 from controller.decide.search.gp import GpSearch
 from controller.decide.search.kernel import ORDERED
 from controller.decide.search.optimizer import OptimizerAdvisor
-from controller.decide.search.tpe import TpeSearch
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
@@ -86,8 +93,6 @@ from controller.simulator.perf import PerformanceModel
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_TRIALS = 40
-NOISE = 0.025
-WITHIN = 0.03
 
 
 @dataclass(frozen=True)
@@ -146,23 +151,6 @@ def _share_within(p: Percentiles | None, bound: float) -> float:
         if bound <= x1:
             return y0 + (y1 - y0) * ((bound - x0) / (x1 - x0) if x1 > x0 else 1.0)
     return 1.0
-
-
-def measured_trial(cfg: EngineConfig, shape: TrafficShape, slo: SLO, goodput: float) -> TrialResult:
-    """A measured trial of ``cfg`` whose output and goodput are ``goodput`` tokens/s (latencies well inside the SLO)."""
-    pct = Percentiles(p50=0.01, p95=0.01, p99=0.01)
-    return TrialResult(
-        config=cfg,
-        shape=shape,
-        slo=slo,
-        status=TrialStatus.MEASURED,
-        ttft_s=pct,
-        tpot_s=pct,
-        output_tokens_per_s=goodput,
-        goodput_tokens_per_s=goodput,
-        duration_s=120,
-        startup_s=60,
-    )
 
 
 class Surface:
@@ -238,48 +226,6 @@ def _sim_prior(case: Case, surface: Surface) -> Callable[[EngineConfig], float]:
 
 
 Strategy = Callable[[Case, Surface, list[EngineConfig], int, int], list[TrialResult]]
-
-
-def _model_search(kind: str, prior_kind: str, *, structured: bool = True) -> Strategy:
-    """A model-based search (``kind`` "gp" or "tpe") with the named prior; ``structured=False``: the GP's plain
-    "knobs in common" kernel (every knob unordered, no shape input), the surrogate compared against."""
-
-    def run(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
-        prior = None
-        if prior_kind == "mis":
-            prior = PRIORS_MIS[case.profile + case.shape_name]
-        elif prior_kind == "sim":
-            prior = PRIORS_SIM[case.profile + case.shape_name]
-        elif prior_kind == "noisy":
-            prior = PRIORS_NOISY[case.profile + case.shape_name]
-        shape = getattr(case, "shape", None) if structured else None
-        cs = CandidateSet(cands, prior, shape if isinstance(shape, TrafficShape) else None, structured=structured)
-        search = GpSearch(cs, seed=seed) if kind == "gp" else TpeSearch(cs, seed=seed)
-        rng = random.Random(seed * 7919 + 1)
-        trials: list[TrialResult] = []
-        observed: list[tuple[EngineConfig, float]] = []
-        stop = STOP.get(id(surface))
-        while len(trials) < budget:
-            picks = search.suggest(observed, n=1)
-            if not picks:
-                break
-            r = surface.trial(picks[0].config, rng)
-            trials.append(r)
-            observed.append((r.config, r.objective()))
-            if stop is not None and stop(trials):
-                break
-        return trials
-
-    return run
-
-
-STOP: dict[int, Callable[[list[TrialResult]], bool]] = {}
-"""Per surface (by id): stop a run early once this says its incumbent is within 3% (the foreign section)."""
-
-
-PRIORS_MIS: dict[str, Callable[[EngineConfig], float]] = {}
-PRIORS_SIM: dict[str, Callable[[EngineConfig], float]] = {}
-PRIORS_NOISY: dict[str, Callable[[EngineConfig], float]] = {}
 
 
 def random_search(case: Case, surface: Surface, cands: list[EngineConfig], seed: int, budget: int) -> list[TrialResult]:
@@ -359,31 +305,16 @@ def agent_search(case: Case, surface: Surface, cands: list[EngineConfig], seed: 
 
 
 STRATEGIES: dict[str, Strategy] = {
-    "optimizer": _model_search("gp", "mis"),
-    "optimizer-noisyprior": _model_search("gp", "noisy"),
-    "optimizer-noprior": _model_search("gp", "none"),
-    "optimizer-simprior": _model_search("gp", "sim"),
-    "optuna-tpe": _model_search("tpe", "mis"),
+    "optimizer": model_search("gp", "mis"),
+    "optimizer-noisyprior": model_search("gp", "noisy"),
+    "optimizer-noprior": model_search("gp", "none"),
+    "optimizer-simprior": model_search("gp", "sim"),
+    "optuna-tpe": model_search("tpe", "mis"),
     "agent": agent_search,
     "random": random_search,
     "grid": grid_search,
     "one-knob": one_knob,
 }
-
-
-def _trace(trials: Sequence[TrialResult], surface: Surface, opt: float) -> tuple[int | None, list[float]]:
-    """First t where the incumbent (best measured) is within 3%, and the regret after each trial."""
-    best_meas, inc_true = -1.0, 0.0
-    hit: int | None = None
-    regrets: list[float] = []
-    for i, r in enumerate(trials):
-        if r.objective() > best_meas:
-            best_meas, inc_true = r.objective(), surface.true(r.config)
-        regret = 1 - inc_true / opt
-        regrets.append(regret)
-        if hit is None and inc_true >= (1 - WITHIN) * opt:
-            hit = i + 1
-    return hit, regrets
 
 
 def _regret_at(regrets: list[float], t: int) -> float:
@@ -414,9 +345,9 @@ FOREIGN_MAX_TRIALS = 24
 TRANSFER = "optimizer-earlier-shapes"
 """The optimizer, no prior, each shape's search starting with the earlier shapes' trials (``transfer_runs``)."""
 FOREIGN_STRATEGIES: dict[str, Strategy] = {
-    "optimizer": _model_search("gp", "none"),
-    "gp-knobs-in-common": _model_search("gp", "none", structured=False),
-    "optuna-tpe": _model_search("tpe", "none"),
+    "optimizer": model_search("gp", "none"),
+    "gp-knobs-in-common": model_search("gp", "none", structured=False),
+    "optuna-tpe": model_search("tpe", "none"),
     "random": random_search,
 }
 """No prior on the foreign surfaces: the structured GP (the product's), the same GP with the plain kernel of
@@ -623,7 +554,7 @@ def transfer_runs(surface: fs.ForeignSurface, slo: SLO, seed: int) -> dict[str, 
             if not picks:
                 break
             trials.append(trials_of.trial(picks[0].config, rng))
-            hit, _ = _trace(trials, trials_of, opt)  # type: ignore[arg-type]
+            hit, _ = trace(trials, trials_of, opt)  # type: ignore[arg-type]
         history += [(t.config, t.objective(), shape) for t in trials]
         out[shape_name] = _as_num(hit)
     return out
@@ -667,7 +598,7 @@ def foreign_section(
                 f"{surface.name:24s} {shape_name:20s} {len(cands):5d} {opt:9,.0f}  {cands[values.index(opt)].label()}"
             )
             case = Case(surface.name, Policy(), "", "", "", shape_name, shape, slo)
-            STOP[id(trials_of)] = lambda ts, o=opt, t=trials_of: _trace(ts, t, o)[0] is not None  # type: ignore[misc]
+            STOP[id(trials_of)] = lambda ts, o=opt, t=trials_of: trace(ts, t, o)[0] is not None  # type: ignore[misc]
             for name, strategy in strategies.items():
                 n = tpe_seeds if name == "optuna-tpe" else library_seeds if name in wall else seeds
                 for seed in range(n):
@@ -675,7 +606,7 @@ def foreign_section(
                     trials = strategy(case, trials_of, cands, seed, FOREIGN_MAX_TRIALS)  # type: ignore[arg-type]
                     if name in wall:
                         wall[name].append(time.perf_counter() - started)
-                    hit, _ = _trace(trials, trials_of, opt)  # type: ignore[arg-type]
+                    hit, _ = trace(trials, trials_of, opt)  # type: ignore[arg-type]
                     hits[name].setdefault(surface.name, []).append(_as_num(hit))
             del STOP[id(trials_of)]
     for surface in fs.surfaces():
@@ -712,17 +643,16 @@ def foreign_section(
 def calibration_section(seeds: int) -> list[float]:
     """With the calibrated prior, against goodput computed from the H200 calibration's measured steps: the
     calibration bench's cases (context x repetitiveness x TPOT bound over B x q), searched by this bench's loop."""
-    import calibration as cb  # bench/calibration.py: its measured-step objective and its calibrated model
-
+    from bench import calibration as cb  # its measured-step objective and its calibrated model
     from controller.calibrate.profile import load_calibration
     from controller.simulator.profiles import load_gpu, load_model
 
-    raw = json.loads(cb.RAW.read_text())
+    raw = json.loads(RAW.read_text())
     cal = load_calibration("h200")
     if cal is None:
         return []
     stack = cb.stack_profile(load_model("llama-3.1-8b"))
-    measured = {(p["batch"], p["query"], p["context"]): p["seconds"] for p in cb.e2e_points(raw)}
+    measured = {(p["batch"], p["query"], p["context"]): p["seconds"] for p in e2e_points(raw)}
     pm_unc = PerformanceModel(stack, load_gpu("h200"), None, prefill_fixes=False)
     pm_cal = PerformanceModel(stack, load_gpu("h200"), cal, small_kernels_per_layer=cb.STACK_SMALL_KERNELS_PER_LAYER)
     batches, queries = sorted({b for b, _, _ in measured}), sorted({q for _, q, _ in measured})
@@ -732,18 +662,18 @@ def calibration_section(seeds: int) -> list[float]:
 
         def truth(cfg: EngineConfig, ctx: int = ctx, rep: float = rep, bound: float = bound) -> float:
             t = measured[(cfg.max_num_seqs or 1, 1 + cfg.k, ctx)]
-            return cb._measured_goodput(t, cfg.max_num_seqs or 1, pm_unc.tokens_per_step(cfg, rep), bound)
+            return cb.measured_goodput(t, cfg.max_num_seqs or 1, pm_unc.tokens_per_step(cfg, rep), bound)
 
         def prior(cfg: EngineConfig, ctx: int = ctx, rep: float = rep, bound: float = bound) -> float:
             b = cfg.max_num_seqs or 1
             st = pm_cal.step(cb.decode_config(1 + cfg.k), decode_seqs=b, prefill_tokens=0, mean_context_tokens=ctx)
-            return cb._measured_goodput(st.gpu_seconds, b, pm_unc.tokens_per_step(cfg, rep), bound)
+            return cb.measured_goodput(st.gpu_seconds, b, pm_unc.tokens_per_step(cfg, rep), bound)
 
         if max(truth(c) for c in cands) <= 0:
             continue
         surface = cb.MeasuredSurface(truth, bound)
         for seed in range(seeds):
-            hit = cb._search(f"cal/{ctx}/{rep}/{bound}", cands, surface, prior, seed)
+            hit = cb.search_hits(f"cal/{ctx}/{rep}/{bound}", cands, surface, prior, seed)
             hits.append(_as_num(hit))
     return hits
 
@@ -775,12 +705,12 @@ def simulator_section(seeds: int, agent_seeds: int) -> dict[str, list[int | None
             f"{best.label()}"
         )
         # a run stops once it has reached 3% and run the 16 trials the regret columns read
-        STOP[id(surface)] = lambda ts, o=opt, sf=surface: len(ts) >= 16 and _trace(ts, sf, o)[0] is not None  # type: ignore[misc]
+        STOP[id(surface)] = lambda ts, o=opt, sf=surface: len(ts) >= 16 and trace(ts, sf, o)[0] is not None  # type: ignore[misc]
         for name, strategy in STRATEGIES.items():
             n_seeds = agent_seeds if name == "agent" else seeds
             for seed in range(n_seeds):
                 trials = strategy(case, surface, cands, seed, MAX_TRIALS)
-                hit, regrets = _trace(trials, surface, opt)
+                hit, regrets = trace(trials, surface, opt)
                 hits[name].append(hit)
                 r8[name].append(_regret_at(regrets, 8))
                 r16[name].append(_regret_at(regrets, 16))
@@ -820,7 +750,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"--libraries: {', '.join(missing)} not run: torch / scikit-learn do not import here; "
                 f"bash {LIBRARY_ENV} (make search-libs) builds .venv-search, "
-                f"then .venv-search/bin/python bench/search_efficiency.py --libraries",
+                f"then .venv-search/bin/python -m bench.search_efficiency --libraries",
                 file=sys.stderr,
             )
     seeds = 3 if args.quick else args.seeds

@@ -16,23 +16,17 @@ window of at least two), stretched to ``--duration`` seconds. The last line::
     agreement: the steady state and the trials agree on A of B verdicts; the steady state holds where no trial
     did in C (trials of D s, E seeds, open loop)
 
-Run: ``.venv/bin/python bench/trial_agreement.py --scenario doc-quoting --hour 2.5
+Run: ``.venv/bin/python -m bench.trial_agreement --scenario doc-quoting --hour 2.5
 --configs stock,async+ssm-fp32+seqs16+mbt2048 --loads 4,5,6 --duration 1200 --seeds 3 --loop open``
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import week  # the week bench: its scenarios, their policy and traffic, and the steady-state verdict
-
+from bench import week  # the week bench: its scenarios, their policy and traffic, and the steady-state verdict
 from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.decide import scaled
 from controller.decide.capacity.sizing import holds

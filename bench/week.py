@@ -80,7 +80,7 @@ beside the most requests/s per ready replica production held within the SLO over
 it, a mix no lighter than the probe's): where the two disagree, the decide layer's ``capacity-raised`` rule lets
 production win.
 
-Run: ``.venv/bin/python bench/week.py [--scenario workstation|dense-fleet|doc-quoting|rag-batch|support-afternoon]
+Run: ``.venv/bin/python -m bench.week [--scenario workstation|dense-fleet|doc-quoting|rag-batch|support-afternoon]
 [--seed N] [--load-scale X] [--days D] [--uncalibrated] [--trajectory]``. ``--trajectory`` prints, for each window
 of each day,
 Shiftlight's config, peak replicas, GPU-hours and SLO attainment beside the ceiling's and the ideal static config's,
@@ -99,14 +99,11 @@ from __future__ import annotations
 import argparse
 import itertools
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter

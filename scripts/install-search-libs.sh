@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the environment for comparing well-kept Bayesian-optimisation libraries against the optimizer
-# (bench/search_efficiency.py --libraries): the project without its dev tools, the CPU build of torch 2.13.0
+# (python -m bench.search_efficiency --libraries): the project without its dev tools, the CPU build of torch 2.13.0
 # (optuna's GPSampler needs it), optuna and scikit-learn. The operator's own environments are left alone.
 set -euo pipefail
 venv=${1:-.venv-search}

@@ -7,9 +7,7 @@ import re
 
 import pytest
 
-from tests.support.bench_module import load_bench
-
-fidelity = load_bench("engine_fidelity.py", "engine_fidelity_bench")
+from bench import engine_fidelity as fidelity
 
 LINE = re.compile(
     r"^engine: throughput error median (?P<med>[\d.]+)%, worst (?P<worst>[\d.]+)% over (?P<n>\d+) points"

@@ -8,9 +8,7 @@ import time
 
 import pytest
 
-from tests.support.bench_module import load_bench
-
-loadgen = load_bench("loadgen.py", "loadgen_bench")
+from bench import loadgen
 
 
 @pytest.mark.parametrize(

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.bench_module import load_bench
-
-scale = load_bench("scale.py", "scale_bench")
+from bench import scale
 
 EXPOSITION = """\
 # HELP prometheus_http_requests_total Counter of HTTP requests.

@@ -9,11 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from bench import search_efficiency as se
 from controller.decide.search.candidates import CandidateSet
 from controller.domain.config import EngineConfig
-from tests.support.bench_module import load_bench
-
-se = load_bench("search_efficiency.py", "search_efficiency_bench")
 
 # max_num_seqs first seen unsorted; the capture size's vLLM default (None) seen after a set value
 CONFIGS = [

@@ -7,9 +7,7 @@ import re
 
 import pytest
 
-from tests.support.bench_module import load_bench
-
-agreement = load_bench("trial_agreement.py", "trial_agreement_bench")
+from bench import trial_agreement as agreement
 
 LAST = re.compile(
     r"^agreement: the steady state and the trials agree on (?P<agree>\d+) of (?P<cells>\d+) verdicts; the steady"

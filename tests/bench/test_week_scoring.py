@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.bench_module import load_bench
-
-week = load_bench("week.py", "week_bench")
+from bench import week
 
 
 @pytest.mark.parametrize(
