@@ -7,18 +7,12 @@ show the same ``reason`` strings, and each action's ``code`` (:mod:`controller.d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Literal, TypeVar
 
 from controller.domain.codes import Code
+from controller.domain.codes import Severity as Severity  # each notification has one
 from controller.domain.config import EngineConfig
 from controller.domain.traffic import TrafficShape
-
-
-class Severity(StrEnum):
-    INFO = "info"
-    WARNING = "warning"
-    CRITICAL = "critical"
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,19 @@
 """Every reason code the control loop gives: one machine-readable name per decision, next to the sentence people
 read. Status (``last_reasons``), Kubernetes Events (as the CamelCase ``reason``), the operator's decision metric,
-Slack, Grafana annotation tags and ``shiftctl explain`` all carry these. Pure."""
+Slack, Grafana annotation tags and ``shiftctl explain`` all carry these. :data:`INFO` says, for each code, its
+kind, its severity, the layout of a Slack message that carries it and the phase of its Grafana annotation. Pure."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
 
 
 class Code(StrEnum):
@@ -84,6 +93,7 @@ class Code(StrEnum):
     REJECTION_KEPT = "rejection-kept"  # a config a human rejected for a window is not proposed for it again
     ABORTED = "aborted"
     ROLLBACK = "rollback"
+    PROMOTED = "promoted"  # the rollout's last step passed: the candidate is the new stable config
     CANDIDATE_SHORT = "candidate-short"
     NO_ROLLOUT_RECORD = "no-rollout-record"
     PROMOTED_CONFIG_DIFFERS = "promoted-config-differs"  # status records what the promoted Deployment runs
@@ -109,4 +119,140 @@ class Code(StrEnum):
         return "".join(part[:1].upper() + part[1:] for part in self.value.split("-") if part)
 
 
-__all__ = ["Code"]
+class Layout(StrEnum):
+    """The layout of a Slack message."""
+
+    DECISION = "decision"  # a config was chosen (or would be, in dry run), with its evidence table
+    STEP = "step"  # a rollout started, reached a weight step, completed or was rejected
+    ROLLBACK = "rollback"  # traffic went back to stable, with its cause
+    APPROVAL = "approval"  # a rollout waits for a human, with the exact ``shiftctl approve`` line
+    DIGEST = "digest"  # a target's daily summary
+    GENERIC = "generic"  # anything else
+
+
+class Mark(StrEnum):
+    """The ``phase:`` tag of a Grafana annotation: what kind of decision it marks."""
+
+    FREEZE = "freeze"
+    ROLLBACK = "rollback"
+    APPROVAL = "approval"
+    PROMOTION = "promotion"
+    ROLLOUT_STEP = "rollout-step"
+    CONFIG_SWITCH = "config-switch"
+    NOTE = "note"
+
+
+#: The mark of a notification whose code leaves it to the layout.
+MARK_OF_LAYOUT: MappingProxyType[Layout, Mark | None] = MappingProxyType(
+    {
+        Layout.DECISION: Mark.CONFIG_SWITCH,
+        Layout.STEP: Mark.ROLLOUT_STEP,
+        Layout.ROLLBACK: Mark.ROLLBACK,
+        Layout.APPROVAL: Mark.APPROVAL,
+        Layout.DIGEST: None,  # a digest is not a decision: not annotated
+        Layout.GENERIC: Mark.NOTE,
+    }
+)
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    """What a code is: its ``kind`` (the part of the loop that gives it), its ``severity`` and, for a notification
+    that carries it, the Slack ``layout`` and the Grafana ``mark``. ``layout`` None: several notifications carry the
+    code (a rollout step's analysis, a rollout's start), and the notification's severity and evidence choose (see
+    :func:`layout_of`); ``mark`` None: the layout's (:data:`MARK_OF_LAYOUT`)."""
+
+    kind: str
+    severity: Severity = Severity.INFO
+    layout: Layout | None = Layout.GENERIC
+    mark: Mark | None = None
+
+
+def layout_of(info: CodeInfo, severity: Severity, evidence: bool) -> Layout:
+    """The Slack layout of a notification under a code whose ``info`` is ``info``, of ``severity``, with (or without)
+    an evidence table: the code's layout; where several notifications carry the code, a critical one is a rollback,
+    a warning one asks for approval, one with evidence reports a decision and any other a rollout step."""
+    if info.layout is not None:
+        return info.layout
+    if severity is Severity.CRITICAL:
+        return Layout.ROLLBACK
+    if severity is Severity.WARNING:
+        return Layout.APPROVAL
+    return Layout.DECISION if evidence else Layout.STEP
+
+
+def mark_of(info: CodeInfo, layout: Layout) -> Mark | None:
+    """The Grafana mark of a notification under a code whose ``info`` is ``info`` and with Slack layout ``layout``."""
+    return info.mark if info.mark is not None else MARK_OF_LAYOUT[layout]
+
+
+def _info(kind: str, codes: tuple[Code, ...]) -> dict[Code, CodeInfo]:
+    """Codes of ``kind`` that no notification carries (info, generic, their layout's mark)."""
+    return {code: CodeInfo(kind) for code in codes}
+
+
+_W, _C = Severity.WARNING, Severity.CRITICAL
+_WITHHELD = CodeInfo("acting", layout=Layout.GENERIC, mark=Mark.NOTE)
+_VERDICT = CodeInfo("analysis", layout=None)  # a step's analysis: its step, its promotion, its approval or rollback
+_VERDICT_BAD = CodeInfo("analysis", _W, layout=None)
+
+#: Every code's :class:`CodeInfo`.
+INFO: MappingProxyType[Code, CodeInfo] = MappingProxyType(
+    {
+        Code.ACT_RETRY: CodeInfo("acting", _W),
+        Code.DRY_RUN_WITHHELD: _WITHHELD,
+        Code.PAUSED_WITHHELD: _WITHHELD,
+        Code.REJECTED_WITHHELD: _WITHHELD,
+        Code.APPROVAL_WITHHELD: _WITHHELD,
+        Code.OBSERVING: CodeInfo("observing"),
+        Code.FROZEN: CodeInfo("observing", _W, mark=Mark.FREEZE),
+        Code.METRICS_BACK: CodeInfo("observing"),
+        Code.METRICS_UNAVAILABLE: CodeInfo("observing", _W, mark=Mark.FREEZE),
+        Code.OBSERVING_AFTER_ROLLBACK: CodeInfo("observing"),
+        Code.DIGEST: CodeInfo("observing", layout=Layout.DIGEST),
+        **_info("replicas", (Code.SCALE, Code.REPLICAS_KEPT, Code.REPLICAS_KEPT_OBSERVING, Code.REPLICAS_UNMANAGED)),
+        **_info("replicas", (Code.CAPACITY_CORRECTED, Code.CAPACITY_LOWERED, Code.CAPACITY_RAISED)),
+        **_info("tuning", (Code.TUNE_NO_CONFIG, Code.TUNE_SLO_BREACH, Code.TUNE_DRIFT, Code.TUNE_AHEAD)),
+        **_info("tuning", (Code.SEARCH_REUSED, Code.TUNING_PAUSED)),
+        **_info("round", (Code.TRIALS, Code.PROPOSALS_SCREENED, Code.TRIALS_RUNNING, Code.NO_ROUND)),
+        **_info("round", (Code.RETRY_LIGHTER, Code.CAPACITY_PROBE, Code.TRIAL_PAYS, Code.TRIAL_GAIN_UNKNOWN)),
+        **_info("round", (Code.TRIAL_NOT_WORTH_IT, Code.SEARCH_NO_GAIN, Code.SEARCH_BELOW_THRESHOLD)),
+        **_info("round", (Code.SEARCH_BUDGET_SPENT, Code.SEARCH_NO_PROPOSALS, Code.SEARCH_STOPPED, Code.SEARCH_ENDED)),
+        **_info("outcome", (Code.KEEP_ACTIVE, Code.NO_REPLICAS_SAVED, Code.NOT_WORTH_SWITCHING)),
+        Code.TRIALS_PAUSED: CodeInfo("outcome", _W),
+        Code.DRY_RUN: CodeInfo("outcome", layout=Layout.DECISION),
+        Code.SCHEDULED_FOR_WINDOW: CodeInfo("outcome", layout=Layout.DECISION),
+        Code.TOO_FEW_REPLICAS: CodeInfo("outcome", _W, layout=Layout.DECISION),
+        **_info("schedule", (Code.SCHEDULED_SWITCH, Code.PREWARM, Code.PRE_VALIDATED_SWAP, Code.SWITCH_CHECK)),
+        **_info("schedule", (Code.SWITCH_PAYS, Code.SWITCH_NOT_PAYING, Code.SWITCH_OTHER_TRAFFIC)),
+        Code.SCHEDULE_ACCOUNT: CodeInfo("schedule"),
+        Code.SCHEDULE_NOT_PAYING: CodeInfo("schedule", _W),
+        Code.ROLLOUT_STARTED: CodeInfo("rollout", layout=Layout.STEP),
+        # a rollout that waits for approval, or starts: the chosen config's decision, then its first step
+        Code.APPROVAL_REQUIRED: CodeInfo("rollout", _W, layout=None),
+        Code.STARTED: CodeInfo("rollout", layout=None),
+        Code.CANDIDATE_READY: CodeInfo("rollout", layout=Layout.STEP),
+        Code.STEP: CodeInfo("rollout", layout=Layout.STEP),
+        Code.ROLLOUT_STEP: CodeInfo("rollout", layout=Layout.STEP),
+        Code.MANUAL_GATE: CodeInfo("rollout", _W, layout=Layout.APPROVAL),
+        Code.APPROVED: CodeInfo("rollout", layout=Layout.STEP),
+        Code.REJECTED: CodeInfo("rollout", layout=None),  # retired at once, or rolled back
+        Code.REJECTION_KEPT: CodeInfo("rollout"),
+        Code.ABORTED: CodeInfo("rollout", _C, layout=Layout.ROLLBACK),
+        Code.ROLLBACK: CodeInfo("rollout", _C, layout=Layout.ROLLBACK),
+        Code.PROMOTED: CodeInfo("rollout", layout=Layout.STEP, mark=Mark.PROMOTION),
+        Code.CANDIDATE_SHORT: CodeInfo("rollout", _W),
+        Code.NO_ROLLOUT_RECORD: CodeInfo("rollout", _W),
+        Code.PROMOTED_CONFIG_DIFFERS: CodeInfo("rollout", _W),
+        Code.WITHIN_SLO: _VERDICT,
+        Code.LOW_TRAFFIC: _VERDICT,
+        Code.TOO_FEW_SAMPLES: _VERDICT,
+        **{code: _VERDICT_BAD for code in (Code.SLO_BREACH, Code.BEYOND_TOP_BUCKET, Code.REGRESSION)},
+        **{code: _VERDICT_BAD for code in (Code.ERROR_RATE, Code.GOODPUT_RATIO, Code.STABLE_BREACH)},
+        **{code: _VERDICT_BAD for code in (Code.MISSING_DATA, Code.NON_FINITE)},
+        **{code: _VERDICT_BAD for code in (Code.NO_CANDIDATE_SAMPLES, Code.NO_CANDIDATE_SERIES)},
+    }
+)
+
+
+__all__ = ["INFO", "MARK_OF_LAYOUT", "Code", "CodeInfo", "Layout", "Mark", "Severity", "layout_of", "mark_of"]

@@ -24,6 +24,7 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.actions import Notify, Severity
+from controller.domain.codes import Code
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import RolloutState, TargetStatus
@@ -144,7 +145,7 @@ def test_a_promoted_rollout_marks_each_step_and_the_promotion_once(grafana: Graf
         assert [m["tags"][:-1] for m in marks] == [
             ["shiftlight", "target:team-a/chat", "phase:rollout-step", "code:candidate-ready"],
             ["shiftlight", "target:team-a/chat", "phase:rollout-step", "code:within-slo"],
-            ["shiftlight", "target:team-a/chat", "phase:promotion", "code:within-slo"],
+            ["shiftlight", "target:team-a/chat", "phase:promotion", "code:promoted"],
         ]
         assert all(m["time"] == WALL_MS for m in marks)
     assert grafana_notifier.stats.dropped_duplicate == 3
@@ -172,18 +173,29 @@ def test_a_rollback_is_marked_with_its_analysis_code(grafana: GrafanaStandIn, tm
     assert marks[0]["text"] == rollback.pop().reason
 
 
+EVIDENCE = (("Output tokens/s", "100 → 130"),)
 NOTIFICATIONS = [
-    (Notify(Severity.INFO, "New config chosen", "mtp k=1 is 1.3x faster"), "config-switch", "config-switch"),
     (
-        Notify(Severity.WARNING, "Observation frozen", "frozen: metrics unavailable: grafana-datasource-down: ..."),
-        "freeze",
-        "grafana-datasource-down",
+        Notify(Severity.INFO, "New config chosen", "mtp k=1 is 1.3x faster", EVIDENCE, Code.STARTED),
+        "config-switch",
+        "started",
     ),
-    (Notify(Severity.WARNING, "Observation frozen", "frozen: metrics unavailable: timed out"), "freeze", None),
-    (Notify(Severity.WARNING, "Approval needed", "step 2 is a gate", code="manual-gate"), "approval", "manual-gate"),
-    (Notify(Severity.CRITICAL, "Rollback", "rolled back", code="aborted"), "rollback", "aborted"),
-    (Notify(Severity.INFO, "Rollout complete", "promoted", code="within-slo"), "promotion", "within-slo"),
-    (Notify(Severity.INFO, "Daily digest", "3 windows tuned"), None, None),
+    (Notify(Severity.INFO, "Rollout started", "rollout r1 started", code=Code.STARTED), "rollout-step", "started"),
+    (
+        Notify(Severity.WARNING, "Observation frozen", "frozen: metrics unavailable", code=Code.FROZEN),
+        "freeze",
+        "frozen",
+    ),
+    (Notify(Severity.WARNING, "Approval needed", "step 2 is a gate", code=Code.MANUAL_GATE), "approval", "manual-gate"),
+    (Notify(Severity.CRITICAL, "Rollback", "rolled back", code=Code.ABORTED), "rollback", "aborted"),
+    (Notify(Severity.CRITICAL, "Rollback", "rolled back", code=Code.SLO_BREACH), "rollback", "slo-breach"),
+    (Notify(Severity.INFO, "Rollout at 50%", "step 2 passed", code=Code.WITHIN_SLO), "rollout-step", "within-slo"),
+    (Notify(Severity.INFO, "Rollout complete", "promoted", code=Code.PROMOTED), "promotion", "promoted"),
+    (Notify(Severity.INFO, "Daily digest", "3 windows tuned", code=Code.DIGEST), None, None),
+    # the code decides, never the title
+    (Notify(Severity.INFO, "Rollback complete: approval needed", "x", code=Code.STEP), "rollout-step", "step"),
+    (Notify(Severity.INFO, "Daily digest", "frozen", code=Code.FROZEN), "freeze", "frozen"),
+    (Notify(Severity.CRITICAL, "Rollback", "no code"), "note", None),
 ]
 
 
@@ -191,18 +203,18 @@ NOTIFICATIONS = [
 def test_phase_and_code_of_each_kind_of_decision(notification: Notify, phase: str | None, code: str | None) -> None:
     assert annotations.decision_phase(notification) == phase
     if phase is not None:
-        assert annotations.reason_code(notification, phase) == (code or "metrics-unavailable")
+        assert annotations.reason_code(notification, phase) == (code or phase)
 
 
 def test_digests_are_not_annotated_and_the_rate_limit_spares_rollbacks(grafana: GrafanaStandIn, tmp_path: Path) -> None:
     ticks = [0.0]
     grafana_notifier = annotator(grafana, tmp_path, burst=1, rate_per_s=1 / 3600, clock=lambda: ticks[0])
-    grafana_notifier.post(TARGET, Notify(Severity.INFO, "Daily digest", "3 windows tuned"))
+    grafana_notifier.post(TARGET, Notify(Severity.INFO, "Daily digest", "3 windows tuned", code=Code.DIGEST))
     grafana_notifier.post(TARGET, Notify(Severity.INFO, "New config chosen", "a"))
     grafana_notifier.post(TARGET, Notify(Severity.INFO, "New config chosen", "b"))  # over the rate
-    grafana_notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back", code="slo-breach"))
+    grafana_notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back", code=Code.SLO_BREACH))
     ticks[0] = 601.0  # past the dedup window: the same decision later is a new mark
-    grafana_notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back", code="slo-breach"))
+    grafana_notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back", code=Code.SLO_BREACH))
     assert grafana_notifier.flush()
     grafana_notifier.close()
     texts = [m["text"] for m in by_dashboard(grafana)[dashboard.UID]]
@@ -253,7 +265,7 @@ def test_the_dashboards_annotation_query_shows_each_decision_once(grafana: Grafa
     assert "shiftlight" in wanted
 
     grafana_notifier = annotator(grafana, tmp_path)
-    grafana_notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back", code="slo-breach"))
+    grafana_notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back", code=Code.SLO_BREACH))
     assert grafana_notifier.flush()
     grafana_notifier.close()
     shown = [m for m in grafana.annotations if wanted <= set(m["tags"])]

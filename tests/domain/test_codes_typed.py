@@ -8,9 +8,11 @@ import json
 import pytest
 
 from controller.act.effects import Notified, RolledBack, Withheld, with_code
-from controller.domain.actions import Notify, Rollback, Severity
-from controller.domain.codes import Code
+from controller.domain.actions import Notify, Rollback
+from controller.domain.codes import INFO, Code, Layout, Mark, Severity, layout_of, mark_of
 from controller.domain.status import Reason
+
+KINDS = {"acting", "observing", "replicas", "tuning", "round", "outcome", "schedule", "rollout", "analysis"}
 
 
 @pytest.mark.parametrize("code", list(Code))
@@ -47,3 +49,45 @@ def test_an_effect_takes_its_actions_code_and_keeps_its_own() -> None:
     assert with_code(Notified("t"), None).code is None
     withheld = Withheld("Promote", "would promote", Code.DRY_RUN_WITHHELD)
     assert with_code(withheld, Code.WITHIN_SLO) is withheld
+
+
+@pytest.mark.parametrize("code", list(Code))
+def test_every_code_has_a_kind_a_severity_a_layout_and_a_mark(code: Code) -> None:
+    info = INFO[code]
+    assert info.kind in KINDS
+    assert isinstance(info.severity, Severity)
+    # a layout of its own, or (several notifications carry it) one for each severity and evidence
+    layouts = {layout_of(info, severity, evidence) for severity in Severity for evidence in (False, True)}
+    assert layouts <= set(Layout)
+    if info.layout is not None:
+        assert layouts == {info.layout}
+    for layout in layouts:
+        mark = mark_of(info, layout)
+        assert mark is None or isinstance(mark, Mark)
+        assert (mark is None) == (layout is Layout.DIGEST)  # only a digest is no decision
+
+
+def test_the_table_has_exactly_the_codes() -> None:
+    assert set(INFO) == set(Code)
+
+
+@pytest.mark.parametrize(
+    ("code", "severity", "evidence", "layout", "mark"),
+    [
+        (Code.FROZEN, Severity.WARNING, False, Layout.GENERIC, Mark.FREEZE),
+        (Code.DIGEST, Severity.INFO, True, Layout.DIGEST, None),
+        (Code.PROMOTED, Severity.INFO, False, Layout.STEP, Mark.PROMOTION),
+        (Code.STARTED, Severity.INFO, True, Layout.DECISION, Mark.CONFIG_SWITCH),  # the chosen config
+        (Code.STARTED, Severity.INFO, False, Layout.STEP, Mark.ROLLOUT_STEP),  # the rollout's start
+        (Code.APPROVAL_REQUIRED, Severity.WARNING, True, Layout.APPROVAL, Mark.APPROVAL),
+        (Code.SLO_BREACH, Severity.CRITICAL, False, Layout.ROLLBACK, Mark.ROLLBACK),
+        (Code.WITHIN_SLO, Severity.INFO, False, Layout.STEP, Mark.ROLLOUT_STEP),
+        (Code.DRY_RUN_WITHHELD, Severity.CRITICAL, False, Layout.GENERIC, Mark.NOTE),  # nothing was done
+    ],
+)
+def test_a_notifications_layout_and_mark_come_from_its_code(
+    code: Code, severity: Severity, evidence: bool, layout: Layout, mark: Mark | None
+) -> None:
+    info = INFO[code]
+    assert layout_of(info, severity, evidence) is layout
+    assert mark_of(info, layout) == mark

@@ -6,6 +6,7 @@ from datetime import UTC, date, datetime
 
 from controller.adapters.notify import slack_format as fmt
 from controller.domain.actions import Notify, Severity
+from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
@@ -36,15 +37,38 @@ def trial(config: EngineConfig, tps: float, ttft: float, tpot: float, goodput: f
     )
 
 
-def test_classify_by_title_and_forced_kind() -> None:
-    assert fmt.classify(Notify(Severity.WARNING, "Approval needed", "x")) is fmt.Kind.APPROVAL
-    assert fmt.classify(Notify(Severity.CRITICAL, "Rollback", "x")) is fmt.Kind.ROLLBACK
-    assert fmt.classify(Notify(Severity.INFO, "Rollout at 25%", "x")) is fmt.Kind.STEP
-    assert fmt.classify(Notify(Severity.INFO, "Rollout complete", "x")) is fmt.Kind.STEP
-    assert fmt.classify(Notify(Severity.INFO, "New config chosen", "x")) is fmt.Kind.DECISION
-    assert fmt.classify(Notify(Severity.INFO, "Dry-run decision", "x")) is fmt.Kind.DECISION
-    assert fmt.classify(Notify(Severity.WARNING, "Observation frozen", "x")) is fmt.Kind.GENERIC
+def test_classify_by_code_and_forced_kind() -> None:
+    evidence = (("Output tokens/s", "100 → 130"),)
+    assert (
+        fmt.classify(Notify(Severity.WARNING, "Approval needed", "x", code=Code.APPROVAL_REQUIRED)) is fmt.Kind.APPROVAL
+    )
+    assert fmt.classify(Notify(Severity.WARNING, "Approval needed", "x", code=Code.MANUAL_GATE)) is fmt.Kind.APPROVAL
+    assert fmt.classify(Notify(Severity.CRITICAL, "Rollback", "x", code=Code.SLO_BREACH)) is fmt.Kind.ROLLBACK
+    assert fmt.classify(Notify(Severity.CRITICAL, "Rollback", "x", code=Code.ABORTED)) is fmt.Kind.ROLLBACK
+    assert fmt.classify(Notify(Severity.INFO, "Rollout at 25%", "x", code=Code.WITHIN_SLO)) is fmt.Kind.STEP
+    assert fmt.classify(Notify(Severity.INFO, "Rollout started", "x", code=Code.STARTED)) is fmt.Kind.STEP
+    assert fmt.classify(Notify(Severity.INFO, "Rollout complete", "x", code=Code.PROMOTED)) is fmt.Kind.STEP
+    assert fmt.classify(Notify(Severity.INFO, "Rollout rejected", "x", code=Code.REJECTED)) is fmt.Kind.STEP
+    assert fmt.classify(Notify(Severity.INFO, "New config chosen", "x", evidence, Code.STARTED)) is fmt.Kind.DECISION
+    assert fmt.classify(Notify(Severity.INFO, "Dry-run decision", "x", code=Code.DRY_RUN)) is fmt.Kind.DECISION
+    assert fmt.classify(Notify(Severity.WARNING, "Observation frozen", "x", code=Code.FROZEN)) is fmt.Kind.GENERIC
+    assert fmt.classify(Notify(Severity.INFO, "Daily digest", "x", code=Code.DIGEST)) is fmt.Kind.DIGEST
     assert fmt.classify(Notify(Severity.INFO, "Something", "x", (("kind", "rollback"),))) is fmt.Kind.ROLLBACK
+
+
+def test_a_title_never_chooses_the_layout() -> None:
+    """A notification whose title says something else still gets its code's layout."""
+    misleading = "Rollback: approval needed for the daily digest, step 2, decision chosen"
+    for code, kind in [
+        (Code.STEP, fmt.Kind.STEP),
+        (Code.FROZEN, fmt.Kind.GENERIC),
+        (Code.DIGEST, fmt.Kind.DIGEST),
+        (Code.MANUAL_GATE, fmt.Kind.APPROVAL),
+        (Code.DRY_RUN, fmt.Kind.DECISION),
+        (Code.ABORTED, fmt.Kind.ROLLBACK),
+    ]:
+        assert fmt.classify(Notify(Severity.INFO, misleading, "x", code=code)) is kind
+    assert fmt.classify(Notify(Severity.INFO, misleading, "x")) is fmt.Kind.GENERIC  # no code: nothing to go by
 
 
 def test_evidence_fields_from_trials_render_a_table() -> None:
@@ -139,7 +163,13 @@ def test_digest_entry_from_status() -> None:
 
 def test_per_target_daily_digest_notification() -> None:
     fields = (("config day", "ngram3+seqs256 (1.56x stock, 3 replicas)"), ("day", "$0.41/M output tokens vs API $0.60"))
-    note = Notify(Severity.INFO, "Daily digest", "active ngram3+seqs256, phase Observing; 2 windows scheduled", fields)
+    note = Notify(
+        Severity.INFO,
+        "Daily digest",
+        "active ngram3+seqs256, phase Observing; 2 windows scheduled",
+        fields,
+        Code.DIGEST,
+    )
     assert fmt.classify(note) is fmt.Kind.DIGEST
     message = fmt.build_message(TARGET, note)
     assert message["blocks"][1]["text"]["text"] == (

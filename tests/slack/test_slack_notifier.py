@@ -18,6 +18,7 @@ from controller.adapters.notify.slack import (
     retry_after_seconds,
 )
 from controller.domain.actions import Notify, Severity
+from controller.domain.codes import Code
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
 
@@ -93,9 +94,19 @@ def test_decision_with_evidence_table_is_delivered(receiver: Receiver, fake_cloc
 def test_approval_rollback_step_and_digest_messages(receiver: Receiver, fake_clock: FakeMonotonic) -> None:
     notifier = make(receiver, fake_clock)
     try:
-        notifier.post(TARGET, Notify(Severity.WARNING, "Approval needed", "kv-fp8 may change outputs"))
-        notifier.post(TARGET, Notify(Severity.INFO, "Rollout at 25%", "step 2/4: 25% of traffic to ngram3"))
-        notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "rolled back ngram3 at 25%: TTFT p95 2.4 s > 2 s"))
+        notifier.post(
+            TARGET,
+            Notify(Severity.WARNING, "Approval needed", "kv-fp8 may change outputs", code=Code.APPROVAL_REQUIRED),
+        )
+        notifier.post(
+            TARGET, Notify(Severity.INFO, "Rollout at 25%", "step 2/4: 25% of traffic to ngram3", code=Code.STEP)
+        )
+        notifier.post(
+            TARGET,
+            Notify(
+                Severity.CRITICAL, "Rollback", "rolled back ngram3 at 25%: TTFT p95 2.4 s > 2 s", code=Code.SLO_BREACH
+            ),
+        )
         entries = [slack_format.DigestEntry("ml/llama", "Observing", "ngram3+seqs256", gain="1.56x", rollouts=1)]
         notifier.post_digest(slack_format.date(2026, 11, 30), entries)
         fake_clock.advance(3600)
@@ -136,9 +147,9 @@ def test_token_bucket_drops_over_the_rate_but_never_rollbacks(receiver: Receiver
     notifier = make(receiver, fake_clock, burst=2, rate_per_s=1 / 60)
     try:
         for i in range(4):
-            notifier.post(TARGET, Notify(Severity.INFO, f"Rollout at {10 * (i + 1)}%", f"step {i}"))
-        notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "analysis failed"))
-        notifier.post(TARGET, Notify(Severity.INFO, "Daily digest", "active stock"))
+            notifier.post(TARGET, Notify(Severity.INFO, f"Rollout at {10 * (i + 1)}%", f"step {i}", code=Code.STEP))
+        notifier.post(TARGET, Notify(Severity.CRITICAL, "Rollback", "analysis failed", code=Code.ROLLBACK))
+        notifier.post(TARGET, Notify(Severity.INFO, "Daily digest", "active stock", code=Code.DIGEST))
         fake_clock.advance(60)  # one token back
         notifier.post(TARGET, Notify(Severity.INFO, "Rollout complete", "promoted"))
         notifier.post(TARGET, Notify(Severity.INFO, "Rollout started", "again"))

@@ -22,7 +22,6 @@ fragments and escaped forms), and none quotes Grafana's answer.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ import requests
 from controller.adapters.notify import slack_format
 from controller.adapters.notify.delivery_queue import DeliveryStats, Outbox, Voice
 from controller.domain.actions import Notify, Severity
+from controller.domain.codes import INFO, MARK_OF_LAYOUT, mark_of
 from controller.domain.observation import TargetRef
 from controller.errors import MetricsUnavailable
 from controller.observe import dashboard
@@ -43,38 +43,21 @@ logger = logging.getLogger(__name__)
 
 TAG = "shiftlight"
 DASHBOARD_TAG_PREFIX = "dashboard:"
-_METRICS_REASON = re.compile(r"\b(grafana-[a-z-]+)\b")
 
 
 def decision_phase(notification: Notify) -> str | None:
-    """What kind of decision a notification reports (the ``phase:`` tag); None for what is not a decision."""
-    kind = slack_format.classify(notification)
-    title = notification.title.lower()
-    if kind is slack_format.Kind.DIGEST:
-        return None
-    if "frozen" in title:
-        return "freeze"
-    if kind is slack_format.Kind.ROLLBACK:
-        return "rollback"
-    if kind is slack_format.Kind.APPROVAL:
-        return "approval"
-    if "complete" in title:
-        return "promotion"
-    if kind is slack_format.Kind.STEP:
-        return "rollout-step"
-    if kind is slack_format.Kind.DECISION:
-        return "config-switch"
-    return "note"
+    """What kind of decision a notification reports (the ``phase:`` tag): its code's mark, else its Slack layout's
+    (:func:`controller.domain.codes.mark_of`); None for what is not a decision. The title is never read."""
+    layout = slack_format.classify(notification)
+    if notification.code is None:
+        return MARK_OF_LAYOUT[layout]
+    mark = mark_of(INFO[notification.code], layout)
+    return None if mark is None else mark.value
 
 
 def reason_code(notification: Notify, phase: str) -> str:
-    """The notification's code; without one, the metrics failure a freeze names, or the phase itself."""
-    if notification.code:
-        return notification.code
-    if phase == "freeze":
-        match = _METRICS_REASON.search(notification.reason)
-        return match.group(1) if match else "metrics-unavailable"
-    return phase
+    """The notification's code; without one, the phase itself."""
+    return notification.code.value if notification.code else phase
 
 
 def annotation_tags(target: TargetRef, notification: Notify) -> list[str]:

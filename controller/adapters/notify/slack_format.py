@@ -1,14 +1,15 @@
 """Pure Block Kit builders for Shiftlight's Slack messages. No I/O; every function returns plain dicts.
 
-Message kinds (:class:`Kind`), chosen from a :class:`~controller.domain.actions.Notify` by :func:`classify`:
+Message kinds (:class:`Kind`), chosen from a :class:`~controller.domain.actions.Notify`'s code by :func:`classify`
+(the layout in :data:`controller.domain.codes.INFO`; never from its title):
 
 * ``decision``  a new config was chosen (or would be, in dry-run), with an evidence table stock vs chosen;
 * ``step``      a rollout reached a weight step, started or completed;
 * ``rollback``  traffic went back to stable, with its cause;
 * ``approval``  a rollout waits for a human, with the exact ``shiftctl approve`` line;
-* ``digest``    a target's daily summary (a ``Notify`` titled "Daily digest"), or the summary of all targets
+* ``digest``    a target's daily summary (a ``Notify`` coded ``digest``), or the summary of all targets
                 (built by :func:`digest_message`);
-* ``generic``   anything else (frozen observation, no config meets the SLO, ...).
+* ``generic``   anything else (frozen observation, no config meets the SLO, ..., and a notification without a code).
 
 Every text field goes through the one sanitiser (:mod:`controller.domain.text`): each value from outside (a target's
 name and model, a reason, a field, a digest note) is made one line where it is interpolated, so none can start a line
@@ -27,12 +28,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
-from enum import StrEnum
 from typing import Any
 
 from controller.crd import models
 from controller.domain import evidence
 from controller.domain.actions import Notify, Severity
+from controller.domain.codes import INFO, Layout, layout_of
 from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
 from controller.domain.text import block, one_line, slack_escape
@@ -52,13 +53,8 @@ MAX_BLOCKS = 50
 _EMOJI = {Severity.INFO: ":large_blue_circle:", Severity.WARNING: ":warning:", Severity.CRITICAL: ":rotating_light:"}
 
 
-class Kind(StrEnum):
-    DECISION = "decision"
-    STEP = "step"
-    ROLLBACK = "rollback"
-    APPROVAL = "approval"
-    DIGEST = "digest"
-    GENERIC = "generic"
+#: The layouts of a message (one per kind).
+Kind = Layout
 
 
 #: Escape the three characters Slack's mrkdwn treats as control characters (the sanitiser's).
@@ -215,25 +211,19 @@ def _fields_block(pairs: Sequence[tuple[str, str]]) -> list[Block]:
 
 
 def classify(notification: Notify) -> Kind:
-    """Which kind of message a notification is (a ``("kind", ...)`` field wins over the title)."""
+    """Which kind of message a notification is: a ``("kind", ...)`` field, else its code's layout
+    (:func:`controller.domain.codes.layout_of`: where several notifications carry the code, its severity and evidence
+    choose); a notification without a code is a decision if it carries evidence, else generic. The title is never
+    read."""
     forced, rows, _ = split_fields(notification.fields)
     if forced is not None:
         try:
             return Kind(forced)
         except ValueError:
             pass
-    title = notification.title.lower()
-    if "approval" in title:
-        return Kind.APPROVAL
-    if "rollback" in title or "rolled back" in title:
-        return Kind.ROLLBACK
-    if "digest" in title:
-        return Kind.DIGEST
-    if title.startswith("rollout") or "step" in title:
-        return Kind.STEP
-    if rows or "decision" in title or "chosen" in title:
-        return Kind.DECISION
-    return Kind.GENERIC
+    if notification.code is None:
+        return Kind.DECISION if rows else Kind.GENERIC
+    return layout_of(INFO[notification.code], notification.severity, bool(rows))
 
 
 def build_message(target: TargetRef, notification: Notify, *, channel: str = "") -> Message:

@@ -309,7 +309,7 @@ def advance(
         return RolloutStep(
             _finished(with_record),
             Phase.OBSERVING,
-            (Promote(state.to_config, why), Notify(Severity.INFO, "Rollout complete", why, code=analysis.code)),
+            (Promote(state.to_config, why), Notify(Severity.INFO, "Rollout complete", why, code=Code.PROMOTED)),
             code=analysis.code,
         )
     next_index = state.step_index + 1
