@@ -111,6 +111,16 @@ class Code(StrEnum):
     NON_FINITE = "non-finite"
     NO_CANDIDATE_SAMPLES = "no-candidate-samples"
     NO_CANDIDATE_SERIES = "no-candidate-series"
+    # the operator, around a cycle (the condition and Event reason is the code in CamelCase)
+    INVALID_SPEC = "invalid-spec"  # the TunedService's spec was refused
+    INVALID_POLICY = "invalid-policy"  # its policy (a preset, a ConfigMap, an advisor) was refused
+    SIMULATOR_UNSUPPORTED = "simulator-unsupported"  # the simulator cannot play what it runs
+    SIMULATOR_UNKNOWN_MODEL = "simulator-unknown-model"
+    SIMULATOR_UNKNOWN_GPU = "simulator-unknown-gpu"
+    SIMULATOR_MODEL_MISMATCH = "simulator-model-mismatch"
+    SIMULATOR_GPU_MISMATCH = "simulator-gpu-mismatch"
+    APPROVAL_REFUSED = "approval-refused"  # an approval or rejection the gate ignored
+    MIRROR_FAILED = "mirror-failed"  # the Rollout CR mirror could not be written
 
     @property
     def event_reason(self) -> str:
@@ -251,6 +261,11 @@ INFO: MappingProxyType[Code, CodeInfo] = MappingProxyType(
         **{code: _VERDICT_BAD for code in (Code.ERROR_RATE, Code.GOODPUT_RATIO, Code.STABLE_BREACH)},
         **{code: _VERDICT_BAD for code in (Code.MISSING_DATA, Code.NON_FINITE)},
         **{code: _VERDICT_BAD for code in (Code.NO_CANDIDATE_SAMPLES, Code.NO_CANDIDATE_SERIES)},
+        **{code: CodeInfo("operator", _W) for code in (Code.INVALID_SPEC, Code.INVALID_POLICY)},
+        Code.SIMULATOR_UNSUPPORTED: CodeInfo("operator", _W),
+        **{code: CodeInfo("operator", _W) for code in (Code.SIMULATOR_UNKNOWN_MODEL, Code.SIMULATOR_UNKNOWN_GPU)},
+        **{code: CodeInfo("operator", _W) for code in (Code.SIMULATOR_MODEL_MISMATCH, Code.SIMULATOR_GPU_MISMATCH)},
+        **{code: CodeInfo("operator", _W) for code in (Code.APPROVAL_REFUSED, Code.MIRROR_FAILED)},
     }
 )
 

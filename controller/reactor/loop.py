@@ -22,6 +22,7 @@ from controller.adapters.kube.mirror import CRMirror, rollout_ended, rollout_out
 from controller.adapters.kube.status import Refusal, StatusStore
 from controller.crd.models import parse_tuned_service
 from controller.domain.actions import Rollback
+from controller.domain.codes import Code
 from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
 from controller.errors import (
@@ -195,7 +196,9 @@ class ControlLoop:
         try:
             spec, status = parse_tuned_service(body)
         except InvalidInput as exc:
-            return self._refuse(body, TargetRef(namespace=namespace, name=name, model=""), "InvalidSpec", exc)
+            return self._refuse(
+                body, TargetRef(namespace=namespace, name=name, model=""), Code.INVALID_SPEC.event_reason, exc
+            )
         target = TargetRef(namespace=namespace, name=name, model=spec.model.name)
         with self._guard:
             self._generations[(namespace, name)] = body["metadata"].get("generation")
@@ -206,7 +209,7 @@ class ControlLoop:
         except InvalidInput as exc:
             # the policy (a preset name, a tenant's ConfigMap, an advisor name) was refused: nothing was built,
             # so nothing is contacted; the stored status stays, with the refusal in its conditions
-            return self._refuse(body, target, getattr(exc, "reason", "InvalidPolicy"), exc)
+            return self._refuse(body, target, getattr(exc, "reason", Code.INVALID_POLICY.event_reason), exc)
         if runtime.initial_config is not None and "active_config" not in status.model_fields_set:
             status = status.model_copy(update={"active_config": runtime.initial_config})  # a first cycle
         started = time.perf_counter()
@@ -217,8 +220,8 @@ class ControlLoop:
                 verb = "approval" if approval.decision == "approved" else "rejection"
                 message = f"ignored the {verb} of step {approval.step + 1} by {approval.by}: {why}"
                 log.warning("%s: %s", target, message)
-                self.events.record(target, "ApprovalRefused", message, warning=True)
-                self.metrics.errors.labels(kind="ApprovalRefused").inc()
+                self.events.record(target, Code.APPROVAL_REFUSED.event_reason, message, warning=True)
+                self.metrics.errors.labels(kind=Code.APPROVAL_REFUSED.event_reason).inc()
         result = runtime.reconciler.reconcile(target, decided_from)
         if not self.leadership.is_leader():
             # Leadership lapsed mid-cycle: the actions are done, so still record them (the write is guarded).
@@ -282,7 +285,7 @@ class ControlLoop:
         try:  # Trial CRs have their own writer (the trials' load tester reports each one as it runs)
             self.mirror.rollout(body, before, result.status, self._now())
         except (ClusterConflict, PermanentError, TemporaryError) as exc:  # mirrors are for people; never fatal
-            self.metrics.errors.labels(kind="MirrorFailed").inc()
+            self.metrics.errors.labels(kind=Code.MIRROR_FAILED.event_reason).inc()
             log.warning("could not mirror the rollout: %s", exc)
 
 

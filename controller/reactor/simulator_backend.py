@@ -23,6 +23,7 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.routing.gateway import GatewayRouter, gateway_installed
 from controller.crd.models import TunedServiceSpec
 from controller.decide import Rules
+from controller.domain.codes import Code
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
 from controller.ports import LoadTester, Notifier, TrafficRouter
@@ -87,9 +88,9 @@ class SimulatorRefusal(InvalidInput):
     or the policy targets others. ``code`` is the machine-readable why; ``field`` names the spec field."""
 
     #: The refusal's condition and Event reason.
-    reason = "SimulatorUnsupported"
+    reason = Code.SIMULATOR_UNSUPPORTED.event_reason
 
-    def __init__(self, code: str, message: str, *, field: str) -> None:
+    def __init__(self, code: Code, message: str, *, field: str) -> None:
         super().__init__(f"{code}: {message}", source="simulator", field=field)
         self.code = code
 
@@ -131,7 +132,7 @@ def simulated_hardware(spec: TunedServiceSpec, policy_model: str | None, policy_
     model = model_profile(spec, models)
     if model is None:
         raise SimulatorRefusal(
-            "simulator-unknown-model",
+            Code.SIMULATOR_UNKNOWN_MODEL,
             f"the simulator has no profile for model {spec.model.name!r} (profiles: {', '.join(models)}); name one "
             "in spec.model.profile, or use the kubernetes backend",
             field="spec.model.name",
@@ -139,20 +140,20 @@ def simulated_hardware(spec: TunedServiceSpec, policy_model: str | None, policy_
     gpu = gpu_profile(spec.gpu_type, gpus)
     if gpu is None:
         raise SimulatorRefusal(
-            "simulator-unknown-gpu",
+            Code.SIMULATOR_UNKNOWN_GPU,
             f"the simulator has no profile for GPU {spec.gpu_type!r} (profiles: {', '.join(gpus)}); "
             "use the kubernetes backend",
             field="spec.gpuType",
         )
     if policy_model is not None and policy_model != model:
         raise SimulatorRefusal(
-            "simulator-model-mismatch",
+            Code.SIMULATOR_MODEL_MISMATCH,
             f"the spec's model is profile {model!r}, the policy targets {policy_model!r}",
             field="spec.model.name",
         )
     if policy_gpu is not None and policy_gpu != gpu:
         raise SimulatorRefusal(
-            "simulator-gpu-mismatch",
+            Code.SIMULATOR_GPU_MISMATCH,
             f"the spec's GPU is profile {gpu!r}, the policy targets {policy_gpu!r}",
             field="spec.gpuType",
         )

@@ -12,7 +12,7 @@ from controller.domain.actions import Notify, Rollback
 from controller.domain.codes import INFO, Code, Layout, Mark, Severity, layout_of, mark_of
 from controller.domain.status import Reason
 
-KINDS = {"acting", "observing", "replicas", "tuning", "round", "outcome", "schedule", "rollout", "analysis"}
+KINDS = {"operator", "acting", "observing", "replicas", "tuning", "round", "outcome", "schedule", "rollout", "analysis"}
 
 
 @pytest.mark.parametrize("code", list(Code))
@@ -31,6 +31,12 @@ def test_a_code_is_written_as_its_string(code: Code) -> None:
         (Code.ROLLOUT_STEP, "RolloutStep"),
         (Code.DRY_RUN_WITHHELD, "DryRunWithheld"),
         (Code.SCALE, "Scale"),
+        # the operator's refusals and errors keep the condition, Event and metric reasons they always had
+        (Code.INVALID_SPEC, "InvalidSpec"),
+        (Code.INVALID_POLICY, "InvalidPolicy"),
+        (Code.SIMULATOR_UNSUPPORTED, "SimulatorUnsupported"),
+        (Code.APPROVAL_REFUSED, "ApprovalRefused"),
+        (Code.MIRROR_FAILED, "MirrorFailed"),
     ],
 )
 def test_the_event_reason_is_the_code_in_camel_case(code: Code, reason: str) -> None:
