@@ -1,14 +1,18 @@
 """The import contracts in ``.importlinter`` hold: domain and decide stay pure (no ports, adapters, simulator,
 policy loader, I/O packages or clients), act imports only the domain, the ports and the errors, the layers of the
-control loop point downwards (commands, operator, adapters, cycle and trials, act and decide, domain), only the
-reactor imports kopf and only the Kubernetes adapters and the commands import the kubernetes client.
+control loop point downwards (commands, operator, adapters, cycle and trials, act and decide, policy, simulator,
+domain) and every package of ``controller`` sits in one of them, the top-level packages import each other in one
+direction (the calibration over the simulator, never the other way), only the reactor imports kopf and only the
+Kubernetes adapters and the commands import the kubernetes client.
 ``lint-imports`` checks them; a planted violation in a copy of the package makes it fail.
 Inside decide, the concerns are layered: the plan over what a round leads to and the schedule, over the rollout,
 over tuning, over capacity and search, over the plan context, over the rules, over the signals."""
 
 from __future__ import annotations
 
+import configparser
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,9 +50,40 @@ def test_the_contracts_hold() -> None:
     assert "0 broken" in result.stdout
 
 
+def test_every_package_sits_in_a_layer() -> None:
+    config = configparser.ConfigParser()
+    config.read(REPO / ".importlinter", encoding="utf-8")
+    layered = set(re.findall(r"controller\.(\w+)", config["importlinter:contract:layers"]["layers"]))
+    packages = {p.parent.name for p in (REPO / "controller").glob("*/__init__.py")}
+    assert packages - layered == set()
+
+
 @pytest.mark.parametrize(
     ("path", "line", "message"),
     [
+        # the simulator reading the calibration closes a cycle (calibrate imports the simulator's profiles), also
+        # through an import inside a function
+        (
+            "controller/simulator/planted.py",
+            "from controller.calibrate import fit",
+            "- .simulator -> .calibrate (1 import)",
+        ),
+        (
+            "controller/simulator/planted.py",
+            "def fit() -> None:\n    from controller.calibrate.fit import fit_calibration",
+            "controller.simulator is not allowed to import controller.calibrate",
+        ),
+        # the policy document sits below decide, the simulator below the policy
+        (
+            "controller/policy/planted.py",
+            "from controller.decide import plan",
+            "controller.policy is not allowed to import controller.decide",
+        ),
+        (
+            "controller/simulator/planted.py",
+            "from controller.policy import loading",
+            "controller.simulator is not allowed to import controller.policy",
+        ),
         (
             "controller/decide/planted.py",
             "from controller.adapters.simulated import fleet",

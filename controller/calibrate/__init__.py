@@ -6,5 +6,6 @@
   :mod:`~controller.calibrate.gpu_probe_e2e`.
 * :mod:`controller.calibrate.fit` turns the raw timings into a calibration profile, with the efficiency curves
   per kernel family of :mod:`controller.calibrate.family_fits`.
-* :mod:`controller.calibrate.profile` is the calibration profile (YAML next to the GPU profile) and its loader.
+* :mod:`controller.simulator.calibration_profile` is the calibration profile (YAML next to the GPU profile) and its
+  loader, which the performance model reads; :mod:`controller.calibrate.profile` names them for the commands.
 """

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from controller.calibrate.profile import (
+from controller.simulator.calibration_profile import (
     Curve,
     DecodeAttention,
     GemmChain,

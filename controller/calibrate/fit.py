@@ -28,14 +28,14 @@ from controller.calibrate.family_fits import (
     predict_prefill,
     predict_state,
 )
-from controller.calibrate.profile import (
+from controller.errors import InvalidInput
+from controller.simulator.calibration_profile import (
     Calibration,
     Ceilings,
     KernelOverhead,
     MeasuredOn,
     RawPoint,
 )
-from controller.errors import InvalidInput
 from controller.simulator.profiles import GpuProfile
 
 #: Decode attention kernel the profile is fitted to: PyTorch's fused SDPA kernel (the one the end-to-end steps

@@ -13,9 +13,9 @@ from typing import Any
 import yaml
 
 from controller.calibrate.fit import fit_calibration, held_out_summary
-from controller.calibrate.profile import Calibration, dump_calibration, parse_calibration
 from controller.calibrate.shapes import probe_shapes
 from controller.errors import InvalidInput, PermanentError
+from controller.simulator.calibration_profile import Calibration, dump_calibration, parse_calibration
 from controller.simulator.profiles import load_gpu, load_model
 
 PROBE = Path(__file__).with_name("gpu_probe.py")

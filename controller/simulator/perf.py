@@ -27,15 +27,13 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from controller.domain.config import CPU_DRAFTERS, EngineConfig
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, SpecDecodeStats
+from controller.simulator.calibration_profile import Calibration, load_calibration
 from controller.simulator.profiles import GpuProfile, ModelProfile, load_gpu, load_model
-
-if TYPE_CHECKING:
-    from controller.calibrate.profile import Calibration
 
 GIB = 1024**3
 
@@ -159,8 +157,6 @@ class _Lru(Generic[_K, _V]):
 @functools.cache
 def shipped_calibration(gpu: str) -> Calibration | None:
     """The calibration profile that ships for ``gpu``, or ``None`` (read once per process)."""
-    from controller.calibrate.profile import load_calibration  # calibrate imports the simulator's profiles
-
     return load_calibration(gpu)
 
 
