@@ -38,9 +38,10 @@ from controller.domain.phases import Phase
 from controller.domain.slo import SLO
 from controller.domain.status import Approval, RolloutState, TargetStatus
 from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support.builders import measured_trial
 
 TARGET = TargetRef("team-a", "chat", "llama")
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
@@ -130,16 +131,7 @@ class RecordingLoadTester:
 
     def run(self, request: TrialRequest) -> TrialResult:
         self.requests.append(request)
-        return TrialResult(
-            config=request.config,
-            shape=request.shape,
-            slo=request.slo,
-            status=TrialStatus.MEASURED,
-            completed=100,
-            output_tokens_per_s=1000.0,
-            ttft_s=Percentiles(p50=0.1, p95=0.2, p99=0.3),
-            tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
-        )
+        return measured_trial(request)
 
 
 @dataclass

@@ -16,11 +16,12 @@ from controller.domain import STOCK, EngineConfig, LengthDistribution, Observati
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TargetStatus, TuningRound
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.domain.trial import TrialResult
 from controller.policy import load_policy
 from controller.ports import TrialRequest
 from controller.reconcile import CycleResult, Ports, Reconciler
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support.builders import measured_trial
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TARGET = TargetRef("team-a", "chat", "llama")
@@ -52,16 +53,7 @@ class CountingAdvisor:
 
 
 def measured(request: TrialRequest) -> TrialResult:
-    return TrialResult(
-        config=request.config,
-        shape=request.shape,
-        slo=request.slo,
-        status=TrialStatus.MEASURED,
-        completed=100,
-        output_tokens_per_s=1000.0,
-        ttft_s=Percentiles(p50=0.1, p95=0.2, p99=0.3),
-        tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
-    )
+    return measured_trial(request)
 
 
 @dataclass
