@@ -128,8 +128,6 @@ class _Acted:
 class Reconciler:
     """Runs observe -> screen -> decide -> act for one target per call. Keeps only decisions whose trials still run."""
 
-    gpu_price: evidence.GpuPrice | None = None  # what a decision's GPU-hours cost (None: GPU-hours only)
-
     def __init__(
         self,
         ports: Ports,
@@ -140,9 +138,12 @@ class Reconciler:
         trial_seed: int = 0,
         rules: decide.Rules | None = None,
         on_trial: Callable[[TrialResult], None] | None = None,
+        gpu_price: evidence.GpuPrice | None = None,
     ) -> None:
+        """``gpu_price``: what a GPU-hour costs, for a decision's cost in its notice (None: GPU-hours only)."""
         self.ports = ports
         self.policy = policy
+        self.gpu_price = gpu_price
         self.rules = rules or Rules.from_policy(policy, windows)
         self.observe_window_s = observe_window_s
         self.on_trial = on_trial

@@ -198,8 +198,9 @@ class KubernetesBackend:
             worker = self._trial_workers[key[:3]] = ThreadPoolExecutor(1, thread_name_prefix=f"trial-{target.name}")
         # the cycle starts a canary trial and polls it (a Pod starting vLLM takes minutes) instead of waiting for it
         background = replace(ports, load_tester=BackgroundLoadTester(load_tester, executor=worker))
-        reconciler = Reconciler(background, policy, windows=spec.schedule, rules=rules)
-        reconciler.gpu_price = gpu_price(spec, self.settings)  # a decision's cost in Slack (None: GPU-hours only)
+        # a decision's cost in Slack at the GPU-hour price (None: GPU-hours only)
+        price = gpu_price(spec, self.settings)
+        reconciler = Reconciler(background, policy, windows=spec.schedule, rules=rules, gpu_price=price)
         runtime = TargetRuntime(
             reconciler=reconciler,
             initial_config=running,

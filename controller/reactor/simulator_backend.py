@@ -354,15 +354,15 @@ class SimulatorBackend:
             clock=fleet.clock,
         )
         rules = Rules.from_policy(policy, windows)
+        from controller.reactor.gpu_price import gpu_price  # it maps GPU types with this module's gpu_profile
+
+        price = gpu_price(spec, self.settings)  # a decision's cost in Slack (None: GPU-hours only)
         if self.background_trials:  # on the TunedService's worker, started by one cycle and collected by a later one
             worker = self._worker((target.namespace, target.name, str(body["metadata"].get("uid", ""))))
             background = replace(ports, load_tester=BackgroundLoadTester(load_tester, executor=worker))
-            reconciler = Reconciler(background, policy, rules=rules)
+            reconciler = Reconciler(background, policy, rules=rules, gpu_price=price)
         else:
-            reconciler = Reconciler(ports, policy, rules=rules)
-        from controller.reactor.gpu_price import gpu_price  # it maps GPU types with this module's gpu_profile
-
-        reconciler.gpu_price = gpu_price(spec, self.settings)  # a decision's cost in Slack (None: GPU-hours only)
+            reconciler = Reconciler(ports, policy, rules=rules, gpu_price=price)
         log.info("%s: simulator runtime (%s on %s, %s, policy %s)", target, model, gpu, calibrated, policy.name)
         return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
 

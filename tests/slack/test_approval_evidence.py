@@ -165,8 +165,7 @@ def decided(gpu_price: evidence.GpuPrice | None) -> Notify:
     status = TargetStatus(phase=Phase.TRIALLING, window="day", trials=trials, tuning=round_, replicas=4)
     ports = mid_rollout_ports(FakeClock(NOW))
     rules = Rules(tuning=TuningRules(max_trials=2, min_gain=1.03, approval="manual"), windows=DAY_WINDOWS)
-    reconciler = Reconciler(ports, Policy(), rules=rules)
-    reconciler.gpu_price = gpu_price
+    reconciler = Reconciler(ports, Policy(), rules=rules, gpu_price=gpu_price)
     reconciler.reconcile(TARGET, status)
     posted = [n for _, n in ports.notifier.posted if n.title == "New config chosen"]  # type: ignore[attr-defined]
     assert len(posted) == 1
