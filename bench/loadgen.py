@@ -23,7 +23,7 @@
    a shared machine (what the other core runs, caches) and not with the client.
 
 Our load generator runs as the operator runs it: in its own process (``replay_in_worker``, the
-``controller.trials.loadgen_worker`` JSON-lines process). **CPU arrangement**, the same for both tools: on a machine
+``controller.trials.loadgen.worker`` JSON-lines process). **CPU arrangement**, the same for both tools: on a machine
 with at least two usable cores (and unless ``--no-pin``), the engine (the simulator, or every process and thread of
 the vLLM server, with ``VLLM_CPU_OMP_THREADS_BIND`` on that core) is pinned to the first core and the client (our
 worker process or ``vllm bench serve``) and this script to the last one (``os.sched_setaffinity``), so neither
@@ -54,12 +54,12 @@ from pathlib import Path
 import httpx
 
 from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.trials.launchers import default_engine_python, free_port, stop_process_group
-from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests
-from controller.trials.loadgen_process import replay_in_worker
-from controller.trials.loadgen_worker import WorkerSettings
-from controller.trials.validity import misses
-from controller.trials.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset
+from controller.trials.engine.launchers import default_engine_python, free_port, stop_process_group
+from controller.trials.loadgen.process import replay_in_worker
+from controller.trials.loadgen.replay import LoadPlan, LoadReport, plan_requests
+from controller.trials.loadgen.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset
+from controller.trials.loadgen.worker import WorkerSettings
+from controller.trials.verdict.validity import misses
 from tests.support.vllm_server import build_tiny_model, running_vllm
 
 ROOT = Path(__file__).resolve().parents[1]

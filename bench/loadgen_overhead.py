@@ -15,7 +15,7 @@ Both clients run the same closed-loop plan (``--streams`` streams, 4 x streams r
 text / 512 output tokens), each in its own process on the same core when two cores are usable (the fake engine on
 the other):
 
-- ``shiftlight``: our client as trials run it (``replay_in_worker``, the ``loadgen_worker`` process);
+- ``shiftlight``: our client as trials run it (``replay_in_worker``, the ``loadgen.worker`` process);
 - ``vllm-bench``: ``vllm bench serve``'s client side, run in the engine's Python (``.venv-engine`` or
   ``$SHIFTLIGHT_ENGINE_PYTHON``): its request function (``async_request_openai_completions``), its connector, its
   semaphore over tasks created up front, and its duration (first send to last completion), as ``serve.py`` runs
@@ -299,8 +299,8 @@ def _get(url: str) -> dict[str, Any]:
 
 
 def _run_ours(endpoint: str, plan: Any, cpus: set[int] | None, python: str) -> dict[str, Any]:
-    from controller.trials.loadgen_process import replay_in_worker
-    from controller.trials.loadgen_worker import WorkerSettings
+    from controller.trials.loadgen.process import replay_in_worker
+    from controller.trials.loadgen.worker import WorkerSettings
 
     report = replay_in_worker(plan, WorkerSettings(base_url=endpoint, model="m"), cpus=cpus, python=python)
     s = report.summary()
@@ -388,8 +388,8 @@ def main() -> int:
     import dataclasses
 
     from controller.domain.traffic import LengthDistribution, TrafficShape
-    from controller.trials.launchers import default_engine_python, free_port, stop_process_group
-    from controller.trials.loadgen_plan import plan_requests
+    from controller.trials.engine.launchers import default_engine_python, free_port, stop_process_group
+    from controller.trials.loadgen.plan import plan_requests
 
     usable = _usable()
     engine_cpus = {usable[0]} if len(usable) >= 2 else None

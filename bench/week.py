@@ -1,6 +1,6 @@
 """A simulated week of diurnal traffic: the GPU-hours each strategy needs to serve all of it within the SLO.
 
-Surface: the in-process fleet (``controller/simulator/fleet.py``, one tick a minute) serving
+Surface: the in-process fleet (``controller/simulator/fleet/service.py``, one tick a minute) serving
 ``DiurnalTraffic.week(seed, profile, load_scale=...)``, sized with ``load_scale`` so the busy hours need several
 replicas. Every strategy serves the same traffic on the same simulated hardware, starts with enough replicas for the
 first hour (the ideal schedule's for its first config: stock's for stock+HPA and for Shiftlight, which starts on
@@ -122,12 +122,12 @@ from controller.policy import Policy, load_policy, profile_feasibility
 from controller.ports import LoadTester, TrialRequest
 from controller.reconcile import Ports, Reconciler
 from controller.simulator import perf as perf_module
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.fleet_records import FleetTick
+from controller.simulator.fleet.records import FleetTick
+from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-from controller.simulator.traffic import DiurnalTraffic
-from controller.simulator.traffic_profile import TrafficProfile
+from controller.simulator.traffic.diurnal import DiurnalTraffic
+from controller.simulator.traffic.profile import TrafficProfile
 
 REPO = Path(__file__).resolve().parents[1]
 WEEK_START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)  # a Monday

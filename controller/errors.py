@@ -18,7 +18,7 @@ not this one (``tests/test_errors_tree.py`` checks the drawing against the class
     │   ├── NotFound                        the named object does not exist
     │   ├── KubeForbidden                   adapters.kube.client: RBAC refused the request (HTTP 403)
     │   └── KubeUnauthorized                adapters.kube.client: the credentials were not accepted (HTTP 401)
-    └── LoadClientFailed                    trials.loadgen_process: the load generator delivered no valid report
+    └── LoadClientFailed                    trials.loadgen.process: the load generator delivered no valid report
 
 Adapters translate third-party exceptions into these at their boundary; the domain never sees an
 ``httpx`` or ``kubernetes`` exception.

@@ -19,9 +19,9 @@ from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
-from controller.trials.launchers import Launcher, LocalProcessLauncher
+from controller.trials.engine.launchers import Launcher, LocalProcessLauncher
+from controller.trials.engine.simulator_launcher import SimulatorLauncher
 from controller.trials.runner import TrialRunner
-from controller.trials.simulator_launcher import SimulatorLauncher
 
 
 def run_trial_command(

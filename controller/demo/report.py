@@ -16,7 +16,7 @@ from controller.domain.status import TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
 from controller.simulator.profiles import load_gpu
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 
 @dataclass(frozen=True)

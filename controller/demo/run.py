@@ -23,11 +23,11 @@ from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from controller.policy import Policy, load_policy, profile_feasibility
 from controller.reconcile import Ports, Reconciler
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.fleet_records import FleetTick
+from controller.simulator.fleet.records import FleetTick
+from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 DEMO_START = datetime(2026, 11, 30, 0, 0, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ from typing import Any
 from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
 from controller.adapters.kube.canary.progress import ReportingLoadTester, TrialCRReporter
 from controller.adapters.kube.canary.results import ConfigMapResultStore, EntrySigner, cache_name
-from controller.adapters.kube.canary.runner import canary_trials, tuned_service_owner
+from controller.adapters.kube.canary.trial_runner import canary_trials, tuned_service_owner
 from controller.adapters.kube.client import ApiClient
 from controller.adapters.kube.cluster import KubeCluster
 from controller.adapters.kube.crs import owner_references
@@ -37,7 +37,7 @@ from controller.reactor.settings import OperatorSettings
 from controller.reconcile import Ports, Reconciler
 from controller.trials.background import BackgroundLoadTester
 from controller.trials.cache import CachedTrials, TrialCache
-from controller.trials.launchers import Launcher
+from controller.trials.engine.launchers import Launcher
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from controller.advisor.endpoints import AdvisorEndpoint, advisor_endpoints_from
 from controller.crd.models import Toleration
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput
-from controller.observe.grafana import GrafanaSettings, metrics_source
+from controller.observe.grafana_proxy import GrafanaSettings, metrics_source
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.policy.loading import MAX_POLICY_BYTES
 from controller.policy.space import MAX_SPACE_COMBINATIONS

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from controller.adapters.kube.canary.progress import ReportingLoadTester, TrialCRReporter
-from controller.adapters.kube.canary.runner import tuned_service_owner
+from controller.adapters.kube.canary.trial_runner import tuned_service_owner
 from controller.adapters.kube.client import ApiClient
 from controller.adapters.kube.cluster import KubeCluster
 from controller.adapters.kube.events import KubeEvents
@@ -269,11 +269,11 @@ class SimulatorBackend:
         from controller.clock import FakeClock
         from controller.decide import OptimizerAdvisor
         from controller.decide.signals.window import MAX_ANALYSIS_WINDOW_S
-        from controller.simulator.fleet import SimulatedFleet
-        from controller.simulator.fleet_estimates import EstimateCache
+        from controller.simulator.fleet.estimates import EstimateCache
+        from controller.simulator.fleet.service import SimulatedFleet
         from controller.simulator.perf import PerformanceModel
         from controller.simulator.profiles import load_gpu, load_model
-        from controller.simulator.traffic import DiurnalTraffic
+        from controller.simulator.traffic.diurnal import DiurnalTraffic
 
         sim = self.settings.simulator
         policy = resolve_policy(self.api, self.settings, spec, body)

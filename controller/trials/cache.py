@@ -115,7 +115,10 @@ def mismatch(key: TrialKey, result: TrialResult) -> str:
 
 
 class GateThresholds(Protocol):
-    """The thresholds of a quality gate as it is now (:class:`controller.trials.quality.QualityGate` has them)."""
+    """The thresholds of a quality gate as it is now.
+
+    :class:`controller.trials.verdict.quality.QualityGate` has them.
+    """
 
     @property
     def min_exact_match(self) -> float: ...

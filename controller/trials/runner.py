@@ -4,8 +4,8 @@ launch -> wait ready -> warm up -> scrape /metrics -> replay the shape (sampling
 (quality gate) -> tear down -> :class:`TrialResult`. Every way a candidate can fail (refused flag, crash, OOM,
 start-up timeout) comes back as an ``infeasible`` result with the engine's reason and last log lines; only a
 broken measurement (load generator, metrics, cancel) is ``failed``. The load generator runs in its own process
-(:mod:`controller.trials.loadgen_worker`); a replay in which it did not keep its plan
-(:mod:`controller.trials.validity`) is ``invalid``, retried once on a fresh engine, and never cached.
+(:mod:`controller.trials.loadgen.worker`); a replay in which it did not keep its plan
+(:mod:`controller.trials.verdict.validity`) is ``invalid``, retried once on a fresh engine, and never cached.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable, ShiftlightError
 from controller.ports import TrialRequest
 from controller.trials.cache import TrialCache, TrialKey
-from controller.trials.engine_log import engine_reason
-from controller.trials.launchers import Launch, Launcher
-from controller.trials.loadgen import LoadPlan, LoadReport, plan_requests
-from controller.trials.loadgen_process import LoadClientFailed, ReplayProgress, replay_in_worker, replay_inline
-from controller.trials.loadgen_worker import WorkerSettings
-from controller.trials.metrics_delta import GaugeSampler, MetricsDelta, delta, scrape
-from controller.trials.quality import QualityGate
-from controller.trials.validity import ValidityRules, misses
-from controller.trials.validity import reason as invalid_reason
-from controller.trials.warmup import WarmupRound, WarmupRule, WarmupVerdict, warm_until_steady
+from controller.trials.engine.launchers import Launch, Launcher
+from controller.trials.engine.log import engine_reason
+from controller.trials.loadgen.process import LoadClientFailed, ReplayProgress, replay_in_worker, replay_inline
+from controller.trials.loadgen.replay import LoadPlan, LoadReport, plan_requests
+from controller.trials.loadgen.warmup import WarmupRound, WarmupRule, WarmupVerdict, warm_until_steady
+from controller.trials.loadgen.worker import WorkerSettings
+from controller.trials.verdict.metrics_delta import GaugeSampler, MetricsDelta, delta, scrape
+from controller.trials.verdict.quality import QualityGate
+from controller.trials.verdict.validity import ValidityRules, misses
+from controller.trials.verdict.validity import reason as invalid_reason
 
 #: ``progress(phase, done, total)``; phases: launch, warmup, replay, quality, teardown, done.
 ProgressReport = Callable[[str, int, int], None]

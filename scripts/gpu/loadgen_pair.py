@@ -49,11 +49,11 @@ sys.path.insert(0, str(ROOT))
 
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
 from controller.errors import MetricsUnavailable  # noqa: E402
-from controller.trials.loadgen_plan import LoadPlan, plan_requests  # noqa: E402
-from controller.trials.loadgen_process import replay_in_worker  # noqa: E402
-from controller.trials.loadgen_worker import WorkerSettings  # noqa: E402
-from controller.trials.metrics_delta import MetricsSnapshot, scrape  # noqa: E402
-from controller.trials.vllm_bench import sharegpt_valid, write_sharegpt_dataset  # noqa: E402
+from controller.trials.loadgen.plan import LoadPlan, plan_requests  # noqa: E402
+from controller.trials.loadgen.process import replay_in_worker  # noqa: E402
+from controller.trials.loadgen.worker import WorkerSettings  # noqa: E402
+from controller.trials.verdict.metrics_delta import MetricsSnapshot, scrape  # noqa: E402
+from controller.trials.loadgen.vllm_bench import sharegpt_valid, write_sharegpt_dataset  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import bench_inproc  # noqa: E402

@@ -33,9 +33,9 @@ from controller.domain.observation import TargetRef  # noqa: E402
 from controller.domain.slo import SLO  # noqa: E402
 from controller.domain.traffic import LengthDistribution, TrafficShape  # noqa: E402
 from controller.ports import TrialBudget, TrialRequest  # noqa: E402
-from controller.trials.launchers import Launch  # noqa: E402
+from controller.trials.engine.launchers import Launch  # noqa: E402
 from controller.trials.runner import RunnerSettings, TrialRunner  # noqa: E402
-from controller.trials.warmup import WarmupRule, WarmupVerdict  # noqa: E402
+from controller.trials.loadgen.warmup import WarmupRule, WarmupVerdict  # noqa: E402
 
 
 class AttachedLauncher:

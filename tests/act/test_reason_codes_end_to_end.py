@@ -14,7 +14,7 @@ from rich.console import Console
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.notify.slack_format import build_message
-from controller.cli import shiftctl_render as render
+from controller.cli.shiftctl import render as render
 from controller.clock import FakeClock
 from controller.crd.models import status_to_wire
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape

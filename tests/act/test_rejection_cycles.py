@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from controller.adapters.notify.recording import RecordingNotifier
-from controller.cli import shiftctl_render as render
+from controller.cli.shiftctl import render as render
 from controller.clock import FakeClock
 from controller.crd.models import status_to_wire
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape

@@ -29,7 +29,7 @@ from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import RolloutState, TargetStatus
 from controller.observe import dashboard
-from controller.observe.grafana import GrafanaSettings
+from controller.observe.grafana_proxy import GrafanaSettings
 from controller.policy import Policy
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler

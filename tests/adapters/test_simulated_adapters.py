@@ -15,9 +15,9 @@ from controller.domain import STOCK, EngineConfig, Observation, Percentiles, Spe
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput, MetricsUnavailable, NotFound
 from controller.ports import Cluster, MetricsSource, TrafficRouter
-from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.percentiles import mixture_quantile
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
 T = TargetRef("llm", "workhorse", "nemotron")

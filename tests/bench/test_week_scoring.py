@@ -233,7 +233,7 @@ def test_a_quarter_hour_is_sized_on_its_own_mix_when_it_moved(
 def test_production_rate_held_is_per_ready_replica_within_the_slo_and_without_a_candidate() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from controller.simulator.fleet_records import FleetTick, VariantTick
+    from controller.simulator.fleet.records import FleetTick, VariantTick
 
     start = datetime(2026, 11, 30, tzinfo=UTC)
 

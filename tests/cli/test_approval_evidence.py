@@ -14,7 +14,7 @@ from kubernetes import client, config
 from typer.testing import CliRunner
 
 from controller.adapters.kube.crs import trial_name_for
-from controller.cli.shiftctl import app
+from controller.cli.shiftctl.commands import app
 from controller.crd.models import status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase

@@ -19,7 +19,7 @@ import typer
 from controller.cli.app import App, take_debug_flag
 
 SHIFTLIGHT = [sys.executable, "-m", "controller.cli.main"]
-SHIFTCTL = [sys.executable, "-m", "controller.cli.shiftctl"]
+SHIFTCTL = [sys.executable, "-m", "controller.cli.shiftctl.commands"]
 
 
 def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

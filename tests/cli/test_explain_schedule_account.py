@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from controller.cli import shiftctl_render as render
+from controller.cli.shiftctl import render as render
 from controller.crd.models import status_to_wire
 from controller.domain import EngineConfig, TargetStatus
 from controller.domain.status import ScheduleAccount

@@ -17,10 +17,10 @@ from kubernetes import client, config
 from typer.testing import CliRunner
 
 from controller.adapters.kube.crs import trial_name_for
-from controller.cli import shiftctl_follow as follow
-from controller.cli.shiftctl import app
-from controller.cli.shiftctl_reads import connect, get_body, list_bodies
-from controller.cli.shiftctl_terminal import complete_names
+from controller.cli.shiftctl import follow as follow
+from controller.cli.shiftctl.commands import app
+from controller.cli.shiftctl.reads import connect, get_body, list_bodies
+from controller.cli.shiftctl.terminal import complete_names
 from controller.crd.models import status_to_wire
 from controller.domain.phases import Phase
 from controller.domain.status import Reason

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import jsonpatch
 import pytest
 
-from controller.cli.shiftctl_patches import (
+from controller.cli.shiftctl.patches import (
     AlreadyDone,
     VerbRefused,
     build_abort_patch,

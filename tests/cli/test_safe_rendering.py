@@ -20,9 +20,9 @@ from kubernetes import client, config
 from rich.console import Console
 from typer.testing import CliRunner
 
-from controller.cli import shiftctl_render as render
-from controller.cli import shiftctl_trials as trials_view
-from controller.cli.shiftctl import app
+from controller.cli.shiftctl import render as render
+from controller.cli.shiftctl import trials as trials_view
+from controller.cli.shiftctl.commands import app
 from controller.crd import models as crd
 from controller.crd.models import status_to_wire
 from controller.domain.config import STOCK, EngineConfig

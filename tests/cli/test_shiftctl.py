@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from controller.cli.shiftctl import app
+from controller.cli.shiftctl.commands import app
 from controller.crd.models import parse_tuned_service
 from controller.domain.phases import Phase
 from tests.support.kube_api import KubeAPIServer, StatusError
@@ -219,7 +219,8 @@ def test_kubectl_plugin_is_the_same_app() -> None:
     scripts = {
         e.name: e.value for e in entry_points(group="console_scripts") if e.name in ("kubectl-shift", "shiftctl")
     }
-    assert scripts == {"kubectl-shift": "controller.cli.shiftctl:app", "shiftctl": "controller.cli.shiftctl:app"}
+    entry = "controller.cli.shiftctl.commands:app"
+    assert scripts == {"kubectl-shift": entry, "shiftctl": entry}
 
 
 def test_cost_against_an_api_price_flags_idle_windows(kubeconfig: Path) -> None:

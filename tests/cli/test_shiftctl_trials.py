@@ -14,9 +14,9 @@ from kubernetes import client, config
 from rich.console import Console
 from typer.testing import CliRunner
 
-from controller.cli.shiftctl import app
-from controller.cli.shiftctl_reads import Conn, trial_crs
-from controller.cli.shiftctl_trials import trial_row, watch_trials
+from controller.cli.shiftctl.commands import app
+from controller.cli.shiftctl.reads import Conn, trial_crs
+from controller.cli.shiftctl.trials import trial_row, watch_trials
 from controller.crd import models as crd
 from controller.domain.config import EngineConfig
 

@@ -38,7 +38,7 @@ from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import Policy, profile_feasibility
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
-from controller.trials.quality import quality_gate_for
+from controller.trials.verdict.quality import quality_gate_for
 
 #: Metadata: fields that name or describe a policy and are meant to change nothing.
 EXEMPT = {

@@ -16,7 +16,7 @@ from controller.decide.tuning.selection import best_trial
 from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.errors import InvalidInput
-from controller.trials.vllm_bench import load_result, to_trial_result
+from controller.trials.loadgen.vllm_bench import load_result, to_trial_result
 
 SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05)
 SHAPE = TrafficShape(

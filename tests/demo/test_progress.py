@@ -11,7 +11,7 @@ from pathlib import Path
 from controller.demo.model import TimelinePoint
 from controller.demo.progress import hour_progress
 from controller.demo.run import DEMO_START
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -103,7 +103,7 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
     from controller.domain.phases import Phase
     from controller.domain.status import ScheduledConfig, TargetStatus
     from controller.domain.traffic import LengthDistribution, TrafficShape
-    from controller.simulator.traffic import DiurnalTraffic
+    from controller.simulator.traffic.diurnal import DiurnalTraffic
 
     now = datetime(2026, 12, 1, 13, 0, tzinfo=UTC)
     config = EngineConfig(speculative_method="mtp", num_speculative_tokens=3, max_num_seqs=128)
@@ -179,7 +179,7 @@ def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
     from controller.domain.proposal import Proposal
     from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
     from controller.domain.traffic import LengthDistribution, TrafficShape
-    from controller.simulator.traffic import DiurnalTraffic
+    from controller.simulator.traffic.diurnal import DiurnalTraffic
 
     now = datetime(2026, 12, 1, 9, 5, tzinfo=UTC)
     windows = DiurnalTraffic(7).windows

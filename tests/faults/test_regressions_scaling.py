@@ -18,7 +18,7 @@ from controller.domain.slo import SLO
 from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 pytestmark = pytest.mark.faults
 

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from typer.testing import CliRunner
 
-from controller.cli.shiftctl import app as shiftctl
+from controller.cli.shiftctl.commands import app as shiftctl
 from controller.crd.models import parse_tuned_service
 from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus

@@ -11,7 +11,7 @@ from kubernetes import client, config
 from controller.adapters.kube.approvals import ApprovalGate
 from controller.adapters.kube.mirror import rollout_ended, rollout_outcome
 from controller.adapters.kube.status import StatusStore, merge_user_changes
-from controller.cli.shiftctl_patches import build_approval_patch
+from controller.cli.shiftctl.patches import build_approval_patch
 from controller.crd.models import parse_tuned_service, status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from controller.adapters.kube.events import KubeEvents
 from controller.adapters.kube.status import Refusal, StatusStore
-from controller.cli.shiftctl_patches import build_approval_patch
+from controller.cli.shiftctl.patches import build_approval_patch
 from controller.crd.models import parse_tuned_service
 from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase

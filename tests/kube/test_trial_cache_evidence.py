@@ -32,7 +32,7 @@ from controller.reactor.kubernetes_backend import KubernetesBackend
 from controller.reactor.runtime import TargetRuntime
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
 from controller.trials.cache import TrialCache
-from controller.trials.launchers import Launch
+from controller.trials.engine.launchers import Launch
 from controller.trials.runner import TrialRunner
 from tests.support.fake_engine import FakeEngine
 from tests.support.kube_api import KubeAPIServer

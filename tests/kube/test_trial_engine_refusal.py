@@ -22,8 +22,8 @@ from controller.clock import FakeClock
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
-from controller.trials.engine_log import root_cause
-from controller.trials.launchers import CPU_ENGINE_ENV, CPU_TEST_ARGS, LocalProcessLauncher
+from controller.trials.engine.launchers import CPU_ENGINE_ENV, CPU_TEST_ARGS, LocalProcessLauncher
+from controller.trials.engine.log import root_cause
 from controller.trials.runner import TrialRunner
 from tests.support.kube_api import KubeAPIServer
 from tests.support.vllm_server import build_tiny_model, cache_root

@@ -20,8 +20,8 @@ from controller.adapters.kube.canary.manifest import KubernetesTrialManifest, Ow
 from controller.adapters.kube.canary.pods import POD_LOG_BYTES, POD_LOG_LINES, KubernetesLauncher
 from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
 from controller.ports import TrialBudget, TrialRequest
-from controller.trials.engine_log import engine_reason
-from controller.trials.launchers import Launch, free_port
+from controller.trials.engine.launchers import Launch, free_port
+from controller.trials.engine.log import engine_reason
 from controller.trials.runner import TrialRunner
 
 pytestmark = pytest.mark.kube

@@ -29,7 +29,7 @@ from controller.reactor.runtime import TargetRuntime
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
 from controller.trials.background import BackgroundLoadTester
 from controller.trials.cache import CachedTrials, TrialCache
-from controller.trials.launchers import Launch
+from controller.trials.engine.launchers import Launch
 from controller.trials.runner import TrialRunner
 from tests.support.fake_engine import FakeEngine
 from tests.support.kube_api import KubeAPIServer

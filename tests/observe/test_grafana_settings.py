@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from controller.errors import InvalidInput
-from controller.observe.grafana import GrafanaMetrics
+from controller.observe.grafana_proxy import GrafanaMetrics
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.reactor.settings import OperatorSettings
 

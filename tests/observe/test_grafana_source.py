@@ -24,7 +24,7 @@ from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.slo import SLO
 from controller.domain.status import TargetStatus
 from controller.errors import MetricsUnavailable
-from controller.observe.grafana import GrafanaMetrics, GrafanaSettings, GrafanaUnavailable
+from controller.observe.grafana_proxy import GrafanaMetrics, GrafanaSettings, GrafanaUnavailable
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.observe.synthetic import SyntheticTarget, write_openmetrics_files
 from controller.policy import Policy

@@ -26,7 +26,7 @@ from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.scrub import fragment_length, scrub
 from controller.domain.status import TargetStatus
 from controller.errors import MetricsUnavailable
-from controller.observe.grafana import GrafanaMetrics, GrafanaSettings
+from controller.observe.grafana_proxy import GrafanaMetrics, GrafanaSettings
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.policy import Policy
 from controller.ports import TrialRequest

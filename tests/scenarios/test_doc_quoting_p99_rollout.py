@@ -35,8 +35,8 @@ from controller.domain import (
     TrafficShape,
 )
 from controller.policy import load_policy
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.fleet.service import SimulatedFleet
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 POLICY = Path(__file__).resolve().parents[2] / "policies" / "v1" / "doc-quoting-3090.yaml"
 EVENING = datetime(2026, 12, 1, 19, 0, tzinfo=UTC)  # a Tuesday

@@ -11,7 +11,7 @@ from controller.domain.config import STOCK, EngineConfig
 from controller.policy import load_policy
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 POLICY = Path(__file__).resolve().parents[2] / "policies" / "v1" / "doc-quoting-3090.yaml"
 LOOKUP = EngineConfig(speculative_method="ngram", num_speculative_tokens=8)

@@ -25,10 +25,10 @@ from controller.domain.codes import Code
 from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
 from controller.reconcile import Ports, Reconciler
-from controller.simulator.fleet import SimulatedFleet
+from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 DAYS = 7
 CYCLE_S = 300.0

@@ -26,14 +26,14 @@ from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TargetStatus
 from controller.errors import InvalidInput, MetricsUnavailable, TemporaryError
-from controller.observe.grafana import GrafanaMetrics, GrafanaSettings
+from controller.observe.grafana_proxy import GrafanaMetrics, GrafanaSettings
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.policy import Policy
 from controller.ports import TrialRequest
 from controller.reconcile import Ports, Reconciler
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
-from controller.trials.metrics_delta import scrape
-from controller.trials.quality import generate
+from controller.trials.verdict.metrics_delta import scrape
+from controller.trials.verdict.quality import generate
 from tests.support.hostile_http import Behaviour, HostileServer, hostile
 
 pytestmark = pytest.mark.security

@@ -33,7 +33,7 @@ from controller.domain.slo import SLO
 from controller.domain.status import Reason, TargetStatus, TuningRound
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable
-from controller.observe.grafana import GrafanaMetrics, GrafanaSettings
+from controller.observe.grafana_proxy import GrafanaMetrics, GrafanaSettings
 from controller.observe.prometheus import PrometheusMetrics, PrometheusSettings
 from controller.policy import Policy, load_policy
 from controller.ports import TrialRequest

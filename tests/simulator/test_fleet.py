@@ -14,10 +14,10 @@ import pytest
 from controller.clock import FakeClock
 from controller.domain import SLO, STOCK, EngineConfig, Percentiles, SpecDecodeStats, TrafficShape
 from controller.errors import InvalidInput, NotFound
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.fleet_records import totals
+from controller.simulator.fleet.records import totals
+from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.percentiles import fraction_within, mixture_quantile
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, async_scheduling=True)

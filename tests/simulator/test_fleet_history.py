@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from controller.clock import FakeClock
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.fleet.service import SimulatedFleet
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 
 MODEL, GPU = "nemotron-3-super-nvfp4", "gb300-dgx-station"
 
@@ -32,7 +32,7 @@ def test_the_log_reads_back_every_tick_as_it_was_recorded() -> None:
     """Columns in, the same ticks out: both variants, a weight, no speculative acceptance, scaled percentiles
     (an injected latency), notes, a variant absent from a tick."""
     from controller.domain.config import STOCK
-    from controller.simulator.fleet_history import TickLog
+    from controller.simulator.fleet.history import TickLog
 
     fleet = _fleet(None)
     fleet.advance(600.0)

@@ -12,7 +12,7 @@ from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.ports import LoadTester, TrialBudget, TrialRequest
 from controller.simulator.profiles import load_model, model_names
-from controller.trials.loadgen_plan import plan_requests
+from controller.trials.loadgen.plan import plan_requests
 
 GPU = "h200"
 TARGET = TargetRef(namespace="default", name="chat", model="m")

@@ -9,9 +9,9 @@ import pytest
 
 from controller.domain import TrafficShape
 from controller.errors import InvalidInput
-from controller.simulator.traffic import DiurnalTraffic
-from controller.simulator.traffic_presets import PRESETS, preset_names
-from controller.simulator.traffic_profile import TrafficProfile
+from controller.simulator.traffic.diurnal import DiurnalTraffic
+from controller.simulator.traffic.presets import PRESETS, preset_names
+from controller.simulator.traffic.profile import TrafficProfile
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)  # a Monday
 SATURDAY = MONDAY + timedelta(days=5)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from controller.trials.launchers import free_port
+from controller.trials.engine.launchers import free_port
 
 
 @dataclass

@@ -24,7 +24,12 @@ from pathlib import Path
 
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation
-from controller.trials.launchers import CPU_ENGINE_ENV, CPU_TEST_ARGS, LocalProcessLauncher, default_engine_python
+from controller.trials.engine.launchers import (
+    CPU_ENGINE_ENV,
+    CPU_TEST_ARGS,
+    LocalProcessLauncher,
+    default_engine_python,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY_MODEL_NAME = "tiny"
@@ -45,7 +50,7 @@ class VllmServer:
 def build_tiny_model(directory: str | Path, seed: int = 0, *, dtype: str = "float32") -> Path:
     """Build (or reuse, when the content key matches) the tiny Llama model + tokenizer in ``directory``."""
     out = Path(directory)
-    cmd = [default_engine_python(), "-m", "controller.trials.tinymodel", str(out), "--seed", str(seed)]
+    cmd = [default_engine_python(), "-m", "controller.trials.engine.tinymodel", str(out), "--seed", str(seed)]
     cmd += ["--dtype", dtype]
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO_ROOT)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.trials.engine_log import MAX_LINE_BYTES, EngineLog, engine_reason, root_cause
+from controller.trials.engine.log import MAX_LINE_BYTES, EngineLog, engine_reason, root_cause
 
 LOGS = Path(__file__).parent / "engine_logs"
 

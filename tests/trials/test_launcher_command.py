@@ -7,7 +7,7 @@ import pytest
 from controller.adapters.kube.canary.manifest import KubernetesTrialManifest, OwnerRef
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation
-from controller.trials.launchers import CPU_TEST_ARGS, LocalProcessLauncher
+from controller.trials.engine.launchers import CPU_TEST_ARGS, LocalProcessLauncher
 
 CONFIGS = [
     EngineConfig(),

@@ -10,7 +10,7 @@ import pytest
 
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.trials.loadgen import LoadGenerator, plan_requests, run_plan, sample_lengths
+from controller.trials.loadgen.replay import LoadGenerator, plan_requests, run_plan, sample_lengths
 
 
 def test_same_seed_same_request_sequence(small_shape: TrafficShape) -> None:

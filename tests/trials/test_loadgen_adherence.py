@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.trials.loadgen import (
+from controller.trials.loadgen.replay import (
     LoadGenerator,
     LoadReport,
     RequestRecord,

@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from controller.trials.loadgen_client import LoadGenerator
+from controller.trials.loadgen.client import LoadGenerator
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "loadgen_pair.py"
 
@@ -169,7 +169,7 @@ vllm:num_requests_waiting{engine="0",model_name="m"} 3.0
 def test_the_engine_queue_reads_both_gauges_only_when_each_is_a_number(
     pair: ModuleType, text: str, expected: tuple[float, float] | None
 ) -> None:
-    from controller.trials.metrics_delta import parse_metrics
+    from controller.trials.verdict.metrics_delta import parse_metrics
 
     assert pair.engine_queue(parse_metrics(text)) == expected
 

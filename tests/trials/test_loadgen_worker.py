@@ -15,9 +15,9 @@ import pytest
 
 from controller.domain.traffic import TrafficShape
 from controller.errors import InvalidInput
-from controller.trials.loadgen import RequestRecord, plan_requests
-from controller.trials.loadgen_process import LoadClientFailed, ReplayProgress, check_report, replay_in_worker
-from controller.trials.loadgen_worker import (
+from controller.trials.loadgen.process import LoadClientFailed, ReplayProgress, check_report, replay_in_worker
+from controller.trials.loadgen.replay import RequestRecord, plan_requests
+from controller.trials.loadgen.worker import (
     FAULT_ENV,
     Fault,
     ReportMessage,
@@ -67,7 +67,7 @@ def test_a_bad_job_is_refused_naming_the_field(small_shape: TrafficShape, patch:
 
 def test_the_worker_answers_a_bad_job_with_an_error_line_and_exit_code_2() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "controller.trials.loadgen_worker"],
+        [sys.executable, "-m", "controller.trials.loadgen.worker"],
         input=b'{"settings": {"model": "m"}}',
         capture_output=True,
         check=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.errors import MetricsUnavailable
-from controller.trials.metrics_delta import delta, parse_metrics, scrape
+from controller.trials.verdict.metrics_delta import delta, parse_metrics, scrape
 
 
 def exposition(drafts: float, draft_tokens: float, accepted: float, per_pos: list[float], preempt: float,

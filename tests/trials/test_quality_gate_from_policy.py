@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kubernetes import client
 
-from controller.adapters.kube.canary.runner import canary_trials
+from controller.adapters.kube.canary.trial_runner import canary_trials
 from controller.crd.models import parse_tuned_service
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef

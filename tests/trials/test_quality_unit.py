@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.trials.quality import Generation, compare, fixed_prompts
+from controller.trials.verdict.quality import Generation, compare, fixed_prompts
 
 
 def test_identical_runs_match_exactly() -> None:

@@ -16,8 +16,8 @@ from controller.domain.trial import TrialStatus
 from controller.errors import InvalidInput
 from controller.ports import LoadTester, TrialBudget, TrialRequest
 from controller.trials.cache import JsonFileStore, TrialCache, TrialKey
-from controller.trials.engine_log import engine_reason
-from controller.trials.launchers import Launch
+from controller.trials.engine.launchers import Launch
+from controller.trials.engine.log import engine_reason
 from controller.trials.runner import RunnerSettings, TrialRunner
 
 TARGET = TargetRef("ml", "chat", "tiny")
@@ -147,7 +147,7 @@ def test_trial_key_and_corrupt_cache_file(small_shape: TrafficShape, tmp_path: P
 
 
 def test_unreachable_quality_baseline_is_a_failed_measurement(fake_engine, small_shape: TrafficShape) -> None:
-    from controller.trials.quality import QualityGate
+    from controller.trials.verdict.quality import QualityGate
 
     gate = QualityGate("http://127.0.0.1:9", "baseline")
     runner = TrialRunner(

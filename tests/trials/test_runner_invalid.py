@@ -15,10 +15,10 @@ from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialStatus
 from controller.ports import TrialBudget, TrialRequest
 from controller.trials.cache import JsonFileStore, TrialCache
-from controller.trials.loadgen_process import ReplayProgress
-from controller.trials.loadgen_worker import FAULT_ENV
+from controller.trials.loadgen.process import ReplayProgress
+from controller.trials.loadgen.worker import FAULT_ENV
 from controller.trials.runner import RunnerSettings, TrialRunner
-from controller.trials.validity import IN_FLIGHT_LOW, LOOP_STALLED, reason_codes
+from controller.trials.verdict.validity import IN_FLIGHT_LOW, LOOP_STALLED, reason_codes
 from tests.trials.test_runner_cache import TARGET, FakeLauncher
 
 #: 64 requests on 8 streams of ~32 tokens at 5 ms a token: about 1.3 s of steady replay, so a 1 s stall at the

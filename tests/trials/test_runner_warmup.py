@@ -13,9 +13,9 @@ from controller.domain.slo import SLO
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialStatus
 from controller.ports import TrialBudget, TrialRequest
-from controller.trials.launchers import Launch
+from controller.trials.engine.launchers import Launch
+from controller.trials.loadgen.warmup import WarmupRule
 from controller.trials.runner import RunnerSettings, TrialRunner
-from controller.trials.warmup import WarmupRule
 from tests.support.fake_engine import FakeEngine, FakeEngineState
 from tests.trials.test_runner_cache import TARGET, FakeLauncher
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.trials.loadgen import plan_requests
-from controller.trials.vllm_bench import OUTPUT_TOKEN, PROMPT_WORD, sharegpt_valid, write_sharegpt_dataset
+from controller.trials.loadgen.replay import plan_requests
+from controller.trials.loadgen.vllm_bench import OUTPUT_TOKEN, PROMPT_WORD, sharegpt_valid, write_sharegpt_dataset
 
 SHAPE = TrafficShape(
     arrival_rate_rps=0,

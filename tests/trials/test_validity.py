@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from controller.domain.trial import Percentiles
-from controller.trials.loadgen import Adherence
-from controller.trials.validity import (
+from controller.trials.loadgen.replay import Adherence
+from controller.trials.verdict.validity import (
     IN_FLIGHT_LOW,
     LOOP_STALLED,
     RATE_MISSED,

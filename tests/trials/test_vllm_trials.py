@@ -21,11 +21,11 @@ from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.ports import TrialBudget, TrialRequest
 from controller.trials.cache import TrialCache
-from controller.trials.launchers import CPU_TEST_ARGS, LocalProcessLauncher
-from controller.trials.loadgen import plan_requests, run_plan
-from controller.trials.quality import QualityGate
+from controller.trials.engine.launchers import CPU_TEST_ARGS, LocalProcessLauncher
+from controller.trials.loadgen.replay import plan_requests, run_plan
+from controller.trials.loadgen.vllm_bench import run_bench, sharegpt_valid, to_trial_result
 from controller.trials.runner import RunnerSettings, TrialRunner
-from controller.trials.vllm_bench import run_bench, sharegpt_valid, to_trial_result
+from controller.trials.verdict.quality import QualityGate
 from tests.support.vllm_server import VllmServer, cache_root
 
 pytestmark = pytest.mark.vllm

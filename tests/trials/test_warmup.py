@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.trials.warmup import WarmupRound, WarmupRule, judge, stable_interval, warm_until_steady
+from controller.trials.loadgen.warmup import WarmupRound, WarmupRule, judge, stable_interval, warm_until_steady
 
 RULE = WarmupRule(tolerance=0.05, stable_intervals=2, max_rounds=5)
 

@@ -15,7 +15,7 @@ approval requests always go out) and enqueues into a bounded queue; one backgrou
 are not decisions and are not annotated.
 
 The service-account token is read from its Secret-mounted file for every request (rotation needs no restart); every
-message this module logs passes through the one scrubber (:func:`controller.observe.grafana.scrub`: the token, its
+message this module logs passes through the one scrubber (:func:`controller.observe.grafana_proxy.scrub`: the token, its
 fragments and escaped forms), and none quotes Grafana's answer.
 """
 
@@ -36,7 +36,7 @@ from controller.domain.codes import INFO, MARK_OF_LAYOUT, mark_of
 from controller.domain.observation import TargetRef
 from controller.errors import MetricsUnavailable
 from controller.observe import dashboard
-from controller.observe.grafana import GrafanaSettings, scrub
+from controller.observe.grafana_proxy import GrafanaSettings, scrub
 from controller.ports import Notifier
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Adapters onto the in-process :class:`~controller.simulator.fleet.SimulatedFleet`.
+"""Adapters onto the in-process :class:`~controller.simulator.fleet.service.SimulatedFleet`.
 
 * :class:`SimulatedMetrics` (MetricsSource): reads the fleet's recorded ticks the way a Prometheus query would read
   counters and histograms over a window, and fails the same ways (outage, empty answer, NaN).
@@ -21,10 +21,10 @@ from controller.domain.profile import TrafficProfile
 from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow, TrafficShape
 from controller.errors import MetricsUnavailable
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.fleet_records import VARIANTS, FleetTick
+from controller.simulator.fleet.records import VARIANTS, FleetTick
+from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.percentiles import mixture_quantile
-from controller.simulator.traffic import DiurnalTraffic, mix_shapes
+from controller.simulator.traffic.diurnal import DiurnalTraffic, mix_shapes
 
 __all__ = ["SimulatedCluster", "SimulatedMetrics", "SimulatedRouter"]
 

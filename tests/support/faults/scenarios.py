@@ -19,7 +19,7 @@ from controller.ports import (
     Advisor,
     LoadTester,
 )
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 from controller.testing.faults import (
     CanaryFailure,
     ConflictBudget,

@@ -30,11 +30,11 @@ from controller.ports import (
     TrafficRouter,
 )
 from controller.reconcile import Ports, Reconciler
-from controller.simulator.fleet import SimulatedFleet
-from controller.simulator.fleet_records import FleetTick
+from controller.simulator.fleet.records import FleetTick
+from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-from controller.simulator.traffic import DiurnalTraffic
+from controller.simulator.traffic.diurnal import DiurnalTraffic
 from controller.testing.faults import restart_operator
 
 # ----- the simulated world -------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Canary trial Pods on the canary pool, as a trial Launcher (manifest from
-:class:`controller.trials.launchers.KubernetesTrialManifest`)."""
+:class:`controller.trials.engine.launchers.KubernetesTrialManifest`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from controller.adapters.kube.manifests import JSON
 from controller.adapters.kube.pod_template import PodSource
 from controller.domain.config import EngineConfig
 from controller.errors import NotFound, ShiftlightError, TemporaryError
-from controller.trials.engine_log import EngineLog
-from controller.trials.launchers import Launch
+from controller.trials.engine.launchers import Launch
+from controller.trials.engine.log import EngineLog
 
 #: How much of a canary container's log is read to find why it failed: vLLM prints the root cause before its
 #: wrapper tracebacks, which alone can run past a hundred lines; what is kept of it is bounded (EngineLog).

@@ -1,0 +1,1 @@
+"""``shiftctl`` (and ``kubectl shift``): read, follow, approve and patch TunedServices."""

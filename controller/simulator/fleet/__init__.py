@@ -1,0 +1,1 @@
+"""The simulated production fleet: variants, their ticks, records, history and estimates."""
