@@ -1,10 +1,10 @@
 """The chart's RBAC is exactly what the operator's code needs, proved from the API calls it makes.
 
-``operator-api-calls.json`` holds every call the operator made in the fake-API e2e tests (``tests/kube``: the
-operator end to end, a namespaced operator, leader election, trial Pods, the Deployment/HTTPRoute adapters, the
-status write), as (verb, API group, resource[/subresource], scope); the kube tests fail when the operator makes a
-call the file does not list, or when the file lists one they no longer make. Here the chart is rendered with
-``helm template`` and
+``operator-api-calls.json`` holds every call the operator made in the fake-API e2e tests (``tests/reactor``,
+``tests/adapters/kube``: the operator end to end, a namespaced operator, leader election, trial Pods, the
+Deployment/HTTPRoute adapters, the status write), as (verb, API group, resource[/subresource], scope); the kube
+tests fail when the operator makes a call the file does not list, or when the file lists one they no longer make.
+Here the chart is rendered with ``helm template`` and
 
 (a) the Roles/ClusterRoles bound to the operator's ServiceAccount allow every recorded call, where it is made
     (the release namespace for the Lease, each watched namespace, or the cluster scope);
@@ -123,7 +123,9 @@ def unused(grants: list[Grant], calls: set[Call], watched: tuple[str, ...]) -> l
 
 def test_the_recorded_calls_are_the_operators_whole_surface() -> None:
     calls = recorded_calls()
-    assert len(calls) >= 25, "the recording is nearly empty: run tests/kube with SHIFTLIGHT_RECORD_API_CALLS=1"
+    assert len(calls) >= 25, (
+        "the recording is nearly empty: run tests/reactor and tests/adapters/kube with SHIFTLIGHT_RECORD_API_CALLS=1"
+    )
     for call in [
         ("watch", "shiftlight.dev", "tunedservices", "cluster"),  # kopf, --all-namespaces
         ("watch", "shiftlight.dev", "tunedservices", "watched"),  # kopf, --namespace

@@ -142,7 +142,5 @@ def test_a_p99_slo_reads_each_variants_p99_and_its_top_bucket(prometheus: Promet
     assert raw[promql.TTFT]["candidate"] == TOP_FINITE_BUCKET
     assert candidate.ttft_slo_s is None
     assert candidate.problem("ttft_slo") == DataProblem(signal="ttft_slo", kind="beyond-top-bucket")
-    analysis = analyse(
-        candidate=candidate, stable=stable, slo=slo, rules=RolloutRules(slo_headroom=0.9), weight=25
-    )
+    analysis = analyse(candidate=candidate, stable=stable, slo=slo, rules=RolloutRules(slo_headroom=0.9), weight=25)
     assert (analysis.verdict, analysis.code) == ("Failed", "beyond-top-bucket"), analysis.reason

@@ -84,9 +84,7 @@ def test_a_p99_slo_is_filled_from_prometheus_per_variant_p99() -> None:
     assert stats["candidate"].ttft_slo_s == 4.6 and stats["candidate"].ttft_slo_percentile == 99
     assert stats["candidate"].tpot_p95_s == 0.018  # the p95 stays what it was
     assert stats["candidate"].problems == ()
-    analysis = analyse(
-        candidate=stats["candidate"], stable=stats["stable"], slo=P99, rules=RolloutRules(), weight=10
-    )
+    analysis = analyse(candidate=stats["candidate"], stable=stats["stable"], slo=P99, rules=RolloutRules(), weight=10)
     assert (analysis.verdict, analysis.code) == ("Failed", "slo-breach"), analysis.reason
 
 

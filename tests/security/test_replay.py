@@ -4,7 +4,7 @@
 chart that generates the key renders a new random one every time, and every sync would throw the whole trial cache
 away. With ``trials.cacheKey.existingSecret`` (an admin-created Secret) the chart renders no key at all, and two
 renders are identical; the operator mounts the named Secret. (Replay of cache entries themselves is refused by the
-signed sequence: tests/kube/test_trial_cache_evidence.py.)
+signed sequence: tests/adapters/kube/canary/test_trial_cache_evidence.py.)
 """
 
 from __future__ import annotations

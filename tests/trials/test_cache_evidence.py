@@ -1,6 +1,6 @@
 """A cached trial result answers a request only when it holds for it (config, shape bucket, SLO, a passed quality
 report for a gated config), served with the request's exact shape; stored log tails are bounded in lines and
-bytes. Table-driven, on the in-memory store (the ConfigMap store and its signatures: tests/kube)."""
+bytes. Table-driven, on the in-memory store (the ConfigMap store and its signatures: tests/adapters/kube/canary)."""
 
 from __future__ import annotations
 
