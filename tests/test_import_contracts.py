@@ -50,12 +50,14 @@ def test_the_contracts_hold() -> None:
     assert "0 broken" in result.stdout
 
 
-def test_every_package_sits_in_a_layer() -> None:
+def test_every_package_and_top_level_module_sits_in_a_layer() -> None:
     config = configparser.ConfigParser()
     config.read(REPO / ".importlinter", encoding="utf-8")
     layered = set(re.findall(r"controller\.(\w+)", config["importlinter:contract:layers"]["layers"]))
     packages = {p.parent.name for p in (REPO / "controller").glob("*/__init__.py")}
+    modules = {p.stem for p in (REPO / "controller").glob("*.py")} - {"__init__", "__main__"}
     assert packages - layered == set()
+    assert modules - layered == set()
 
 
 @pytest.mark.parametrize(
