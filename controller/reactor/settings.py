@@ -6,7 +6,7 @@ import math
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -162,212 +162,214 @@ class OperatorSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> OperatorSettings:
         """Settings from ``SHIFTLIGHT_*`` variables (as the Helm chart sets them), then explicit overrides."""
-        e = dict(os.environ if env is None else env)
-
-        def num(name: str, default: float) -> float:
-            raw = e.get(name)
-            if raw in (None, ""):
-                return default
-            try:
-                return float(raw)
-            except ValueError:
-                raise InvalidInput(f"must be a number, got {raw!r}", source="environment", field=name) from None
-
-        def port(name: str, default: int | None) -> int | None:
-            raw = e.get(name)
-            if raw in (None, ""):
-                return default
-            value = int(num(name, 0))
-            return value or None
-
-        backend = e.get("SHIFTLIGHT_BACKEND", "simulator")
-        if backend not in ("simulator", "kubernetes"):
-            raise InvalidInput(
-                f"must be 'simulator' or 'kubernetes', got {backend!r}",
-                source="environment",
-                field="SHIFTLIGHT_BACKEND",
-            )
-
-        def choice(name: str, default: str, allowed: tuple[str, ...]) -> str:
-            value = (e.get(name) or default).lower()
-            if value not in allowed:
-                raise InvalidInput(
-                    f"must be one of {', '.join(allowed)}, got {e.get(name)!r}", source="environment", field=name
-                )
-            return value
-
-        def from_json(name: str, default: str, adapter: TypeAdapter[object]) -> object:
-            raw = e.get(name) or default
-            try:
-                return adapter.validate_json(raw)
-            except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
-                )
-                raise InvalidInput(f"invalid: {problems}", source="environment", field=name) from None
-
-        def time_scale() -> float:
-            name = "SHIFTLIGHT_TIME_SCALE"
-            value = num(name, 1.0)
-            if not 0 < value <= 100_000:
-                raise InvalidInput(
-                    f"must be in (0, 100000] simulated seconds per real second, got {e.get(name)!r}",
-                    source="environment",
-                    field=name,
-                )
-            return value
-
-        def digest_hour() -> int | None:
-            raw = e.get("SHIFTLIGHT_SLACK_DIGEST_HOUR")
-            if raw in (None, ""):
-                return 9
-            if raw.strip().lower() in ("none", "off"):
-                return None
-            hour = num("SHIFTLIGHT_SLACK_DIGEST_HOUR", 9)
-            if hour != int(hour) or not 0 <= hour <= 23:
-                raise InvalidInput(
-                    f"must be an hour 0-23 (or 'none'), got {raw!r}",
-                    source="environment",
-                    field="SHIFTLIGHT_SLACK_DIGEST_HOUR",
-                )
-            return int(hour)
-
-        def positive(name: str, default: float) -> float:
-            value = num(name, default)
-            if not 0 < value <= 300:
-                raise InvalidInput(
-                    f"must be in (0, 300] seconds, got {e.get(name)!r}", source="environment", field=name
-                )
-            return value
-
-        def price(name: str) -> float | None:
-            raw = e.get(name)
-            if raw is None or not raw.strip():
-                return None
-            value = num(name, 0.0)
-            if not math.isfinite(value) or value < 0:
-                raise InvalidInput(f"must be a price in USD >= 0, got {raw!r}", source="environment", field=name)
-            return value
-
-        def combinations() -> int:
-            name = "SHIFTLIGHT_MAX_SPACE_COMBINATIONS"
-            value = num(name, MAX_SPACE_COMBINATIONS)
-            if value != int(value) or not 1 <= value <= MAX_SPACE_COMBINATIONS:
-                raise InvalidInput(
-                    f"must be a whole number from 1 to {MAX_SPACE_COMBINATIONS}, got {e.get(name)!r}",
-                    source="environment",
-                    field=name,
-                )
-            return int(value)
-
-        def policy_bytes() -> int:
-            name = "SHIFTLIGHT_POLICY_MAX_BYTES"
-            value = num(name, MAX_POLICY_BYTES)
-            if value != int(value) or not 1024 <= value <= 1024 * 1024:
-                raise InvalidInput(
-                    f"must be a whole number of bytes from 1024 to 1048576, got {e.get(name)!r}",
-                    source="environment",
-                    field=name,
-                )
-            return int(value)
-
-        def grafana() -> GrafanaSettings | None:
-            names = ("URL", "TOKEN_FILE", "DATASOURCE_UID", "ANNOTATIONS", "DASHBOARD_UIDS")
-            raw = {n: (e.get(f"SHIFTLIGHT_GRAFANA_{n}") or "").strip() for n in names}
-            if not any(raw.values()):
-                return None
-            for needed, why in (("URL", "Grafana's URL"), ("TOKEN_FILE", "the service-account token file")):
-                if not raw[needed]:
-                    given = ", ".join(f"SHIFTLIGHT_GRAFANA_{n}" for n in names if raw[n])
-                    raise InvalidInput(
-                        f"{why} is required when {given} is set",
-                        source="environment",
-                        field=f"SHIFTLIGHT_GRAFANA_{needed}",
-                    )
-            if raw["DATASOURCE_UID"] and (e.get("SHIFTLIGHT_PROMETHEUS_URL") or "").strip():
-                raise InvalidInput(
-                    "metrics come from exactly one place: set either SHIFTLIGHT_PROMETHEUS_URL (prometheus.url) or "
-                    "SHIFTLIGHT_GRAFANA_URL with SHIFTLIGHT_GRAFANA_DATASOURCE_UID (grafana.url, "
-                    "grafana.datasourceUid), not both",
-                    source="environment",
-                    field="SHIFTLIGHT_PROMETHEUS_URL",
-                )
-            annotations = raw["ANNOTATIONS"].lower()
-            if annotations not in ("", "true", "false", "1", "0", "yes", "no"):
-                raise InvalidInput(
-                    f"must be true or false, got {annotations!r}",
-                    source="environment",
-                    field="SHIFTLIGHT_GRAFANA_ANNOTATIONS",
-                )
-            fields = {
-                "url": raw["URL"],
-                "token_file": raw["TOKEN_FILE"],
-                "datasource_uid": raw["DATASOURCE_UID"] or None,
-                "annotations": annotations in ("true", "1", "yes"),
-                "dashboard_uids": tuple(u.strip() for u in raw["DASHBOARD_UIDS"].split(",") if u.strip()),
-            }
-            env_names = {"url": "URL", "token_file": "TOKEN_FILE", "datasource_uid": "DATASOURCE_UID"}
-            try:
-                return GrafanaSettings.model_validate(fields)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                name = env_names.get(str(first["loc"][0]), "DASHBOARD_UIDS")
-                raise InvalidInput(first["msg"], source="environment", field=f"SHIFTLIGHT_GRAFANA_{name}") from None
-
-        grafana_settings = grafana()
-        prometheus_url = e.get("SHIFTLIGHT_PROMETHEUS_URL") or "http://127.0.0.1:9090"
+        e = _Env(dict(os.environ if env is None else env))
+        backend = _backend(e)
+        grafana_settings = _grafana(e)
         via_grafana = grafana_settings is not None and grafana_settings.datasource_uid is not None
+        prometheus_url = e.get("SHIFTLIGHT_PROMETHEUS_URL") or "http://127.0.0.1:9090"
         if grafana_settings is not None and via_grafana:
             prometheus_url = grafana_settings.proxy_url()
-        selector = from_json("SHIFTLIGHT_CANARY_NODE_SELECTOR", "{}", _NODE_SELECTOR)  # type: ignore[arg-type]
-        tolerations = from_json("SHIFTLIGHT_CANARY_TOLERATIONS", "[]", _TOLERATIONS)  # type: ignore[arg-type]
-        leader = LeaderSettings(
-            enabled=e.get("SHIFTLIGHT_LEADER_ELECTION", "true").lower() not in ("0", "false", "no"),
-            lease_name=e.get("SHIFTLIGHT_LEASE_NAME", "shiftlight-leader"),
-            lease_namespace=e.get("SHIFTLIGHT_LEASE_NAMESPACE") or e.get("POD_NAMESPACE") or "default",
-            identity=e.get("POD_NAME") or socket.gethostname(),
-            lease_duration_s=num("SHIFTLIGHT_LEASE_DURATION_SECONDS", 15.0),
-            renew_deadline_s=num("SHIFTLIGHT_LEASE_RENEW_DEADLINE_SECONDS", 10.0),
-            retry_period_s=num("SHIFTLIGHT_LEASE_RETRY_PERIOD_SECONDS", 2.0),
-        )
+        selector = e.from_json("SHIFTLIGHT_CANARY_NODE_SELECTOR", "{}", _NODE_SELECTOR)  # type: ignore[arg-type]
+        tolerations = e.from_json("SHIFTLIGHT_CANARY_TOLERATIONS", "[]", _TOLERATIONS)  # type: ignore[arg-type]
+        leader = _leader(e)
         settings = cls(
-            backend=backend,  # type: ignore[arg-type]
+            backend=backend,
             connection=ConnectionSettings(kubeconfig=e.get("KUBECONFIG") or None, context=e.get("SHIFTLIGHT_CONTEXT")),
             leader=leader,
-            loop=LoopSettings(time_scale=time_scale()),
-            simulator=SimulatorSettings(calibration_file=env_path(e, "SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE")),
-            policy_dir=Path(e.get("SHIFTLIGHT_POLICY_DIR", "policies/v1")),
+            loop=LoopSettings(time_scale=e.time_scale()),
+            simulator=SimulatorSettings(calibration_file=env_path(e.values, "SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE")),
+            policy_dir=Path(e.text("SHIFTLIGHT_POLICY_DIR", "policies/v1")),
             prometheus_url=prometheus_url,
-            health_port=port("SHIFTLIGHT_HEALTH_PORT", 8080),
-            metrics_port=port("SHIFTLIGHT_METRICS_PORT", 9090),
+            health_port=e.port("SHIFTLIGHT_HEALTH_PORT", 8080),
+            metrics_port=e.port("SHIFTLIGHT_METRICS_PORT", 9090),
             canary_node_selector=dict(selector),  # type: ignore[call-overload]
             canary_tolerations=tolerations,  # type: ignore[arg-type]
-            prometheus_timeout_s=positive("SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS", 10.0),
-            trial_progress_interval_s=positive("SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS", 5.0),
-            trial_cache_max_entries=max(1, int(num("SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES", 200))),
-            trial_cache_key_file=Path(e["SHIFTLIGHT_TRIAL_CACHE_KEY_FILE"])
-            if e.get("SHIFTLIGHT_TRIAL_CACHE_KEY_FILE")
-            else None,
-            log_level=choice("SHIFTLIGHT_LOG_LEVEL", "info", LOG_LEVELS),
-            log_format=choice("SHIFTLIGHT_LOG_FORMAT", "text", ("text", "json")),  # type: ignore[arg-type]
-            slack_digest_hour=digest_hour(),
-            slack_webhook_file=Path(e["SHIFTLIGHT_SLACK_WEBHOOK_FILE"])
-            if e.get("SHIFTLIGHT_SLACK_WEBHOOK_FILE")
-            else None,
-            slack_channel=e.get("SHIFTLIGHT_SLACK_CHANNEL", ""),
-            gpu_hour_usd=price("SHIFTLIGHT_GPU_HOUR_USD"),
-            api_input_usd_per_million=price("SHIFTLIGHT_API_INPUT_USD_PER_MILLION") or 0.0,
-            api_output_usd_per_million=price("SHIFTLIGHT_API_OUTPUT_USD_PER_MILLION") or 0.0,
-            max_space_combinations=combinations(),
-            policy_max_bytes=policy_bytes(),
-            verify_approvals=e.get("SHIFTLIGHT_VERIFY_APPROVALS", "true").lower() not in ("0", "false", "no"),
-            llm_advisors=advisor_endpoints_from_env(e),
+            prometheus_timeout_s=e.positive("SHIFTLIGHT_PROMETHEUS_TIMEOUT_SECONDS", 10.0),
+            trial_progress_interval_s=e.positive("SHIFTLIGHT_TRIAL_PROGRESS_INTERVAL_SECONDS", 5.0),
+            trial_cache_max_entries=max(1, int(e.num("SHIFTLIGHT_TRIAL_CACHE_MAX_ENTRIES", 200))),
+            trial_cache_key_file=e.path("SHIFTLIGHT_TRIAL_CACHE_KEY_FILE"),
+            log_level=e.choice("SHIFTLIGHT_LOG_LEVEL", "info", LOG_LEVELS),
+            log_format=e.choice("SHIFTLIGHT_LOG_FORMAT", "text", ("text", "json")),  # type: ignore[arg-type]
+            slack_digest_hour=e.digest_hour(),
+            slack_webhook_file=e.path("SHIFTLIGHT_SLACK_WEBHOOK_FILE"),
+            slack_channel=e.text("SHIFTLIGHT_SLACK_CHANNEL", ""),
+            gpu_hour_usd=e.price("SHIFTLIGHT_GPU_HOUR_USD"),
+            api_input_usd_per_million=e.price("SHIFTLIGHT_API_INPUT_USD_PER_MILLION") or 0.0,
+            api_output_usd_per_million=e.price("SHIFTLIGHT_API_OUTPUT_USD_PER_MILLION") or 0.0,
+            max_space_combinations=e.whole(
+                "SHIFTLIGHT_MAX_SPACE_COMBINATIONS", 1, MAX_SPACE_COMBINATIONS, MAX_SPACE_COMBINATIONS, "a whole number"
+            ),
+            policy_max_bytes=e.whole(
+                "SHIFTLIGHT_POLICY_MAX_BYTES", 1024, 1024 * 1024, MAX_POLICY_BYTES, "a whole number of bytes"
+            ),
+            verify_approvals=e.flag("SHIFTLIGHT_VERIFY_APPROVALS"),
+            llm_advisors=advisor_endpoints_from_env(e.values),
             grafana=grafana_settings,
-            **prometheus_access(e, via_grafana=via_grafana),
+            **prometheus_access(e.values, via_grafana=via_grafana),
         )
         settings.prometheus_settings()  # a label or variant Prometheus settings refuse: refused at start
         if overrides:
-            from dataclasses import replace
-
             settings = replace(settings, **overrides)  # type: ignore[arg-type]
         return settings
+
+
+_GRAFANA_VARS = ("URL", "TOKEN_FILE", "DATASOURCE_UID", "ANNOTATIONS", "DASHBOARD_UIDS")
+_GRAFANA_FIELD_VARS = {"url": "URL", "token_file": "TOKEN_FILE", "datasource_uid": "DATASOURCE_UID"}
+_BACKENDS: dict[str, Backend] = {"simulator": "simulator", "kubernetes": "kubernetes"}
+_TRUTHY = ("true", "1", "yes")
+_BOOLEANS = ("", "true", "false", "1", "0", "yes", "no")
+
+
+def _refused(message: str, name: str) -> InvalidInput:
+    return InvalidInput(message, source="environment", field=name)
+
+
+@dataclass(frozen=True)
+class _Env:
+    """The environment variables, read as typed values; a value refused names its variable."""
+
+    values: dict[str, str]
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name)
+
+    def text(self, name: str, default: str) -> str:
+        return self.values.get(name, default)
+
+    def num(self, name: str, default: float) -> float:
+        raw = self.values.get(name)
+        if raw in (None, ""):
+            return default
+        try:
+            return float(raw)
+        except ValueError:
+            raise _refused(f"must be a number, got {raw!r}", name) from None
+
+    def port(self, name: str, default: int | None) -> int | None:
+        if self.values.get(name) in (None, ""):
+            return default
+        return int(self.num(name, 0)) or None
+
+    def path(self, name: str) -> Path | None:
+        return Path(self.values[name]) if self.values.get(name) else None
+
+    def flag(self, name: str) -> bool:
+        """A switch that is on unless set to 0, false or no."""
+        return self.values.get(name, "true").lower() not in ("0", "false", "no")
+
+    def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = (self.values.get(name) or default).lower()
+        if value not in allowed:
+            raise _refused(f"must be one of {', '.join(allowed)}, got {self.values.get(name)!r}", name)
+        return value
+
+    def from_json(self, name: str, default: str, adapter: TypeAdapter[object]) -> object:
+        raw = self.values.get(name) or default
+        try:
+            return adapter.validate_json(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
+            )
+            raise _refused(f"invalid: {problems}", name) from None
+
+    def time_scale(self) -> float:
+        name = "SHIFTLIGHT_TIME_SCALE"
+        value = self.num(name, 1.0)
+        if not 0 < value <= 100_000:
+            raise _refused(
+                f"must be in (0, 100000] simulated seconds per real second, got {self.values.get(name)!r}", name
+            )
+        return value
+
+    def digest_hour(self) -> int | None:
+        name = "SHIFTLIGHT_SLACK_DIGEST_HOUR"
+        raw = self.values.get(name)
+        if raw in (None, ""):
+            return 9
+        if raw.strip().lower() in ("none", "off"):
+            return None
+        hour = self.num(name, 9)
+        if hour != int(hour) or not 0 <= hour <= 23:
+            raise _refused(f"must be an hour 0-23 (or 'none'), got {raw!r}", name)
+        return int(hour)
+
+    def positive(self, name: str, default: float) -> float:
+        value = self.num(name, default)
+        if not 0 < value <= 300:
+            raise _refused(f"must be in (0, 300] seconds, got {self.values.get(name)!r}", name)
+        return value
+
+    def price(self, name: str) -> float | None:
+        raw = self.values.get(name)
+        if raw is None or not raw.strip():
+            return None
+        value = self.num(name, 0.0)
+        if not math.isfinite(value) or value < 0:
+            raise _refused(f"must be a price in USD >= 0, got {raw!r}", name)
+        return value
+
+    def whole(self, name: str, low: int, high: int, default: int, what: str) -> int:
+        """A whole number from ``low`` to ``high`` (``what`` names it in the refusal)."""
+        value = self.num(name, default)
+        if value != int(value) or not low <= value <= high:
+            raise _refused(f"must be {what} from {low} to {high}, got {self.values.get(name)!r}", name)
+        return int(value)
+
+
+def _backend(e: _Env) -> Backend:
+    backend = e.text("SHIFTLIGHT_BACKEND", "simulator")
+    if backend in _BACKENDS:
+        return _BACKENDS[backend]
+    raise _refused(f"must be 'simulator' or 'kubernetes', got {backend!r}", "SHIFTLIGHT_BACKEND")
+
+
+def _leader(e: _Env) -> LeaderSettings:
+    return LeaderSettings(
+        enabled=e.flag("SHIFTLIGHT_LEADER_ELECTION"),
+        lease_name=e.text("SHIFTLIGHT_LEASE_NAME", "shiftlight-leader"),
+        lease_namespace=e.get("SHIFTLIGHT_LEASE_NAMESPACE") or e.get("POD_NAMESPACE") or "default",
+        identity=e.get("POD_NAME") or socket.gethostname(),
+        lease_duration_s=e.num("SHIFTLIGHT_LEASE_DURATION_SECONDS", 15.0),
+        renew_deadline_s=e.num("SHIFTLIGHT_LEASE_RENEW_DEADLINE_SECONDS", 10.0),
+        retry_period_s=e.num("SHIFTLIGHT_LEASE_RETRY_PERIOD_SECONDS", 2.0),
+    )
+
+
+def _grafana(e: _Env) -> GrafanaSettings | None:
+    """Grafana's settings (``SHIFTLIGHT_GRAFANA_*``), None when none is set."""
+    raw = {n: (e.get(f"SHIFTLIGHT_GRAFANA_{n}") or "").strip() for n in _GRAFANA_VARS}
+    if not any(raw.values()):
+        return None
+    _check_grafana(e, raw)
+    annotations = raw["ANNOTATIONS"].lower()
+    if annotations not in _BOOLEANS:
+        raise _refused(f"must be true or false, got {annotations!r}", "SHIFTLIGHT_GRAFANA_ANNOTATIONS")
+    fields = {
+        "url": raw["URL"],
+        "token_file": raw["TOKEN_FILE"],
+        "datasource_uid": raw["DATASOURCE_UID"] or None,
+        "annotations": annotations in _TRUTHY,
+        "dashboard_uids": tuple(u.strip() for u in raw["DASHBOARD_UIDS"].split(",") if u.strip()),
+    }
+    try:
+        return GrafanaSettings.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = _GRAFANA_FIELD_VARS.get(str(first["loc"][0]), "DASHBOARD_UIDS")
+        raise _refused(first["msg"], f"SHIFTLIGHT_GRAFANA_{name}") from None
+
+
+def _check_grafana(e: _Env, raw: Mapping[str, str]) -> None:
+    """Grafana's URL and token file are required, and its datasource excludes a Prometheus URL."""
+    for needed, why in (("URL", "Grafana's URL"), ("TOKEN_FILE", "the service-account token file")):
+        if not raw[needed]:
+            given = ", ".join(f"SHIFTLIGHT_GRAFANA_{n}" for n in _GRAFANA_VARS if raw[n])
+            raise _refused(f"{why} is required when {given} is set", f"SHIFTLIGHT_GRAFANA_{needed}")
+    if raw["DATASOURCE_UID"] and (e.get("SHIFTLIGHT_PROMETHEUS_URL") or "").strip():
+        raise _refused(
+            "metrics come from exactly one place: set either SHIFTLIGHT_PROMETHEUS_URL (prometheus.url) or "
+            "SHIFTLIGHT_GRAFANA_URL with SHIFTLIGHT_GRAFANA_DATASOURCE_UID (grafana.url, "
+            "grafana.datasourceUid), not both",
+            "SHIFTLIGHT_PROMETHEUS_URL",
+        )
