@@ -8,10 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller import decide
-from controller.decide import Rules, ScalingRules, TuningRules
+from controller.decide import Rules, TuningRules
 from controller.decide.signals import drift as drifts
 from controller.domain import (
-    SLO,
     STOCK,
     DeployCandidate,
     EngineConfig,
@@ -25,70 +24,25 @@ from controller.domain import (
     Scale,
     ScheduledConfig,
     TargetStatus,
-    TimeWindow,
     TrafficShape,
-    TrialResult,
     TrialStatus,
-    VariantStats,
 )
 from controller.domain.proposal import Proposal
-
-NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
-DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
-NOON = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-MTP3 = EngineConfig(speculative_method="mtp", num_speculative_tokens=3)
-SHAPE = TrafficShape(
-    arrival_rate_rps=20,
-    concurrency=256,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
+from tests.support.builders import failed_trial, observed, scheduled, variant
+from tests.support.planner import (
+    DAY,
+    MTP1,
+    MTP3,
+    NOON,
+    RULES,
+    SCALING,
+    SHAPE,
+    measured,
+    observation,
+    plan,
+    probed_day,
+    tuning_status,
 )
-RULES = Rules(slo=SLO(ttft_seconds=2, tpot_seconds=0.1), tuning=TuningRules(max_trials=4), windows=(NIGHT, DAY))
-
-
-def observation(shape: TrafficShape = SHAPE) -> Observation:
-    return Observation(target="ns/m", start=NOON - timedelta(minutes=5), end=NOON, shape=shape)
-
-
-def measured(config: EngineConfig, goodput: float, shape: TrafficShape, ttft: float = 0.5) -> TrialResult:
-    p = Percentiles(p50=ttft / 2, p95=ttft, p99=ttft * 1.2)
-    q = Percentiles(p50=0.02, p95=0.03, p99=0.04)
-    return TrialResult(
-        config=config,
-        shape=shape,
-        slo=RULES.slo,
-        status=TrialStatus.MEASURED,
-        ttft_s=p,
-        tpot_s=q,
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        request_throughput=shape.arrival_rate_rps,
-        completed=100,
-    )
-
-
-def plan(status: TargetStatus, proposals: tuple[Proposal, ...] = (), **kw: object) -> decide.Decision:
-    args: dict[str, object] = {
-        "status": status,
-        "observation": observation(),
-        "observe_error": None,
-        "proposals": proposals,
-        "rules": RULES,
-        "now": NOON,
-    }
-    args.update(kw)
-    return decide.plan(**args)  # type: ignore[arg-type]
-
-
-def tuning_status(results: list[TrialResult], proposers: list[str]) -> TargetStatus:
-    first = plan(TargetStatus())
-    assert first.status.tuning is not None
-    round_ = first.status.tuning.model_copy(
-        update={"trial_keys": tuple(r.config.key() for r in results), "trial_proposers": tuple(proposers)}
-    )
-    shaped = [r.model_copy(update={"shape": round_.shape}) for r in results]
-    return first.status.model_copy(update={"tuning": round_, "trials": tuple(shaped)})
 
 
 def test_first_cycle_starts_tuning_with_a_baseline_trial() -> None:
@@ -208,7 +162,7 @@ def test_a_config_never_measured_on_the_window_traffic_is_measured_there_before_
     assert d.codes == ("switch-check",)
     assert d.status.phase is Phase.OBSERVING and d.status.rollout is None
     assert [(type(a), a.config, a.shape) for a in d.actions] == [(RunTrial, MTP1, night_shape)]  # type: ignore[union-attr]
-    failed = TrialResult(config=MTP1, shape=night_shape, slo=RULES.slo, status=TrialStatus.INFEASIBLE, reason="OOM")
+    failed = failed_trial(MTP1, night_shape, slo=RULES.slo, status=TrialStatus.INFEASIBLE, reason="OOM")
     d = plan(night_and_day(MTP1, trials=(failed,)), now=at_one, observation=observation(night_shape))
     assert d.codes == ("scheduled-switch",)
     assert d.status.rollout is not None and d.status.rollout.to_config == MTP3
@@ -229,11 +183,7 @@ def test_no_switch_check_while_trials_are_paused() -> None:
 def test_drift_starts_a_new_round() -> None:
     status = TargetStatus(
         window="day",
-        schedule=(
-            ScheduledConfig(
-                window="day", config=STOCK, shape=SHAPE, goodput_tokens_per_s=1, stock_goodput_tokens_per_s=1
-            ),
-        ),
+        schedule=(scheduled("day", STOCK, SHAPE, goodput=1, stock_goodput=1),),
     )
     assert plan(status).status.phase is Phase.OBSERVING
     d = plan(status, drifted=True)
@@ -246,22 +196,8 @@ def night_and_day(active: EngineConfig, **status: object) -> TargetStatus:
         active_config=active,
         window="day",
         schedule=(
-            ScheduledConfig(
-                window="night",
-                config=MTP3,
-                shape=night_shape,
-                goodput_tokens_per_s=300,
-                stock_goodput_tokens_per_s=200,
-                reason="measured",
-            ),
-            ScheduledConfig(
-                window="day",
-                config=MTP1,
-                shape=SHAPE,
-                goodput_tokens_per_s=3000,
-                stock_goodput_tokens_per_s=1500,
-                reason="measured",
-            ),
+            scheduled("night", MTP3, night_shape, goodput=300, stock_goodput=200, reason="measured"),
+            scheduled("day", MTP1, SHAPE, goodput=3000, stock_goodput=1500, reason="measured"),
         ),
         **status,  # type: ignore[arg-type]
     )
@@ -330,14 +266,7 @@ def test_switch_that_does_not_pay_for_itself_is_skipped() -> None:
 
 
 def stock_day_tuned_two_hours_ago() -> ScheduledConfig:
-    return ScheduledConfig(
-        window="day",
-        config=STOCK,
-        shape=SHAPE,
-        goodput_tokens_per_s=1,
-        stock_goodput_tokens_per_s=1,
-        tuned_at=NOON - timedelta(hours=2),
-    )
+    return scheduled("day", STOCK, SHAPE, goodput=1, stock_goodput=1, tuned_at=NOON - timedelta(hours=2))
 
 
 def test_detector_drift_retunes_at_most_once_per_interval() -> None:
@@ -383,14 +312,6 @@ def test_trials_replay_the_per_replica_share_of_traffic() -> None:
     assert d.status.tuning is not None
     assert d.status.tuning.shape.concurrency == pytest.approx(SHAPE.concurrency / 4)
     assert d.status.tuning.shape.arrival_rate_rps == pytest.approx(SHAPE.arrival_rate_rps / 4)
-
-
-SCALING = Rules(
-    slo=RULES.slo,
-    tuning=TuningRules(max_trials=3),
-    windows=RULES.windows,
-    scaling=ScalingRules(min_replicas=1, max_replicas=8, headroom=0.25, scale_down_stabilisation_s=0),
-)
 
 
 def run_capacity_search(
@@ -563,16 +484,7 @@ def test_with_an_hpa_too_small_for_the_load_a_round_warns_instead_of_rolling_out
 
 
 def test_replicas_follow_the_request_rate_at_the_probed_capacity() -> None:
-    entry = ScheduledConfig(
-        window="day",
-        config=MTP1,
-        shape=SHAPE,
-        goodput_tokens_per_s=2000,
-        stock_goodput_tokens_per_s=1000,
-        capacity_rps=30.0,
-        capacity_concurrency=400,
-        tuned_at=NOON,
-    )
+    entry = scheduled("day", MTP1, SHAPE, capacity_rps=30.0, capacity_concurrency=400, tuned_at=NOON)
     active = TargetStatus(window="day", active_config=MTP1, schedule=(entry,))
     # 60 req/s x 1.25 headroom / 30 req/s per replica = 3 replicas
     busy = observation(SHAPE.model_copy(update={"arrival_rate_rps": 60, "concurrency": 768}))
@@ -595,15 +507,7 @@ def test_replicas_follow_the_request_rate_at_the_probed_capacity() -> None:
 @pytest.mark.parametrize(("rate", "retunes"), [(3.0, False), (20.0, True)])
 def test_drift_in_a_quiet_stretch_does_not_retune(rate: float, retunes: bool) -> None:
     """A window tuned for its busy hour keeps its config through quiet minutes of another length mix."""
-    entry = ScheduledConfig(
-        window="day",
-        config=MTP1,
-        shape=SHAPE,
-        goodput_tokens_per_s=2000,
-        stock_goodput_tokens_per_s=1000,
-        capacity_rps=30.0,
-        tuned_at=NOON - timedelta(hours=2),
-    )
+    entry = scheduled("day", MTP1, SHAPE, capacity_rps=30.0, tuned_at=NOON - timedelta(hours=2))
     status = TargetStatus(window="day", active_config=MTP1, schedule=(entry,))
     longer = SHAPE.model_copy(
         update={"arrival_rate_rps": rate, "prompt_tokens": LengthDistribution(mean=8000), "concurrency": 64}
@@ -652,21 +556,8 @@ def test_daily_digest_once_a_day_with_economics() -> None:
     assert not [a for a in again.actions if isinstance(a, Notify) and a.title == "Daily digest"]
 
 
-def _probed_day(capacity_rps: float | None, config: EngineConfig = MTP1) -> ScheduledConfig:
-    return ScheduledConfig(
-        window="day",
-        config=config,
-        shape=SHAPE,
-        goodput_tokens_per_s=2000,
-        stock_goodput_tokens_per_s=1000,
-        capacity_rps=capacity_rps,
-        tuned_at=NOON,
-    )
-
-
 def breaching(shape: TrafficShape = SHAPE, requests: int = 500) -> Observation:
-    stable = VariantStats(variant="stable", requests=requests, ttft_p95_s=6.0, tpot_p95_s=0.03)
-    return observation(shape).model_copy(update={"variants": {"stable": stable}})
+    return observed(shape, NOON, variant("stable", requests, ttft=6.0, tpot=0.03, good_requests=None))
 
 
 @pytest.mark.parametrize(
@@ -681,7 +572,7 @@ def breaching(shape: TrafficShape = SHAPE, requests: int = 500) -> Observation:
 def test_a_breach_below_the_probed_capacity_lowers_it_and_adds_replicas(
     capacity: float, replicas: int, expect: int
 ) -> None:
-    status = TargetStatus(window="day", active_config=MTP1, replicas=replicas, schedule=(_probed_day(capacity),))
+    status = TargetStatus(window="day", active_config=MTP1, replicas=replicas, schedule=(probed_day(capacity),))
     d = plan(status, observation=breaching(), rules=SCALING)
     scale = [a for a in d.actions if isinstance(a, Scale)]
     assert [a.replicas for a in scale] == [expect]
@@ -710,7 +601,7 @@ def test_a_breach_right_after_a_replica_change_does_not_lower_the_probed_capacit
     changed = None if changed_min_before_window is None else obs.start - timedelta(minutes=changed_min_before_window)
     rules = replace(SCALING, replica_settle_s=600.0)
     status = TargetStatus(
-        window="day", active_config=MTP1, replicas=1, schedule=(_probed_day(30.0),), replicas_changed_at=changed
+        window="day", active_config=MTP1, replicas=1, schedule=(probed_day(30.0),), replicas_changed_at=changed
     )
     d = plan(status, observation=obs, rules=rules)
     entry = d.status.schedule_for("day")
@@ -724,7 +615,7 @@ def test_a_breach_right_after_a_replica_change_does_not_lower_the_probed_capacit
 
 
 def test_every_stable_scale_records_when_the_replica_count_changed() -> None:
-    status = TargetStatus(window="day", active_config=MTP1, replicas=1, schedule=(_probed_day(10.0),))
+    status = TargetStatus(window="day", active_config=MTP1, replicas=1, schedule=(probed_day(10.0),))
     d = plan(status, rules=SCALING)  # 20 req/s x 1.25 / 10 -> 3
     assert [a.replicas for a in d.actions if isinstance(a, Scale)] == [3]
     assert d.status.replicas_changed_at == NOON
@@ -736,9 +627,9 @@ def test_every_stable_scale_records_when_the_replica_count_changed() -> None:
 def test_a_breach_above_the_probed_capacity_keeps_it_and_scales_by_it() -> None:
     """Beyond the capacity the probe measured the scaler already adds replicas; a breach at a per-replica rate the
     canary said is too much is not evidence against the probe."""
-    status = TargetStatus(window="day", active_config=MTP1, replicas=1, schedule=(_probed_day(10.0),))
+    status = TargetStatus(window="day", active_config=MTP1, replicas=1, schedule=(probed_day(10.0),))
     status = status.model_copy(
-        update={"schedule": (_probed_day(10.0).model_copy(update={"tuned_at": NOON - timedelta(hours=3)}),)}
+        update={"schedule": (probed_day(10.0).model_copy(update={"tuned_at": NOON - timedelta(hours=3)}),)}
     )
     d = plan(status, observation=breaching(), rules=SCALING)
     entry = d.status.schedule_for("day")
@@ -747,7 +638,7 @@ def test_a_breach_above_the_probed_capacity_keeps_it_and_scales_by_it() -> None:
 
 
 def test_without_a_probed_capacity_a_breach_adds_half_again_the_replicas() -> None:
-    status = TargetStatus(window="day", active_config=MTP1, replicas=4, schedule=(_probed_day(None),))
+    status = TargetStatus(window="day", active_config=MTP1, replicas=4, schedule=(probed_day(None),))
     d = plan(status, observation=breaching(), rules=SCALING)
     scale = [a for a in d.actions if isinstance(a, Scale)]
     assert [(a.replicas, a.code) for a in scale] == [(6, "scale")]
@@ -773,7 +664,7 @@ def mid_rollout(*, replicas: int, stock_capacity: float) -> TargetStatus:
         active_config=STOCK,
         replicas=replicas,
         rollout=rollout,
-        schedule=(_probed_day(stock_capacity, STOCK),),
+        schedule=(probed_day(stock_capacity, STOCK),),
     )
 
 
@@ -798,7 +689,7 @@ def test_a_rollback_forgets_the_rolled_back_configs_capacity() -> None:
         abort_requested=True,
     )
     status = TargetStatus(
-        window="day", phase=Phase.ROLLING_OUT, active_config=STOCK, rollout=rollout, schedule=(_probed_day(30.0),)
+        window="day", phase=Phase.ROLLING_OUT, active_config=STOCK, rollout=rollout, schedule=(probed_day(30.0),)
     )
     d = plan(status, rules=SCALING)
     entry = d.status.schedule_for("day")

@@ -25,7 +25,7 @@ from controller.domain.codes import Code
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
-from tests.decide.rollout.test_rollout import RULES, SLO_, T0, start
+from tests.support.rollout_steps import RULES, SLO_, T0, start
 
 pytestmark = pytest.mark.security
 

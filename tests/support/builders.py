@@ -1,9 +1,96 @@
-"""Builders the tests share: one value each, written once."""
+"""Builders the tests share: one value each, written once, with keyword arguments for what a test cares about and
+defaults for the rest."""
 
 from __future__ import annotations
 
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from datetime import datetime, timedelta
+from typing import Any
+
+from controller.domain import (
+    SLO,
+    EngineConfig,
+    LengthDistribution,
+    Observation,
+    Percentiles,
+    ScheduledConfig,
+    TimeWindow,
+    TrafficShape,
+    TrialResult,
+    TrialStatus,
+    VariantStats,
+)
 from controller.ports import TrialRequest
+
+#: p50, p95 and p99 in seconds
+Spread = tuple[float, float, float]
+
+
+def shape(
+    rate: float,
+    concurrency: float,
+    prompt: float = 512,
+    output: float = 512,
+    *,
+    repetitiveness: float = 0.0,
+    window: TimeWindow | None = None,
+) -> TrafficShape:
+    """Traffic of ``rate`` req/s with ``concurrency`` requests in flight, ``prompt`` tokens in and ``output`` out."""
+    return TrafficShape(
+        arrival_rate_rps=rate,
+        concurrency=concurrency,
+        prompt_tokens=LengthDistribution(mean=prompt),
+        output_tokens=LengthDistribution(mean=output),
+        repetitiveness=repetitiveness,
+        window=window,
+    )
+
+
+def spread(values: Spread | None) -> Percentiles | None:
+    return None if values is None else Percentiles(p50=values[0], p95=values[1], p99=values[2])
+
+
+def trial(
+    config: EngineConfig,
+    shape: TrafficShape,
+    *,
+    slo: SLO,
+    goodput: float = 1000.0,
+    status: TrialStatus = TrialStatus.MEASURED,
+    ttft: Spread | None = (0.5, 1.0, 1.5),
+    tpot: Spread | None = (0.02, 0.03, 0.04),
+    throughput: float | None = None,
+    completed: int = 100,
+    **fields: Any,
+) -> TrialResult:
+    """A trial of ``config`` on ``shape`` against ``slo``: ``goodput`` output tok/s (all of it good), ``completed``
+    requests at ``throughput`` req/s (``shape``'s arrival rate unless given) with the TTFT and TPOT spreads given.
+    Any other ``TrialResult`` field comes from ``fields`` (``goodput_rps``, ``duration_s``, ``reason``...)."""
+    return TrialResult(
+        config=config,
+        shape=shape,
+        slo=slo,
+        status=status,
+        ttft_s=spread(ttft),
+        tpot_s=spread(tpot),
+        goodput_tokens_per_s=goodput,
+        output_tokens_per_s=goodput,
+        request_throughput=shape.arrival_rate_rps if throughput is None else throughput,
+        completed=completed,
+        **fields,
+    )
+
+
+def failed_trial(
+    config: EngineConfig,
+    shape: TrafficShape,
+    *,
+    slo: SLO | None = None,
+    status: TrialStatus = TrialStatus.FAILED,
+    reason: str = "test",
+) -> TrialResult:
+    """A trial of ``config`` on ``shape`` that measured nothing (``status``, the default SLO unless given), for
+    ``reason``."""
+    return TrialResult(config=config, shape=shape, slo=slo or SLO(), status=status, reason=reason)
 
 
 def measured_trial(request: TrialRequest, *, output_tokens_per_s: float = 1000.0) -> TrialResult:
@@ -18,4 +105,48 @@ def measured_trial(request: TrialRequest, *, output_tokens_per_s: float = 1000.0
         output_tokens_per_s=output_tokens_per_s,
         ttft_s=Percentiles(p50=0.1, p95=0.2, p99=0.3),
         tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
+    )
+
+
+def variant(
+    name: str, requests: int, *, ttft: float | None = 0.2, tpot: float | None = 0.02, **fields: Any
+) -> VariantStats:
+    """``name``'s production signals: ``requests`` finished, TTFT and TPOT p95 as given; every one good unless
+    ``fields`` says otherwise (``good_requests``, ``errors``...)."""
+    return VariantStats(
+        variant=name, requests=requests, ttft_p95_s=ttft, tpot_p95_s=tpot, **({"good_requests": requests} | fields)
+    )
+
+
+def observed(
+    shape: TrafficShape, end: datetime, *variants: VariantStats, minutes: float = 5, target: str = "ns/m"
+) -> Observation:
+    """One observe cycle of ``target`` ending at ``end``: ``shape``'s traffic and the ``variants`` given."""
+    return Observation(
+        target=target,
+        start=end - timedelta(minutes=minutes),
+        end=end,
+        shape=shape,
+        variants={v.variant: v for v in variants},
+    )
+
+
+def scheduled(
+    window: str,
+    config: EngineConfig,
+    shape: TrafficShape,
+    *,
+    goodput: float = 2000,
+    stock_goodput: float = 1000,
+    **fields: Any,
+) -> ScheduledConfig:
+    """``window``'s schedule entry: ``config``, measured on ``shape`` at ``goodput`` against stock's
+    ``stock_goodput``; other ``ScheduledConfig`` fields (``reason``, ``tuned_at``, ``replicas``...) from ``fields``."""
+    return ScheduledConfig(
+        window=window,
+        config=config,
+        shape=shape,
+        goodput_tokens_per_s=goodput,
+        stock_goodput_tokens_per_s=stock_goodput,
+        **fields,
     )

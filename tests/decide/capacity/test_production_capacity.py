@@ -14,7 +14,7 @@ from controller.domain import LengthDistribution, Observation, TargetStatus, Tra
 from controller.domain.actions import Scale
 from controller.domain.codes import Code
 from controller.domain.status import RolloutState
-from tests.decide.test_planner import MTP1, NOON, SCALING, SHAPE, _probed_day, observation, plan
+from tests.support.planner import MTP1, NOON, SCALING, SHAPE, observation, plan, probed_day
 
 
 def serving(
@@ -53,7 +53,7 @@ def serving(
 def test_production_raises_a_probed_capacity_it_exceeded_within_the_slo(
     replicas: int, probed: float, obs: Observation, raised: float | None
 ) -> None:
-    status = TargetStatus(window="day", active_config=MTP1, replicas=replicas, schedule=(_probed_day(probed),))
+    status = TargetStatus(window="day", active_config=MTP1, replicas=replicas, schedule=(probed_day(probed),))
     d = plan(status, observation=obs, rules=SCALING)
     entry = d.status.schedule_for("day")
     assert entry is not None
@@ -69,7 +69,7 @@ def test_production_raises_a_probed_capacity_it_exceeded_within_the_slo(
 def test_the_raised_capacity_sizes_the_fleet() -> None:
     """3 replicas serve 20 req/s within the SLO (6.67 each) where the probe said 6: the capacity becomes 6.67 and
     the fleet 20 x 1.25 / 6.67 = 3.75 -> 4, where the probe alone sizes it 20 x 1.25 / 6 = 4.2 -> 5."""
-    status = TargetStatus(window="day", active_config=MTP1, replicas=3, schedule=(_probed_day(6.0),))
+    status = TargetStatus(window="day", active_config=MTP1, replicas=3, schedule=(probed_day(6.0),))
     d = plan(status, observation=serving(), rules=SCALING)
     assert [a.replicas for a in d.actions if isinstance(a, Scale)] == [4]
     no_evidence = plan(status, observation=serving(requests=20), rules=SCALING)
@@ -83,7 +83,7 @@ def test_replicas_still_settling_are_no_evidence() -> None:
         window="day",
         active_config=MTP1,
         replicas=2,
-        schedule=(_probed_day(6.0),),
+        schedule=(probed_day(6.0),),
         replicas_changed_at=obs.start - timedelta(minutes=5),
     )
     d = plan(status, observation=obs, rules=rules)
@@ -99,7 +99,7 @@ def test_no_raise_while_a_rollout_runs() -> None:
         steps=(10, 100),
         started_at=NOON - timedelta(minutes=10),
     )
-    status = TargetStatus(window="day", active_config=MTP1, replicas=2, schedule=(_probed_day(6.0),), rollout=rollout)
+    status = TargetStatus(window="day", active_config=MTP1, replicas=2, schedule=(probed_day(6.0),), rollout=rollout)
     d = plan(status, observation=serving(), rules=SCALING)
     entry = d.status.schedule_for("day")
     assert entry is not None and entry.capacity_rps == 6.0
@@ -114,7 +114,7 @@ def test_no_raise_while_a_rollout_runs() -> None:
     ],
 )
 def test_the_fleet_is_never_sized_below_the_requests_in_flight(in_flight: float, replicas: int) -> None:
-    probed = _probed_day(10.0).model_copy(update={"capacity_concurrency": 100.0})
+    probed = probed_day(10.0).model_copy(update={"capacity_concurrency": 100.0})
     status = TargetStatus(window="day", active_config=MTP1, replicas=4, schedule=(probed,))
     light = SHAPE.model_copy(update={"arrival_rate_rps": 5.0, "concurrency": in_flight})
     d = plan(status, observation=observation(light), rules=SCALING)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -10,52 +10,18 @@ from controller.decide import RolloutRules
 from controller.decide.rollout import steps as rollout
 from controller.decide.rollout.analysis import analyse
 from controller.domain import (
-    SLO,
     STOCK,
     Approval,
     DeployCandidate,
-    EngineConfig,
-    LengthDistribution,
-    Observation,
     Phase,
     Promote,
     RequestApproval,
     Rollback,
     Scale,
     SetWeights,
-    TrafficShape,
     VariantStats,
 )
-
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05, max_error_rate=0.01)
-RULES = RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100)
-CANDIDATE = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-SHAPE = TrafficShape(
-    arrival_rate_rps=10,
-    concurrency=64,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
-
-
-def stats(
-    variant: str, requests: int, ttft: float = 0.3, tpot: float = 0.02, errors: int = 0, good: int | None = None
-) -> VariantStats:
-    """A variant's signals; by default every request that did not fail met the SLO."""
-    return VariantStats(
-        variant=variant,
-        requests=requests,
-        errors=errors,
-        ttft_p95_s=ttft,
-        tpot_p95_s=tpot,
-        good_requests=requests - errors if good is None else good,
-    )
-
-
-def obs(candidate: VariantStats | None, stable: VariantStats | None = None) -> Observation:
-    variants = {v.variant: v for v in (candidate, stable or stats("stable", 2000)) if v is not None}
-    return Observation(target="ns/m", start=T0, end=T0 + timedelta(minutes=5), shape=SHAPE, variants=variants)
+from tests.support.rollout_steps import CANDIDATE, RULES, SLO_, T0, obs, start, stats
 
 
 @pytest.mark.parametrize(
@@ -82,20 +48,6 @@ def obs(candidate: VariantStats | None, stable: VariantStats | None = None) -> O
 def test_analysis_table(candidate: VariantStats | None, stable: VariantStats | None, verdict: str, code: str) -> None:
     result = analyse(candidate=candidate, stable=stable, slo=SLO_, rules=RULES)
     assert (result.verdict, result.code) == (verdict, code), result.reason
-
-
-def start(needs_approval: bool = False, rules: RolloutRules = RULES) -> rollout.RolloutStep:
-    return rollout.start(
-        rollout_id="r1",
-        from_config=STOCK,
-        to_config=CANDIDATE,
-        rules=rules,
-        now=T0,
-        reason="faster",
-        proposed_by="optimizer",
-        expected_gain=1.5,
-        needs_approval=needs_approval,
-    )
 
 
 def test_full_rollout_walks_every_step_then_promotes() -> None:

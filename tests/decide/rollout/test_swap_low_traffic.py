@@ -11,7 +11,7 @@ from controller.decide.rollout import steps as rollout
 from controller.domain import Phase, Rollback, SetWeights
 from controller.domain.codes import Code
 from controller.domain.status import RolloutState
-from tests.decide.rollout.test_rollout import RULES, SLO_, T0, obs, start, stats
+from tests.support.rollout_steps import RULES, SLO_, T0, obs, start, stats
 
 QUIET = obs(stats("candidate", 30))  # fewer than min_samples (100), more than min_failure_samples (25)
 BREACH = obs(stats("candidate", 30, tpot=0.08))

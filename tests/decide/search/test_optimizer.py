@@ -9,63 +9,11 @@ import pytest
 
 from controller.decide.search.optimizer import OptimizerAdvisor, optimize
 from controller.domain.config import STOCK, EngineConfig
-from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from controller.policy import parse_policy
+from controller.domain.trial import TrialResult
 from controller.ports import Advisor
-
-POLICY = parse_policy(
-    "target: {gpu_family: blackwell, hybrid: true, has_mtp: true, gpu_memory_gib: 252}\n"
-    "space:\n"
-    "  speculative_method: [none, mtp]\n"
-    "  num_speculative_tokens: {min: 1, max: 3}\n"
-    "  async_scheduling: [true, false]\n"
-    "  mamba_ssm_cache_dtype: [float32, float16]\n"
-    "  mamba_backend: [triton, flashinfer]\n"
-    "  max_num_seqs: [128, 256, 512]\n"
-    "  max_num_batched_tokens: [4096, 8192, 16384]\n"
-)
-SHAPE = TrafficShape(
-    arrival_rate_rps=10,
-    concurrency=256,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
-PCT = Percentiles(p50=0.1, p95=0.1, p99=0.1)
-TARGET = TargetRef("ns", "svc", "model")
-
-
-def surface(c: EngineConfig) -> float:
-    """A separable surface with one interaction (MTP depth x batch), like the field notes' workstation."""
-    v = 1000.0 * {0: 1.0, 1: 1.5, 2: 1.35, 3: 1.2}[c.k]
-    v *= 1.2 if c.async_scheduling else 1.0
-    v *= 1.3 if c.mamba_backend == "flashinfer" else 1.0
-    v *= 1.15 if c.mamba_ssm_cache_dtype == "float16" else 1.0
-    v *= {128: 0.7, 256: 1.0, 512: 0.95}.get(c.max_num_seqs or 0, 0.5)
-    v *= {4096: 0.95, 8192: 1.0, 16384: 0.97}.get(c.max_num_batched_tokens or 0, 0.5)
-    if c.k == 3 and c.max_num_seqs == 512:
-        return 0.0  # e.g. out of memory: a failed trial
-    return v
-
-
-def measured(c: EngineConfig, rng: random.Random | None = None) -> TrialResult:
-    value = surface(c)
-    if value == 0:
-        return TrialResult(config=c, shape=SHAPE, slo=SLO(), status=TrialStatus.INFEASIBLE, reason="OOM")
-    noise = 1 + (rng.gauss(0, 0.02) if rng else 0.0)
-    return TrialResult(
-        config=c,
-        shape=SHAPE,
-        slo=SLO(),
-        status=TrialStatus.MEASURED,
-        ttft_s=PCT,
-        tpot_s=PCT,
-        goodput_tokens_per_s=value * noise,
-    )
-
+from tests.support.optimizer_surface import POLICY, SHAPE, TARGET, measured, surface
 
 CANDIDATES = list(POLICY.space.configs())
 OPTIMUM = max(surface(c) for c in CANDIDATES)

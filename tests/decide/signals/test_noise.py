@@ -13,13 +13,14 @@ from controller.decide.search.candidates import CandidateSet, candidate_configs
 from controller.decide.search.gp import GpSearch
 from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.decide.signals import noise
-from controller.domain import SLO, STOCK, EngineConfig, Phase, RunTrial, TargetStatus, TrialResult, TrialStatus
+from controller.domain import SLO, STOCK, EngineConfig, Phase, RunTrial, TargetStatus, TrialResult
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
-from tests.decide.search.test_optimizer import POLICY
-from tests.decide.search.test_optimizer import SHAPE as OPT_SHAPE
-from tests.decide.search.test_optimizer import measured as opt_measured
-from tests.decide.test_planner import MTP1, NOON, SHAPE, measured, plan, tuning_status
+from tests.support.builders import failed_trial
+from tests.support.optimizer_surface import POLICY
+from tests.support.optimizer_surface import SHAPE as OPT_SHAPE
+from tests.support.optimizer_surface import measured as opt_measured
+from tests.support.planner import MTP1, NOON, SHAPE, measured, plan, tuning_status
 
 TARGET = TargetRef("ns", "svc", "model")
 OTHER = SHAPE.model_copy(update={"arrival_rate_rps": 40.0})
@@ -34,7 +35,7 @@ def _scaled(result: TrialResult, factor: float) -> TrialResult:
     )
 
 
-FAILED = TrialResult(config=STOCK, shape=SHAPE, slo=SLO(), status=TrialStatus.FAILED, reason="crash")
+FAILED = failed_trial(STOCK, SHAPE, reason="crash")
 
 
 @pytest.mark.parametrize(

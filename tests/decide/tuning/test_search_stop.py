@@ -6,53 +6,41 @@ GPU time than the trial holds; a window whose traffic is back on a shape it was 
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
-from controller.decide import Rules, ScalingRules, TuningRules
+from controller.decide import Rules, TuningRules
 from controller.decide.context import PlanContext
 from controller.decide.search.optimizer import OptimizerAdvisor, expected_gain
 from controller.decide.tuning import rounds as tuning
 from controller.decide.tuning.economics import expected_excess_gain, trial_worth
 from controller.domain import (
-    SLO,
     EngineConfig,
     LengthDistribution,
     Observation,
-    Percentiles,
     ScheduledConfig,
     TargetStatus,
-    TimeWindow,
     TrafficShape,
     TrialResult,
-    TrialStatus,
 )
 from controller.domain.actions import RunTrial
 from controller.domain.observation import TargetRef
-from controller.domain.phases import Phase
 from controller.domain.proposal import AdvisorContext, Proposal
-from controller.domain.status import TuningRound
 from tests.support.optimizer_space import CONFIGS, POLICY
-
-NOW = datetime(2026, 12, 1, 4, 30, tzinfo=UTC)
-NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
-DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
-ACTIVE = EngineConfig(max_num_seqs=256)
-BETTER = EngineConfig(max_num_seqs=512)
-OTHER = EngineConfig(max_num_batched_tokens=4096)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=128,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
-DOCUMENTS = SHAPE.model_copy(update={"prompt_tokens": LengthDistribution(mean=16000), "repetitiveness": 0.8})
-RULES = Rules(
-    slo=SLO(ttft_seconds=2, tpot_seconds=0.1),
-    tuning=TuningRules(max_trials=8, trials_per_cycle=2, min_gain=1.03),
-    windows=(NIGHT, DAY),
-    scaling=ScalingRules(min_replicas=1, max_replicas=16, headroom=0.25, scale_down_stabilisation_s=900),
+from tests.support.tuning_round import (
+    ACTIVE,
+    BETTER,
+    DOCUMENTS,
+    NIGHT,
+    NOW,
+    OPENING,
+    OTHER,
+    RULES,
+    SHAPE,
+    context,
+    measured,
+    trialling,
 )
 
 
@@ -147,54 +135,6 @@ def test_expected_gain_of_a_suggestion(predicted: float | None, best: float | No
 
 
 # ----- a round's next trials -----------------------------------------------------------------------------------------
-def measured(config: EngineConfig, goodput: float, shape: TrafficShape = SHAPE) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=shape,
-        slo=RULES.slo,
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        goodput_rps=shape.arrival_rate_rps,
-        request_throughput=shape.arrival_rate_rps,
-        completed=100,
-        duration_s=120.0,
-    )
-
-
-def trialling(trials: tuple[TrialResult, ...], fleet_concurrency: float = 256.0) -> TargetStatus:
-    round_ = TuningRound(
-        id="night-202612010400",
-        window="night",
-        shape=SHAPE,
-        started_at=NOW - timedelta(minutes=30),
-        reason="tuning ahead",
-        trial_keys=tuple(t.config.key() for t in trials),
-        trial_proposers=tuple("baseline" for _ in trials),
-        trial_reasons=tuple("opening" for _ in trials),
-        fleet_concurrency=fleet_concurrency,
-        fleet_rate_rps=8.0,
-    )
-    return TargetStatus(phase=Phase.TRIALLING, active_config=ACTIVE, replicas=2, trials=trials, tuning=round_)
-
-
-def context(status: TargetStatus, proposals: tuple[Proposal, ...], rules: Rules = RULES) -> PlanContext:
-    return PlanContext(
-        status=status,
-        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=SHAPE),
-        observe_error=None,
-        proposals=proposals,
-        rules=rules,
-        now=NOW,
-        window=NIGHT,
-    )
-
-
-OPENING = (measured(ACTIVE, 1000.0), measured(EngineConfig(), 800.0), measured(ACTIVE, 1000.0))
-
-
 @pytest.mark.parametrize(
     ("gains", "trialled", "stop"),
     [

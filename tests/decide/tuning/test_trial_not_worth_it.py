@@ -18,7 +18,7 @@ from controller.domain import ScheduledConfig, TargetStatus
 from controller.domain.actions import RunTrial
 from controller.domain.codes import Code
 from controller.domain.proposal import Proposal
-from tests.decide.tuning.test_search_stop import (
+from tests.support.tuning_round import (
     ACTIVE,
     BETTER,
     NIGHT,
