@@ -12,7 +12,8 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.cli.shiftctl import render as render
 from controller.clock import FakeClock
 from controller.crd.models import status_to_wire
-from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
+from controller.decide import Rules
+from controller.domain import STOCK, EngineConfig, Observation, Phase
 from controller.domain.codes import Code
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.status import Approval, RolloutState, ScheduledConfig, TargetStatus
@@ -20,17 +21,13 @@ from controller.domain.traffic import TimeWindow
 from controller.policy import Policy
 from controller.reconcile import Ports, Reconciler
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support.builders import shape
 
 TARGET = TargetRef("team-a", "chat", "llama")
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-CHAT = TrafficShape(
-    arrival_rate_rps=10,
-    concurrency=64,
-    prompt_tokens=LengthDistribution(mean=1024),
-    output_tokens=LengthDistribution(mean=384),
-)
+CHAT = shape(10, 64, 1024, 384)
 REJECTED_AT = datetime(2026, 12, 2, 23, 50, tzinfo=UTC)
 
 
@@ -74,7 +71,7 @@ def test_a_rejected_config_is_not_asked_for_again_in_the_next_cycles() -> None:
         cluster=cluster,
         clock=clock,
     )
-    reconciler = Reconciler(ports, Policy(approval="manual"), windows=(NIGHT, DAY))
+    reconciler = Reconciler(ports, Rules.from_policy(Policy(approval="manual"), (NIGHT, DAY)))
     rollout = RolloutState(
         id="day-20261202233500",
         from_config=STOCK,

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from controller.act.context import TrialSettings
 from controller.act.trials import request_for
-from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape
+from controller.domain import SLO, EngineConfig, TargetRef
 from controller.domain.actions import RunTrial
 from controller.ports import TrialBudget
+from tests.support.builders import shape
 
-SHAPE = TrafficShape(
-    arrival_rate_rps=2.0,
-    concurrency=8,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=128),
-)
+SHAPE = shape(2.0, 8, 512, 128)
 TARGET = TargetRef(namespace="prod", name="workhorse", model="m")
 
 

@@ -23,30 +23,24 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    LengthDistribution,
     Observation,
     Percentiles,
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
-    TrafficShape,
     TrialResult,
     TrialStatus,
 )
 from controller.domain.actions import RunTrial
 from controller.domain.phases import Phase
+from tests.support.builders import shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CYCLE_S = 300.0
 DAY_CONFIG = EngineConfig(async_scheduling=True, max_num_seqs=512, max_num_batched_tokens=4096)
-DAY_SHAPE = TrafficShape(
-    arrival_rate_rps=40.0,
-    concurrency=1024,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
+DAY_SHAPE = shape(40.0, 1024)
 NIGHT_SHAPE = DAY_SHAPE.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 96})
 RULES = Rules(
     slo=SLO(ttft_seconds=2, tpot_seconds=0.05), tuning=TuningRules(max_trials=8, min_gain=1.03), windows=(NIGHT, DAY)

@@ -21,7 +21,6 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    LengthDistribution,
     Observation,
     Percentiles,
     Phase,
@@ -33,6 +32,7 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.proposal import Proposal
+from tests.support.builders import shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
 DAY = TimeWindow(name="day", start_hour=7, end_hour=24)
@@ -40,12 +40,7 @@ NOW = datetime(2026, 12, 1, 7, 45, tzinfo=UTC)
 NIGHT_CONFIG = EngineConfig(speculative_method="ngram", num_speculative_tokens=4, max_num_seqs=128)
 WIDE = EngineConfig(max_num_seqs=512, max_num_batched_tokens=4096)
 #: the day's busy hour: 170 req/s, 4096 streams of 512/512 tokens
-BUSY = TrafficShape(
-    arrival_rate_rps=170.0,
-    concurrency=4096,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
+BUSY = shape(170.0, 4096)
 RULES = Rules(
     slo=SLO(ttft_seconds=2, tpot_seconds=0.05),
     tuning=TuningRules(max_trials=4),

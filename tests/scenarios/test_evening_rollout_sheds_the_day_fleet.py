@@ -15,16 +15,15 @@ from controller.decide import Rules, ScalingRules, TuningRules
 from controller.domain import (
     SLO,
     EngineConfig,
-    LengthDistribution,
     Observation,
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
-    TrafficShape,
 )
 from controller.domain.actions import Scale
 from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
+from tests.support.builders import shape
 
 DAY = TimeWindow(name="day", start_hour=8, end_hour=19)
 EVENING = TimeWindow(name="evening", start_hour=19, end_hour=24)
@@ -32,12 +31,7 @@ NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 NOW = datetime(2026, 12, 1, 19, 40, tzinfo=UTC)
 DAY_CONFIG = EngineConfig(max_num_seqs=512)
 EVENING_CONFIG = EngineConfig(max_num_seqs=128, max_num_batched_tokens=2048)
-CHAT = TrafficShape(
-    arrival_rate_rps=2.0,
-    concurrency=32,
-    prompt_tokens=LengthDistribution(mean=800),
-    output_tokens=LengthDistribution(mean=300),
-)
+CHAT = shape(2.0, 32, 800, 300)
 EVENING_LOAD = CHAT.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64})
 RULES = Rules(
     slo=SLO(ttft_seconds=2, tpot_seconds=0.1),

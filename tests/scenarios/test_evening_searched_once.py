@@ -20,7 +20,6 @@ from controller.decide import Rules, TuningRules
 from controller.domain import (
     SLO,
     EngineConfig,
-    LengthDistribution,
     Observation,
     Percentiles,
     ScheduledConfig,
@@ -32,6 +31,7 @@ from controller.domain import (
 )
 from controller.domain.actions import RunTrial
 from controller.domain.proposal import Proposal
+from tests.support.builders import shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=18)
@@ -46,19 +46,8 @@ SPACE = (
     EngineConfig(max_num_batched_tokens=16384),
     EngineConfig(speculative_method="ngram", num_speculative_tokens=4),
 )
-CHAT = TrafficShape(
-    arrival_rate_rps=2.0,
-    concurrency=32,
-    prompt_tokens=LengthDistribution(mean=1024),
-    output_tokens=LengthDistribution(mean=384),
-)
-DOCUMENTS = TrafficShape(
-    arrival_rate_rps=0.5,
-    concurrency=16,
-    prompt_tokens=LengthDistribution(mean=12000),
-    output_tokens=LengthDistribution(mean=512),
-    repetitiveness=0.8,
-)
+CHAT = shape(2.0, 32, 1024, 384)
+DOCUMENTS = shape(0.5, 16, 12000, 512, repetitiveness=0.8)
 RULES = Rules(
     slo=SLO(ttft_seconds=2, tpot_seconds=0.1),
     tuning=TuningRules(max_trials=8, trials_per_cycle=2),

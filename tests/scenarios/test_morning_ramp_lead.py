@@ -15,7 +15,6 @@ from controller.decide import Rules, ScalingRules
 from controller.domain import (
     SLO,
     EngineConfig,
-    LengthDistribution,
     Observation,
     ScheduledConfig,
     TargetStatus,
@@ -23,6 +22,7 @@ from controller.domain import (
     TrafficShape,
 )
 from controller.domain.actions import Scale
+from tests.support.builders import shape as traffic
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
 RAMP = TimeWindow(name="morning-ramp", start_hour=7, end_hour=10)
@@ -41,12 +41,7 @@ RULES = Rules(
 
 
 def shape(rate: float) -> TrafficShape:
-    return TrafficShape(
-        arrival_rate_rps=rate,
-        concurrency=24 * rate,
-        prompt_tokens=LengthDistribution(mean=512),
-        output_tokens=LengthDistribution(mean=512),
-    )
+    return traffic(rate, 24 * rate)
 
 
 def rate_at(when: datetime) -> float:

@@ -14,7 +14,6 @@ from controller.decide import Rules
 from controller.decide.rollout import steps as rollout
 from controller.domain import (
     EngineConfig,
-    LengthDistribution,
     Observation,
     Phase,
     Promote,
@@ -24,6 +23,7 @@ from controller.domain import (
     VariantStats,
 )
 from controller.policy import load_policy
+from tests.support.builders import shape as traffic
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies" / "v1"
 MORNING = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -35,13 +35,7 @@ FLEET = 8
 def shape(minute: int) -> TrafficShape:
     """Documents fading into agents over the morning's first hour."""
     documents = max(0.0, 1.0 - minute / 60)
-    return TrafficShape(
-        arrival_rate_rps=6 + minute / 10,
-        concurrency=40 + minute,
-        prompt_tokens=LengthDistribution(mean=2000 + 20000 * documents),
-        output_tokens=LengthDistribution(mean=400),
-        repetitiveness=0.2 + 0.6 * documents,
-    )
+    return traffic(6 + minute / 10, 40 + minute, 2000 + 20000 * documents, 400, repetitiveness=0.2 + 0.6 * documents)
 
 
 def observe(now: datetime, weight: int, candidate_ttft_s: float) -> Observation:

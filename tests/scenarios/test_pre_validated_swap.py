@@ -27,7 +27,6 @@ from controller.decide.signals.drift import DriftParams
 from controller.domain import (
     SLO,
     EngineConfig,
-    LengthDistribution,
     Observation,
     Percentiles,
     ServedConfig,
@@ -42,17 +41,13 @@ from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support.builders import shape
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, day_entry, night_entry
 
 TARGET = TargetRef("team-a", "docs", "llama")
 SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.1)
 COLD_START_S = 240.0
-DAY_SHAPE = TrafficShape(
-    arrival_rate_rps=10,
-    concurrency=16,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
+DAY_SHAPE = shape(10, 16)
 #: the fleet's load in each window's busy hour: 20 req/s by day, 4 req/s of documents at night
 FORECAST = {
     "day": DAY_SHAPE.model_copy(update={"arrival_rate_rps": 20.0}),

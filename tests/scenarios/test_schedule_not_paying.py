@@ -23,7 +23,6 @@ from controller.decide.schedule.account import static_reference, tally
 from controller.domain import (
     SLO,
     EngineConfig,
-    LengthDistribution,
     Observation,
     ScheduledConfig,
     TargetStatus,
@@ -33,17 +32,13 @@ from controller.domain import (
 from controller.domain.actions import Notify
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduleAccount
+from tests.support.builders import shape
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, held_probe
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 CYCLE_S = 300.0
 #: one replica's share, as the rounds replayed them
-DAY_SHAPE = TrafficShape(
-    arrival_rate_rps=10.0,
-    concurrency=128,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
+DAY_SHAPE = shape(10.0, 128)
 SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.1)
 RULES = Rules(
     slo=SLO_,

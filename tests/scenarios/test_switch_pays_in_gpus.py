@@ -12,30 +12,18 @@ import pytest
 from controller import decide
 from controller.domain import (
     EngineConfig,
-    LengthDistribution,
     Observation,
     Percentiles,
     TargetStatus,
-    TrafficShape,
     TrialResult,
 )
+from tests.support.builders import shape
 from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, day_entry, held_probe, night_entry
 
 BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
-DAY_SHAPE = TrafficShape(
-    arrival_rate_rps=20,
-    concurrency=256,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
+DAY_SHAPE = shape(20, 256)
 #: one replica's share of the night's documents, as the night's round replayed it
-NIGHT_SHAPE = TrafficShape(
-    arrival_rate_rps=0.5,
-    concurrency=8,
-    prompt_tokens=LengthDistribution(mean=24000),
-    output_tokens=LengthDistribution(mean=1024),
-    repetitiveness=0.85,
-)
+NIGHT_SHAPE = shape(0.5, 8, 24000, 1024, repetitiveness=0.85)
 NIGHT_FORECAST = NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64})
 RULES = DAY_NIGHT_RULES
 

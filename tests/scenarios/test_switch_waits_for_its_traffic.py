@@ -22,24 +22,13 @@ from controller.domain import (
     TrafficShape,
     TrialResult,
 )
+from tests.support.builders import shape
 from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, day_entry, held_probe, night_entry
 
 BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
 IN_THE_NIGHT = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
-AGENTS = TrafficShape(
-    arrival_rate_rps=24.0,
-    concurrency=600,
-    prompt_tokens=LengthDistribution(mean=800),
-    output_tokens=LengthDistribution(mean=520),
-    repetitiveness=0.12,
-)
-DOCUMENTS = TrafficShape(
-    arrival_rate_rps=0.5,
-    concurrency=8,
-    prompt_tokens=LengthDistribution(mean=24000),
-    output_tokens=LengthDistribution(mean=1024),
-    repetitiveness=0.85,
-)
+AGENTS = shape(24.0, 600, 800, 520, repetitiveness=0.12)
+DOCUMENTS = shape(0.5, 8, 24000, 1024, repetitiveness=0.85)
 #: the night's documents with a few agents still about: another length mix within the transfer distance
 MOSTLY_DOCUMENTS = DOCUMENTS.model_copy(
     update={

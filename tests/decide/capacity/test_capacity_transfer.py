@@ -14,7 +14,6 @@ from controller.decide.capacity import scaling
 from controller.decide.context import PlanContext
 from controller.domain import (
     EngineConfig,
-    LengthDistribution,
     Observation,
     ScheduledConfig,
     TargetStatus,
@@ -22,6 +21,7 @@ from controller.domain import (
     TrafficShape,
 )
 from controller.domain.actions import Scale
+from tests.support.builders import shape as traffic
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
 CONFIG = EngineConfig(max_num_seqs=512)
@@ -33,12 +33,7 @@ NOW = datetime(2026, 12, 5, 18, 50, tzinfo=UTC)
 
 
 def shape(rate: float, prompt: float, output: float = 516) -> TrafficShape:
-    return TrafficShape(
-        arrival_rate_rps=rate,
-        concurrency=24 * rate,
-        prompt_tokens=LengthDistribution(mean=prompt),
-        output_tokens=LengthDistribution(mean=output),
-    )
+    return traffic(rate, 24 * rate, prompt, output)
 
 
 @pytest.mark.parametrize(

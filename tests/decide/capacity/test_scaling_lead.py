@@ -12,7 +12,6 @@ from controller.decide.capacity.sizing import leading_rate
 from controller.decide.context import PlanContext
 from controller.domain import (
     EngineConfig,
-    LengthDistribution,
     Observation,
     ScheduledConfig,
     TargetStatus,
@@ -20,6 +19,7 @@ from controller.domain import (
     TrafficShape,
 )
 from controller.domain.actions import Scale
+from tests.support.builders import shape as traffic
 
 
 @pytest.mark.parametrize(
@@ -57,12 +57,7 @@ RULES = Rules(
 
 
 def shape(rate: float, prompt: float = 512) -> TrafficShape:
-    return TrafficShape(
-        arrival_rate_rps=rate,
-        concurrency=24 * rate,
-        prompt_tokens=LengthDistribution(mean=prompt),
-        output_tokens=LengthDistribution(mean=512),
-    )
+    return traffic(rate, 24 * rate, prompt, 512)
 
 
 DOCUMENTS = 24000.0

@@ -17,22 +17,18 @@ import pytest
 from controller.decide import RolloutRules, Rules
 from controller.decide.rollout import steps as rollout
 from controller.decide.rollout.analysis import Analysis, analyse
-from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
+from controller.domain import SLO, STOCK, EngineConfig, Observation, Phase
 from controller.domain.actions import Rollback
 from controller.domain.observation import DataProblem, VariantStats
 from controller.domain.status import RolloutState
 from controller.policy import Policy
+from tests.support.builders import shape
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05, max_error_rate=0.01)
 RULES = RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100)
 CANDIDATE = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-SHAPE = TrafficShape(
-    arrival_rate_rps=10,
-    concurrency=64,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
+SHAPE = shape(10, 64)
 
 
 def stats(variant: str, requests: int = 500, **update: Any) -> VariantStats:

@@ -19,7 +19,6 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    LengthDistribution,
     Observation,
     Percentiles,
     ScheduledConfig,
@@ -30,17 +29,12 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.observation import VariantStats
+from tests.support.builders import shape
 
 SLO_ = SLO(ttft_seconds=10.0, ttft_percentile=99, tpot_seconds=0.04, tpot_percentile=99)
 RULES = RolloutRules(steps=(10, 50, 100), bake_s=300, min_samples=100, slo_headroom=0.5)
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, async_scheduling=True)
-DOCUMENTS = TrafficShape(
-    arrival_rate_rps=0.067,
-    concurrency=4,
-    prompt_tokens=LengthDistribution(mean=8000),
-    output_tokens=LengthDistribution(mean=2048),
-    repetitiveness=0.95,
-)
+DOCUMENTS = shape(0.067, 4, 8000, 2048, repetitiveness=0.95)
 LIGHTER = DOCUMENTS.model_copy(update={"arrival_rate_rps": 0.033, "concurrency": 2})
 
 

@@ -32,6 +32,7 @@ from controller.domain.actions import DeployCandidate, Notify, RequestApproval, 
 from controller.domain.codes import Code
 from controller.domain.status import Approval, Rejection, TuningRound
 from controller.policy import Policy
+from tests.support.builders import shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
@@ -39,12 +40,7 @@ SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.05)
 RULES = Rules(slo=SLO_, tuning=TuningRules(max_trials=2, min_gain=1.03, approval="manual"), windows=(NIGHT, DAY))
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
 SEQS128 = EngineConfig(max_num_seqs=128)
-CHAT = TrafficShape(
-    arrival_rate_rps=10,
-    concurrency=64,
-    prompt_tokens=LengthDistribution(mean=1024),
-    output_tokens=LengthDistribution(mean=384),
-)
+CHAT = shape(10, 64, 1024, 384)
 DOCUMENTS = CHAT.model_copy(update={"prompt_tokens": LengthDistribution(mean=8000)})
 AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 

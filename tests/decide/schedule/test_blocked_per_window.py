@@ -33,18 +33,14 @@ from controller.domain import (
 from controller.domain.proposal import Proposal
 from controller.domain.status import BlockedConfig, TuningRound
 from controller.policy import Policy
+from tests.support.builders import shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 EVENING = TimeWindow(name="evening", start_hour=8, end_hour=24)
 SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.05)
 RULES = Rules(slo=SLO_, tuning=TuningRules(max_trials=4, min_gain=1.03), windows=(NIGHT, EVENING))
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-CHAT = TrafficShape(
-    arrival_rate_rps=10,
-    concurrency=64,
-    prompt_tokens=LengthDistribution(mean=1024),
-    output_tokens=LengthDistribution(mean=384),
-)
+CHAT = shape(10, 64, 1024, 384)
 DOCUMENTS = CHAT.model_copy(update={"arrival_rate_rps": 1, "prompt_tokens": LengthDistribution(mean=8000)})
 EVENING_AT = datetime(2026, 12, 2, 18, 10, tzinfo=UTC)
 NIGHT_AT = datetime(2026, 12, 3, 1, 0, tzinfo=UTC)
@@ -183,6 +179,8 @@ def test_the_guardrails_refuse_a_config_only_where_it_was_rolled_back(round_wind
         blocked_in_windows=(BlockedConfig(key=STOCK.key(), window="evening"),),
     )
     policy = Policy.model_validate({"space": {"speculative_method": ["none", "mtp"], "num_speculative_tokens": [1]}})
-    taken, refused = screen([Proposal(STOCK, "stock", "optimizer")], status, policy=policy, max_accept=4)
+    taken, refused = screen(
+        [Proposal(STOCK, "stock", "optimizer")], status, rules=Rules.from_policy(policy), max_accept=4
+    )
     assert bool(taken) is accepted
     assert any("rolled back in production" in r for r in refused) is not accepted

@@ -16,28 +16,22 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    LengthDistribution,
     Observation,
     Phase,
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
-    TrafficShape,
     VariantStats,
 )
 from controller.domain.actions import DeployCandidate, Notify, Promote, Rollback, Scale, SetWeights
 from controller.domain.codes import Code
+from tests.support.builders import shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
 SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.05)
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-CHAT = TrafficShape(
-    arrival_rate_rps=10,
-    concurrency=64,
-    prompt_tokens=LengthDistribution(mean=1024),
-    output_tokens=LengthDistribution(mean=384),
-)
+CHAT = shape(10, 64, 1024, 384)
 AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 PRODUCTION = (DeployCandidate, SetWeights, Scale, Promote, Rollback)
 

@@ -14,22 +14,16 @@ from controller.decide import Rules, ScalingRules, ScheduleRules, TuningRules
 from controller.domain import (
     SLO,
     EngineConfig,
-    LengthDistribution,
     Observation,
     ServedConfig,
     TargetStatus,
-    TrafficShape,
     TrialResult,
 )
+from tests.support.builders import shape
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, held_probe, night_entry
 
 NOW = datetime(2026, 12, 1, 23, 50, tzinfo=UTC)
-SHAPE = TrafficShape(
-    arrival_rate_rps=1.0,
-    concurrency=16,
-    prompt_tokens=LengthDistribution(mean=24000),
-    output_tokens=LengthDistribution(mean=1024),
-)
+SHAPE = shape(1.0, 16, 24000, 1024)
 FORECAST = SHAPE.model_copy(update={"arrival_rate_rps": 4.0})
 
 

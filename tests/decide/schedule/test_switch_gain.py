@@ -26,6 +26,7 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.actions import RunTrial
+from tests.support.builders import shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
 MORNING = TimeWindow(name="morning", start_hour=7, end_hour=10)
@@ -34,12 +35,7 @@ SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.05)
 RULES = Rules(slo=SLO_, tuning=TuningRules(max_trials=6, min_gain=1.03), windows=(NIGHT, MORNING, DAY))
 NIGHT_CONFIG = EngineConfig(speculative_method="ngram", num_speculative_tokens=4, max_num_seqs=64)
 DAY_CONFIG = EngineConfig(max_num_seqs=512)
-CHAT = TrafficShape(
-    arrival_rate_rps=10.0,
-    concurrency=280,
-    prompt_tokens=LengthDistribution(mean=1600),
-    output_tokens=LengthDistribution(mean=540),
-)
+CHAT = shape(10.0, 280, 1600, 540)
 DOCUMENTS = CHAT.model_copy(update={"prompt_tokens": LengthDistribution(mean=24000), "repetitiveness": 0.85})
 QUIET_CHAT = CHAT.model_copy(update={"arrival_rate_rps": 2.0, "concurrency": 56})
 MORNING_AT = datetime(2026, 12, 3, 7, 20, tzinfo=UTC)

@@ -8,18 +8,14 @@ from datetime import UTC, datetime
 import pytest
 
 from controller.decide import Rules, TuningRules, advisor_context
-from controller.domain import SLO, STOCK, LengthDistribution, TrafficShape
+from controller.domain import SLO, STOCK
 from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus, TuningRound
+from tests.support.builders import shape
 
 TARGET = TargetRef(namespace="prod", name="chat", model="dense-8b")
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=128),
-)
+SHAPE = shape(4.0, 16.0, 512, 128)
 RULES = Rules(slo=SLO(ttft_seconds=1.5), tuning=TuningRules(max_trials=5, trials_per_cycle=2))
 
 

@@ -17,18 +17,14 @@ from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.traffic import TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from tests.support.builders import shape as traffic
 from tests.support.optimizer_space import CONFIGS, POLICY
 
 
 def _shape(concurrency: float) -> TrafficShape:
-    return TrafficShape(
-        arrival_rate_rps=1,
-        concurrency=concurrency,
-        prompt_tokens=LengthDistribution(mean=512),
-        output_tokens=LengthDistribution(mean=512),
-    )
+    return traffic(1, concurrency)
 
 
 def _config(**knobs: object) -> EngineConfig:

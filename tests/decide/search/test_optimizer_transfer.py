@@ -13,20 +13,16 @@ from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.traffic import TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from tests.support.builders import shape as traffic
 from tests.support.optimizer_space import CONFIGS, POLICY
 
 PCT = Percentiles(p50=0.1, p95=0.1, p99=0.1)
 
 
 def _shape(concurrency: float) -> TrafficShape:
-    return TrafficShape(
-        arrival_rate_rps=1,
-        concurrency=concurrency,
-        prompt_tokens=LengthDistribution(mean=512),
-        output_tokens=LengthDistribution(mean=512),
-    )
+    return traffic(1, concurrency)
 
 
 NIGHT, DAY = _shape(4), _shape(256)

@@ -20,26 +20,20 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    LengthDistribution,
     Observation,
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
-    TrafficShape,
     VariantStats,
 )
 from controller.domain.observation import DataProblem
+from tests.support.builders import shape
 
 P95_SLO = SLO(ttft_seconds=2.0, tpot_seconds=0.05)
 P99_SLO = SLO(ttft_seconds=2.0, ttft_percentile=99, tpot_seconds=0.04, tpot_percentile=99)
 MIN_SAMPLES = 100
 NOW = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
-NIGHT_SHAPE = TrafficShape(
-    arrival_rate_rps=0.13,
-    concurrency=8,
-    prompt_tokens=LengthDistribution(mean=8000),
-    output_tokens=LengthDistribution(mean=2048),
-)
+NIGHT_SHAPE = shape(0.13, 8, 8000, 2048)
 
 
 def observed(stable: VariantStats | None) -> Observation:

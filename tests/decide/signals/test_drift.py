@@ -8,19 +8,14 @@ import pytest
 from pydantic import ValidationError
 
 from controller.decide.signals.drift import DriftParams, DriftState, assess, distance
-from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.traffic import TrafficShape
+from tests.support.builders import shape as traffic
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def shape(concurrency: float = 15.0, prompt: float = 512, output: float = 128, rep: float = 0.0) -> TrafficShape:
-    return TrafficShape(
-        arrival_rate_rps=1.0,
-        concurrency=concurrency,
-        prompt_tokens=LengthDistribution(mean=prompt),
-        output_tokens=LengthDistribution(mean=output),
-        repetitiveness=rep,
-    )
+    return traffic(1.0, concurrency, prompt, output, repetitiveness=rep)
 
 
 TUNED = shape()

@@ -8,19 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller.decide.signals.drift import DriftParams, DriftState, assess
-from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.traffic import TrafficShape
+from tests.support.builders import shape as traffic
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 P = DriftParams(enter=1.0, exit=0.5, dwell_s=300)
 
 
 def shape(concurrency: float = 16.0, prompt: float = 512) -> TrafficShape:
-    return TrafficShape(
-        arrival_rate_rps=1.0,
-        concurrency=concurrency,
-        prompt_tokens=LengthDistribution(mean=prompt),
-        output_tokens=LengthDistribution(mean=128),
-    )
+    return traffic(1.0, concurrency, prompt, 128)
 
 
 @pytest.mark.parametrize(

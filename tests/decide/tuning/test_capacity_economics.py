@@ -15,6 +15,7 @@ from controller.decide.capacity.sizing import (
     probe_bracket,
 )
 from controller.decide.tuning.economics import window_economics
+from tests.support.builders import scheduled, shape
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 RULES = ScalingRules(min_replicas=1, max_replicas=6, headroom=0.2, scale_down_stabilisation_s=600)
@@ -149,44 +150,16 @@ def test_negative_inputs_are_rejected() -> None:
 
 def test_schedule_economics_projects_each_window() -> None:
     from controller.decide.tuning.economics import schedule_economics
-    from controller.domain import STOCK, LengthDistribution, ScheduledConfig, TimeWindow, TrafficShape
+    from controller.domain import STOCK, TimeWindow
 
-    shape = TrafficShape(
-        arrival_rate_rps=10,
-        concurrency=256,
-        prompt_tokens=LengthDistribution(mean=500),
-        output_tokens=LengthDistribution(mean=500),
-    )
+    mix = shape(10, 256, 500, 500)
     windows = (TimeWindow(name="day", start_hour=8, end_hour=18), TimeWindow(name="night", start_hour=18, end_hour=8))
     schedule = (
-        ScheduledConfig(
-            window="day",
-            config=STOCK,
-            shape=shape,
-            goodput_tokens_per_s=5000,
-            stock_goodput_tokens_per_s=5000,
-            replicas=2,
-            capacity_rps=6,
-            fleet_rate_rps=10,
+        scheduled("day", STOCK, mix, goodput=5000, stock_goodput=5000, replicas=2, capacity_rps=6, fleet_rate_rps=10),
+        scheduled(
+            "night", STOCK, mix, goodput=5000, stock_goodput=5000, replicas=1, capacity_rps=6, fleet_rate_rps=0.1
         ),
-        ScheduledConfig(
-            window="night",
-            config=STOCK,
-            shape=shape,
-            goodput_tokens_per_s=5000,
-            stock_goodput_tokens_per_s=5000,
-            replicas=1,
-            capacity_rps=6,
-            fleet_rate_rps=0.1,
-        ),
-        ScheduledConfig(
-            window="gone",
-            config=STOCK,
-            shape=shape,
-            goodput_tokens_per_s=1,
-            stock_goodput_tokens_per_s=1,
-            fleet_rate_rps=1,
-        ),
+        scheduled("gone", STOCK, mix, goodput=1, stock_goodput=1, fleet_rate_rps=1),
     )
     day, night = schedule_economics(
         schedule, windows=windows, gpu_usd_per_hour=4.0, api=ApiPrice(input_per_million=0.3, output_per_million=1.2)

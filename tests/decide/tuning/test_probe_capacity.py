@@ -12,24 +12,18 @@ from controller.decide.tuning import probe
 from controller.domain import (
     SLO,
     STOCK,
-    LengthDistribution,
     Percentiles,
     TargetStatus,
     TimeWindow,
-    TrafficShape,
     TrialResult,
     TrialStatus,
     TuningRound,
 )
+from tests.support.builders import shape
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-SHAPE = TrafficShape(
-    arrival_rate_rps=20,
-    concurrency=300,
-    prompt_tokens=LengthDistribution(mean=1000),
-    output_tokens=LengthDistribution(mean=250),
-)
+SHAPE = shape(20, 300, 1000, 250)
 SLO_ = SLO(ttft_seconds=5, tpot_seconds=0.1)
 
 

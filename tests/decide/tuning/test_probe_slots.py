@@ -14,24 +14,18 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    LengthDistribution,
     Percentiles,
     TargetStatus,
     TimeWindow,
-    TrafficShape,
     TrialResult,
     TrialStatus,
     TuningRound,
 )
+from tests.support.builders import shape
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
-SHAPE = TrafficShape(
-    arrival_rate_rps=20,
-    concurrency=512,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
+SHAPE = shape(20, 512)
 SLO_ = SLO(ttft_seconds=2, tpot_seconds=0.05)
 LEADER = EngineConfig(max_num_seqs=512, kv_cache_dtype="fp8")
 S256 = EngineConfig(max_num_seqs=256)
