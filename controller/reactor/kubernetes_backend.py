@@ -226,6 +226,16 @@ class KubernetesBackend:
         self._evict(namespace, name, keep_uid=None)
         self.events.forget(namespace, name)
 
+    def runtimes(self) -> dict[tuple[str, str, str, int | None], TargetRuntime]:
+        """The runtimes held now, by (namespace, name, uid, generation) (a copy)."""
+        with self._evicting:
+            return dict(self._runtimes)
+
+    def trial_workers(self) -> dict[tuple[str, str, str], ThreadPoolExecutor]:
+        """The trial workers held now, by (namespace, name, uid) (a copy)."""
+        with self._evicting:
+            return dict(self._trial_workers)
+
     def held(self) -> set[tuple[str, str]]:
         with self._evicting:
             return {(k[0], k[1]) for k in list(self._runtimes) + list(self._trial_workers)} | self.events.held()

@@ -97,6 +97,11 @@ class ControlLoop:
         with self._guard:
             return self._locks.setdefault((namespace, name), threading.Lock())
 
+    def changes_pending(self) -> set[tuple[str, str]]:
+        """The TunedServices woken for a spec change whose cycle has not run yet (a copy)."""
+        with self._guard:
+            return set(self._changed)
+
     def forget(self, namespace: str, name: str) -> None:
         """Drop everything held about ``namespace/name`` (the TunedService was deleted): its runtime, trial worker,
         mirrors, remembered Events and metric series."""

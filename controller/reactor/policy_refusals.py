@@ -138,6 +138,12 @@ class PolicyRefusals:
     def __len__(self) -> int:
         return sum(len(bucket) for bucket in self._refused.values())
 
+    def kept(self, namespace: str) -> list[InvalidInput]:
+        """The refusals kept for ``namespace``, oldest first (a copy)."""
+        with self._lock:
+            bucket = self._refused.get(namespace)
+            return list(bucket.values()) if bucket is not None else []
+
     def held(self, namespace: str) -> int:
         """Refusals kept for ``namespace``."""
         bucket = self._refused.get(namespace)

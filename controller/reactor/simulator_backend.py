@@ -257,6 +257,16 @@ class SimulatorBackend:
         for worker in workers:
             worker.shutdown(wait=False, cancel_futures=True)
 
+    def runtimes(self) -> dict[tuple[str, str, str], TargetRuntime]:
+        """The runtimes held now, by (namespace, name, uid) (a copy)."""
+        with self._lock:
+            return dict(self._runtimes)
+
+    def trial_workers(self) -> dict[tuple[str, str, str], TrialQueue]:
+        """The trial queues held now, by (namespace, name, uid) (a copy)."""
+        with self._lock:
+            return dict(self._trial_workers)
+
     def held(self) -> set[tuple[str, str]]:
         with self._lock:
             return {(k[0], k[1]) for k in [*self._runtimes, *self._trial_workers]} | self.events.held()

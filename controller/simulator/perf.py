@@ -137,6 +137,11 @@ class _Lru(Generic[_K, _V]):
         with self._lock:
             return len(self._entries)
 
+    def keys(self) -> list[_K]:
+        """The keys held, least recently used first (their order is left as it is)."""
+        with self._lock:
+            return list(self._entries)
+
     def __deepcopy__(self, memo: dict[int, object]) -> _Lru[_K, _V]:
         """A copy with its own lock (a lock cannot be copied): the entries are copied as they are now."""
         copied: _Lru[_K, _V] = _Lru(self.limit)
@@ -506,6 +511,14 @@ class PerformanceModel:
         return 1.0 + sum(self.acceptance(config, repetitiveness))
 
     # ----- step time ----------------------------------------------------------------------------------------
+    def plan(self, config: EngineConfig) -> _Plan:
+        """What every step of ``config`` shares (weight, KV and activation bytes, kernel times), built once."""
+        return self._plan(config)
+
+    def cached_plans(self) -> list[EngineConfig]:
+        """The configs whose plan is cached now, least recently used first (asking does not reorder them)."""
+        return self._plans.keys()
+
     def _plan(self, config: EngineConfig) -> _Plan:
         last = self._last
         if last is not None and last[0] is config:

@@ -34,6 +34,11 @@ class BackgroundLoadTester:
         self.inner = inner
         self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="shiftlight-trial")
 
+    @property
+    def executor(self) -> Executor:
+        """The worker the trials run on (runtimes of one TunedService's generations share one)."""
+        return self._executor
+
     def start(self, request: TrialRequest) -> BackgroundTrial:
         return BackgroundTrial(self._executor.submit(self.inner.run, request))
 

@@ -74,7 +74,7 @@ def test_without_a_profile_the_model_runs_on_its_constants() -> None:
 def test_halving_the_measured_weight_bandwidth_adds_one_more_weight_read() -> None:
     fast = PerformanceModel(LLAMA, H200, _cal(bandwidth=0.8))
     slow = PerformanceModel(LLAMA, H200, _cal(bandwidth=0.4))
-    weight_bytes = fast._plan(GRAPHED).dense_bytes
+    weight_bytes = fast.plan(GRAPHED).dense_bytes
     assert _gpu(slow) - _gpu(fast) == pytest.approx(weight_bytes / (PEAK_BW * 0.8), rel=1e-9)
 
 

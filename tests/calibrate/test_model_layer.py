@@ -61,13 +61,13 @@ def _gpu(cal: Calibration, decode: int) -> float:
 
 def _act_s(decode: int) -> float:
     """Activation and new-KV bytes of ``decode`` tokens at the datasheet bandwidth."""
-    p = PerformanceModel(LLAMA, H200, _cal())._plan(GRAPHED)
+    p = PerformanceModel(LLAMA, H200, _cal()).plan(GRAPHED)
     return decode * (p.act_bytes_per_token + p.kv_bytes_per_token) / PEAK_BW
 
 
 def _weights_s() -> float:
     """One memory-bound pass over the dense weights plus the GEMMs' fixed times, on the test profile."""
-    p = PerformanceModel(LLAMA, H200, _cal())._plan(GRAPHED)
+    p = PerformanceModel(LLAMA, H200, _cal()).plan(GRAPHED)
     return p.dense_bytes / (PEAK_BW * 0.8) + GEMM_KERNELS * GEMM_FIXED_S
 
 

@@ -48,17 +48,17 @@ def test_a_hundred_deleted_tunedservices_leave_nothing_behind(
         assert queue.done(key, 60.0)
     assert queue.take(0.0) is None  # every one cycled once, none due again yet
     assert loop.held() == SERVICES and len(queue.held()) == SERVICES
-    workers = dict(backend._trial_workers)
-    assert len(backend._runtimes) == len(workers) == SERVICES
+    workers = backend.trial_workers()
+    assert len(backend.runtimes()) == len(workers) == SERVICES
 
     for namespace, name in names()[:2]:  # a spec change: a new generation, a new runtime in place of the old
         co.patch_namespaced_custom_object(
             G, V, namespace, "tunedservices", name, {"spec": {"replicas": {"minReplicas": 1, "maxReplicas": 4}}}
         )
         loop.cycle(namespace, name)
-    assert len(backend._runtimes) == SERVICES
-    assert {k[3] for k in backend._runtimes if k[:2] == names()[0]} == {2}  # the new generation's only
-    assert dict(backend._trial_workers) == workers  # the same worker across generations: trials one at a time
+    assert len(backend.runtimes()) == SERVICES
+    assert {k[3] for k in backend.runtimes() if k[:2] == names()[0]} == {2}  # the new generation's only
+    assert backend.trial_workers() == workers  # the same worker across generations: trials one at a time
 
     for namespace, name in names():
         co.delete_namespaced_custom_object(G, V, namespace, "tunedservices", name)
@@ -71,8 +71,7 @@ def test_a_hundred_deleted_tunedservices_leave_nothing_behind(
         assert not scheduler.run_once(key)
     assert queue.take(0.0) is None
     assert loop.held() == 0 and queue.held() == set()
-    assert backend._runtimes == {} and backend._trial_workers == {}
-    assert loop._locks == {}
+    assert backend.runtimes() == {} and backend.trial_workers() == {}  # and no lock: held() counts them
     assert loop.metrics.targets() == []
     assert "shiftlight_tunedservices_held 0.0" in loop.metrics.exposition().decode()
     for worker in workers.values():  # shut down: a thread pool takes no more work

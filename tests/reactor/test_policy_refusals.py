@@ -157,7 +157,7 @@ def test_a_remembered_refusal_keeps_no_traceback() -> None:
             refusals.judged("k", judge, namespace="prod")
     assert raised.value.field == "space" and raised.value.source == "configmap prod/tuning:policy.yaml"
     assert str(raised.value) == "configmap prod/tuning:policy.yaml:space: refused (1000000 bytes)"
-    kept = next(iter(refusals._refused["prod"].values()))
+    (kept,) = refusals.kept("prod")
     assert kept.__traceback__ is None and kept.__context__ is None
 
 

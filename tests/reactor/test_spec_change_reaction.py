@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from controller.adapters.kube.status import JSON
 from controller.adapters.simulated.fleet import SimulatedCluster
-from controller.reactor.loop import ControlLoop, CycleReport
+from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.runtime import EventingCluster
 from controller.reactor.scheduler import CycleQueue, CycleScheduler
@@ -90,7 +91,11 @@ def test_a_new_generation_is_taken_at_once_and_the_same_one_is_not(
 
 
 def test_a_spec_change_is_answered_before_the_routine_cycles_of_others(
-    api: client.ApiClient, operator_api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
+    api: client.ApiClient,
+    operator_api: client.ApiClient,
+    operator_kubeconfig: Path,
+    policy_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     co = client.CustomObjectsApi(api)
     for name in ("changed", "routine"):
@@ -99,13 +104,13 @@ def test_a_spec_change_is_answered_before_the_routine_cycles_of_others(
     for name in ("changed", "routine"):
         loop.cycle("prod", name)
     order: list[str] = []
-    cycle = loop._cycle
+    read = loop.store.read
 
-    def traced(namespace: str, name: str) -> CycleReport:
-        order.append(name)
-        return cycle(namespace, name)
+    def traced(namespace: str, name: str) -> JSON:
+        order.append(name)  # each cycle reads its TunedService first, once
+        return read(namespace, name)
 
-    loop._cycle = traced  # type: ignore[method-assign]
+    monkeypatch.setattr(loop.store, "read", traced)
     body = co.patch_namespaced_custom_object(
         G, V, "prod", "tunedservices", "changed", {"spec": {"replicas": {"minReplicas": 1, "maxReplicas": 4}}}
     )
@@ -115,7 +120,7 @@ def test_a_spec_change_is_answered_before_the_routine_cycles_of_others(
     loop.cycle("prod", "changed")
     routine.join()
     assert order == ["changed", "routine"]
-    assert loop._changed == set()
+    assert loop.changes_pending() == set()
 
 
 def test_trials_run_beside_the_cycle_on_a_queue_that_goes_with_its_tunedservice(
@@ -129,7 +134,7 @@ def test_trials_run_beside_the_cycle_on_a_queue_that_goes_with_its_tunedservice(
     assert isinstance(backend, SimulatorBackend)
     loop.cycle("prod", "one")
     loop.cycle("prod", "two")
-    runtimes = list(backend._runtimes.values())
+    runtimes = list(backend.runtimes().values())
     assert len(runtimes) == 2
     assert all(isinstance(r.reconciler.ports.load_tester, BackgroundLoadTester) for r in runtimes)
     # built once: what the fleets read and nobody changes, and the Event recorder
@@ -140,15 +145,15 @@ def test_trials_run_beside_the_cycle_on_a_queue_that_goes_with_its_tunedservice(
         fleets.append(r.ports.cluster.inner.fleet)
     assert fleets[0] is not fleets[1]
     assert fleets[0].traffic is fleets[1].traffic
-    assert fleets[0].perf is fleets[1].perf and fleets[0]._estimates is fleets[1]._estimates
-    queues = dict(backend._trial_workers)
-    assert set(queues) <= {k for k in backend._runtimes}
+    assert fleets[0].perf is fleets[1].perf and fleets[0].estimates is fleets[1].estimates
+    queues = backend.trial_workers()
+    assert set(queues) <= set(backend.runtimes())
 
     for name in ("one", "two"):
         co.delete_namespaced_custom_object(G, V, "prod", "tunedservices", name)
         assert loop.cycle("prod", name).reason == "deleted"
     assert loop.held() == 0
-    assert backend._runtimes == {} and backend._trial_workers == {}
+    assert backend.runtimes() == {} and backend.trial_workers() == {}
     for queue in queues.values():  # shut down: it takes no more trials
         with pytest.raises(RuntimeError):
             queue.submit(int)

@@ -72,7 +72,7 @@ peak_kib = 0
 for line in open("/proc/self/status"):
     if line.startswith("VmHWM:"):
         peak_kib = int(line.split()[1])
-print(json.dumps({"peak_bytes": peak_kib * 1024, "plans": len(model._plans), "proposed": proposed}))
+print(json.dumps({"peak_bytes": peak_kib * 1024, "plans": len(model.cached_plans()), "proposed": proposed}))
 """
 
 
@@ -114,7 +114,7 @@ def test_optimizers_and_oracles_share_one_model_per_model_and_gpu() -> None:
         output_tokens=LengthDistribution(mean=100),
     )
     simulator_prior(model, gpu)(fresh, shape)
-    assert shared._plans.get(fresh) is not None
+    assert fresh in shared.cached_plans()
 
 
 def test_the_plan_cache_keeps_at_most_its_bound_least_recently_used_first_out(
@@ -132,9 +132,7 @@ def test_the_plan_cache_keeps_at_most_its_bound_least_recently_used_first_out(
         ask(config)
     ask(configs[0])  # the first is used again: the second is now the oldest
     ask(configs[3])
-    assert len(model._plans) == 3
-    assert model._plans.get(configs[1]) is None
-    assert all(model._plans.get(c) is not None for c in (configs[0], configs[2], configs[3]))
+    assert model.cached_plans() == [configs[2], configs[0], configs[3]]  # the second went, oldest first
     # a dropped plan is rebuilt the same
     ask(configs[1])
     assert model.capacity(configs[0]) == first

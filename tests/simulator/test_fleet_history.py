@@ -32,9 +32,21 @@ def test_the_log_reads_back_every_tick_as_it_was_recorded() -> None:
     """Columns in, the same ticks out: both variants, a weight, no speculative acceptance, scaled percentiles
     (an injected latency), notes, a variant absent from a tick."""
     from controller.domain.config import STOCK
-    from controller.simulator.fleet.history import TickLog
+    from controller.simulator.fleet.history import FleetTick, TickLog
+
+    class Kept(TickLog):
+        """A tick log that also keeps each tick object as the fleet appended it."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.appended: list[FleetTick] = []
+
+        def append(self, tick: FleetTick) -> None:
+            self.appended.append(tick)
+            super().append(tick)
 
     fleet = _fleet(None)
+    fleet.ticks = kept = Kept()
     fleet.advance(600.0)
     fleet.deploy("candidate", STOCK.model_copy(update={"max_num_seqs": 64}), 1)
     fleet.set_weight(30)
@@ -42,14 +54,14 @@ def test_the_log_reads_back_every_tick_as_it_was_recorded() -> None:
     fleet.advance(900.0)
     assert {len(t.variants) for t in fleet.ticks} == {1, 2}
     assert any(t.variants["candidate"].note for t in fleet.ticks if "candidate" in t.variants)
-    start = fleet.clock.now()
-    originals = [fleet._tick(start + timedelta(minutes=i), start + timedelta(minutes=i + 1)) for i in range(5)]
+    originals = kept.appended  # every tick object as the fleet built it
+    assert len(originals) == 25
     log = TickLog()
-    for tick in [*fleet.ticks, *originals]:
+    for tick in originals:
         log.append(tick)
-    assert list(log)[-5:] == originals
-    assert log[-5:] == originals and log[len(log) - 1] == originals[-1]
-    assert log == fleet.ticks[:] + originals
+    assert list(log) == originals and list(fleet.ticks) == originals
+    assert log[-5:] == originals[-5:] and log[len(log) - 1] == originals[-1]
+    assert log == fleet.ticks[:]
 
 
 def test_a_recorded_tick_of_two_variants_takes_under_450_bytes() -> None:

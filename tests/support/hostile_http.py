@@ -66,7 +66,7 @@ class HostileServer:
                 record = Served(self.path, {k.lower(): v for k, v in self.headers.items()})
                 server.served.append(record)
                 try:
-                    server._send(self, record)
+                    server.send(self, record)
                 except OSError:
                     pass  # the client hung up: what was sent is counted
                 finally:
@@ -90,7 +90,7 @@ class HostileServer:
         handler.wfile.flush()
         record.sent += len(data)
 
-    def _send(self, handler: BaseHTTPRequestHandler, record: Served) -> None:
+    def send(self, handler: BaseHTTPRequestHandler, record: Served) -> None:
         b = self.behaviour
         if b.mode == "canned":
             head = (

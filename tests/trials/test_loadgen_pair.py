@@ -36,7 +36,7 @@ def test_both_tools_ask_for_the_same_temperature(pair: ModuleType, temperature: 
 
     settings = pair.worker_settings(8101, temperature)
     ours = LoadGenerator(settings.base_url, settings.model, temperature=settings.temperature)
-    assert json.loads(ours._payload(plan.requests[0]))["temperature"] == temperature
+    assert json.loads(ours.payload(plan.requests[0]))["temperature"] == temperature
 
 
 def test_the_default_is_greedy_for_both(pair: ModuleType) -> None:

@@ -157,6 +157,11 @@ class CandidateCache:
     def _total(self) -> int:
         return sum(len(c) for c in self._entries.values())
 
+    def shared_configs(self) -> int:
+        """How many distinct configs the table shared by the pools holds."""
+        with self._lock:
+            return len(self._configs)
+
     def candidates(self) -> int:
         """Configs held in all pools and sets."""
         with self._lock:

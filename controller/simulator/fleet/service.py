@@ -166,6 +166,11 @@ class SimulatedFleet:
             state.ready_at.sort()  # keep the warm ones: cold (newest) replicas go first
             del state.ready_at[n:]
 
+    @property
+    def estimates(self) -> EstimateCache:
+        """The cache of the performance model's answers (shared by fleets given the same one)."""
+        return self._estimates
+
     # ----- time ---------------------------------------------------------------------------------------------------
     def advance(self, seconds: float) -> datetime:
         """Simulate ``seconds`` from now in ticks, moving the clock with them; returns the new time."""

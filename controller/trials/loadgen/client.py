@@ -64,7 +64,8 @@ class LoadGenerator:
         self._stalls: list[tuple[float, float]] = []
         self._max_stall = 0.0
 
-    def _payload(self, req: PlannedRequest) -> bytes:
+    def payload(self, req: PlannedRequest) -> bytes:
+        """The request body sent for ``req``."""
         return json.dumps(
             {
                 "model": self.model,
@@ -122,7 +123,7 @@ class LoadGenerator:
         try:
             async with session.post(
                 self.url,
-                data=self._payload(req),
+                data=self.payload(req),
                 headers={"Content-Type": "application/json"},
                 trace_request_ctx=sent,
             ) as resp:

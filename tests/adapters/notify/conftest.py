@@ -29,14 +29,14 @@ class Receiver:
         self.hold = threading.Event()
         self.hold.set()
         self.arrived = threading.Event()
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 payload = json.loads(self.rfile.read(length))
-                with receiver._lock:
+                with receiver.lock:
                     receiver.requests.append(payload)
                     receiver.paths.append(self.path)
                     reply = receiver.script.pop(0) if receiver.script else Reply()

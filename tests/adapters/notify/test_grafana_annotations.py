@@ -295,6 +295,5 @@ def test_the_operator_notifies_slack_and_grafana_when_both_are_set(tmp_path: Pat
         assert isinstance(notifier, FanOutNotifier)
         assert [type(n) for n in notifier.notifiers] == [SlackNotifier, GrafanaAnnotator]
     finally:
-        for closable in (runtime._slack, runtime._annotator):
-            if closable is not None:
-                closable.close()
+        for closable in notifier.notifiers:
+            closable.close()

@@ -205,4 +205,4 @@ def test_pools_of_the_same_space_share_their_configs() -> None:
     assert cache.pool(2) is second
     for owner in range(3, 10):  # other spaces: the oldest pools go, and with them their configs
         cache.put_pool(owner, [EngineConfig(max_num_seqs=100 * owner + s) for s in range(10)])
-    assert len(cache._configs) <= 25 + 10
+    assert cache.shared_configs() <= 25 + 10

@@ -411,7 +411,7 @@ def test_the_cycle_starts_a_canary_trial_and_polls_it_on_one_worker_per_tuned_se
     second = backend.runtime(target, spec, newer)
     assert second is not first
     queued = second.reconciler.ports.load_tester
-    assert isinstance(queued, BackgroundLoadTester) and queued._executor is starter._executor
+    assert isinstance(queued, BackgroundLoadTester) and queued.executor is starter.executor
     behind = queued.start(trial_request(EngineConfig(max_num_seqs=128)))
     assert len(launcher.launches) == 0 and behind.poll() is None  # queued behind the running trial
 
