@@ -11,7 +11,7 @@ stable is taken on p95, which is steadier than a tail percentile over one step's
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from controller.decide.rules import RolloutRules
@@ -197,41 +197,24 @@ def analyse(
         return _lacking(rules, Code.NO_CANDIDATE_SERIES, "no candidate series in the metrics", step_age_s)
     if candidate.requests == 0:
         return _lacking(rules, Code.NO_CANDIDATE_SAMPLES, "no candidate requests observed yet", step_age_s)
-    samples = candidate.requests
     compare = weight < 100
     baseline = stable if compare and stable is not None and stable.requests > 0 else None
-    failures: list[tuple[AnalysisCode, str]] = []
-    gaps: list[tuple[AnalysisCode, str]] = []
+    findings = _Findings()
     if compare and baseline is None:
-        gaps.append((Code.MISSING_DATA, "no stable requests to compare the candidate with"))
+        findings.gaps.append((Code.MISSING_DATA, "no stable requests to compare the candidate with"))
     for problem in candidate.problems:
         if problem.kind != "beyond-top-bucket":
-            gaps.append((_data_code(problem), f"candidate {problem.describe()}"))
-
-    if candidate.problem("errors") is None:
-        # stable's error rate, when it cannot be read, is taken as 0: the stricter comparison
-        stable_error = baseline.error_rate if baseline and baseline.problem("errors") is None else 0.0
-        if candidate.error_rate > max(slo.max_error_rate, stable_error + rules.max_error_rate_increase):
-            failures.append(
-                (Code.ERROR_RATE, f"candidate error rate {candidate.error_rate:.1%} (stable {stable_error:.1%})")
-            )
-        elif candidate.error_rate > rules.max_error_rate:
-            failures.append(
-                (
-                    Code.ERROR_RATE,
-                    f"candidate error rate {candidate.error_rate:.1%} above the ceiling {rules.max_error_rate:.1%}",
-                )
-            )
-
-    checks: tuple[tuple[str, LatencyMetric, float, float, float], ...] = (
-        (
+            findings.gaps.append((_data_code(problem), f"candidate {problem.describe()}"))
+    _check_error_rate(candidate, baseline, slo, rules, findings)
+    checks = (
+        _LatencyCheck(
             "TTFT",
             "ttft",
             slo.ttft_seconds,
             slo.ttft_percentile,
             (1 + rules.max_ttft_regression) * _expected_at(expected_ttft_ratio, weight, fleet_replicas) - 1,
         ),
-        (
+        _LatencyCheck(
             "TPOT",
             "tpot",
             slo.tpot_seconds,
@@ -239,60 +222,127 @@ def analyse(
             (1 + rules.max_tpot_regression) * _expected_at(expected_tpot_ratio, weight, fleet_replicas) - 1,
         ),
     )
-    for name, metric, bound, percentile, allowed in checks:
-        # the SLO is judged at its own percentile (``tail``), the ratio to stable on p95
-        tail, tail_gap = judged_latency(candidate, metric, percentile)
-        cand, cand_gap = (tail, tail_gap) if percentile == P95 else judged_latency(candidate, metric, P95)
-        for gap in (tail_gap, cand_gap if percentile != P95 else None):
-            if gap is not None and candidate.problem(gap.signal) is None:  # absent without a recorded problem
-                gaps.append((_data_code(gap), f"candidate {gap.describe()}"))
-        if tail is None and cand is None:
-            continue
-        stab_tail, _ = judged_latency(baseline, metric, percentile)
-        stab, stab_gap = judged_latency(baseline if latency_vs_stable else None, metric, P95)
-        if stab_tail is not None and tail is not None and stab_tail > bound >= tail:
-            continue  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
-        failure = _latency_failure(name, percentile, tail, cand, stab, bound, allowed, rules.slo_headroom)
-        if failure is None:
-            if stab_gap is not None:
-                gaps.append(
-                    (
-                        _data_code(stab_gap),
-                        f"stable {stab_gap.describe()}: the {name} regression check cannot be made",
-                    )
-                )
-            continue
-        if (
-            failure[0] != Code.REGRESSION
-            and stab_tail is not None
-            and stab_tail > bound
-            and tail is not None
-            and tail <= stab_tail * (1 + allowed)
-        ):
-            return Analysis(
-                "Inconclusive",
-                f"stable breaches the {name} SLO too ({_pname(percentile)} {_ms(stab_tail)}): load, not config",
-                Code.STABLE_BREACH,
-            )
-        failures.append(failure)
-
+    for check in checks:
+        breach = _check_latency(check, candidate, baseline, latency_vs_stable, rules, findings)
+        if breach is not None:
+            return breach
     if baseline is not None:
-        cand_gap, stab_gap = _goodput_gap(candidate), _goodput_gap(baseline)
-        if stab_gap is not None:
-            gaps.append((_data_code(stab_gap), f"stable {stab_gap.describe()}: the goodput check cannot be made"))
-        elif cand_gap is not None and candidate.problem(cand_gap.signal) is None:
-            gaps.append((_data_code(cand_gap), f"candidate {cand_gap.describe()}"))
-        elif cand_gap is None:
-            ratio = goodput_ratio(candidate, baseline)
-            if ratio is not None and ratio < rules.min_goodput_ratio:
-                failures.append(
-                    (
-                        Code.GOODPUT_RATIO,
-                        f"candidate goodput per replica {ratio:.3f}x stable's at the same load "
-                        f"(at least {rules.min_goodput_ratio:.3f}x)",
-                    )
-                )
+        _check_goodput(candidate, baseline, rules, findings)
+    return _verdict(findings, candidate.requests, stable, slo, rules, step_age_s)
 
+
+@dataclass
+class _Findings:
+    """What the checks found, in the order found: failures of the candidate, and data that could not be judged."""
+
+    failures: list[tuple[AnalysisCode, str]] = field(default_factory=list)
+    gaps: list[tuple[AnalysisCode, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _LatencyCheck:
+    """One latency signal: its SLO bound at the SLO's percentile, and the regression allowed against stable."""
+
+    name: str
+    metric: LatencyMetric
+    bound: float
+    percentile: float
+    allowed: float
+
+
+def _check_error_rate(
+    candidate: VariantStats, baseline: VariantStats | None, slo: SLO, rules: RolloutRules, findings: _Findings
+) -> None:
+    if candidate.problem("errors") is not None:
+        return
+    # stable's error rate, when it cannot be read, is taken as 0: the stricter comparison
+    stable_error = baseline.error_rate if baseline and baseline.problem("errors") is None else 0.0
+    if candidate.error_rate > max(slo.max_error_rate, stable_error + rules.max_error_rate_increase):
+        findings.failures.append(
+            (Code.ERROR_RATE, f"candidate error rate {candidate.error_rate:.1%} (stable {stable_error:.1%})")
+        )
+    elif candidate.error_rate > rules.max_error_rate:
+        findings.failures.append(
+            (
+                Code.ERROR_RATE,
+                f"candidate error rate {candidate.error_rate:.1%} above the ceiling {rules.max_error_rate:.1%}",
+            )
+        )
+
+
+def _check_latency(
+    check: _LatencyCheck,
+    candidate: VariantStats,
+    baseline: VariantStats | None,
+    latency_vs_stable: bool,
+    rules: RolloutRules,
+    findings: _Findings,
+) -> Analysis | None:
+    """Judge one latency signal; an Inconclusive analysis when stable breaches its SLO as much as the candidate."""
+    name, metric, bound, percentile, allowed = check.name, check.metric, check.bound, check.percentile, check.allowed
+    # the SLO is judged at its own percentile (``tail``), the ratio to stable on p95
+    tail, tail_gap = judged_latency(candidate, metric, percentile)
+    cand, cand_gap = (tail, tail_gap) if percentile == P95 else judged_latency(candidate, metric, P95)
+    for gap in (tail_gap, cand_gap if percentile != P95 else None):
+        if gap is not None and candidate.problem(gap.signal) is None:  # absent without a recorded problem
+            findings.gaps.append((_data_code(gap), f"candidate {gap.describe()}"))
+    if tail is None and cand is None:
+        return None
+    stab_tail, _ = judged_latency(baseline, metric, percentile)
+    stab, stab_gap = judged_latency(baseline if latency_vs_stable else None, metric, P95)
+    if stab_tail is not None and tail is not None and stab_tail > bound >= tail:
+        return None  # stable breaches this SLO and the candidate meets it: better, whatever the ratio
+    failure = _latency_failure(name, percentile, tail, cand, stab, bound, allowed, rules.slo_headroom)
+    if failure is None:
+        if stab_gap is not None:
+            findings.gaps.append(
+                (_data_code(stab_gap), f"stable {stab_gap.describe()}: the {name} regression check cannot be made")
+            )
+        return None
+    if (
+        failure[0] != Code.REGRESSION
+        and stab_tail is not None
+        and stab_tail > bound
+        and tail is not None
+        and tail <= stab_tail * (1 + allowed)
+    ):
+        return Analysis(
+            "Inconclusive",
+            f"stable breaches the {name} SLO too ({_pname(percentile)} {_ms(stab_tail)}): load, not config",
+            Code.STABLE_BREACH,
+        )
+    findings.failures.append(failure)
+    return None
+
+
+def _check_goodput(candidate: VariantStats, baseline: VariantStats, rules: RolloutRules, findings: _Findings) -> None:
+    cand_gap, stab_gap = _goodput_gap(candidate), _goodput_gap(baseline)
+    if stab_gap is not None:
+        findings.gaps.append((_data_code(stab_gap), f"stable {stab_gap.describe()}: the goodput check cannot be made"))
+    elif cand_gap is not None and candidate.problem(cand_gap.signal) is None:
+        findings.gaps.append((_data_code(cand_gap), f"candidate {cand_gap.describe()}"))
+    elif cand_gap is None:
+        ratio = goodput_ratio(candidate, baseline)
+        if ratio is not None and ratio < rules.min_goodput_ratio:
+            findings.failures.append(
+                (
+                    Code.GOODPUT_RATIO,
+                    f"candidate goodput per replica {ratio:.3f}x stable's at the same load "
+                    f"(at least {rules.min_goodput_ratio:.3f}x)",
+                )
+            )
+
+
+def _verdict(
+    findings: _Findings,
+    samples: int,
+    stable: VariantStats | None,
+    slo: SLO,
+    rules: RolloutRules,
+    step_age_s: float,
+) -> Analysis:
+    """The analysis from what the checks found: failures first, then gaps, then whether enough was seen."""
+    failures, gaps = findings.failures, findings.gaps
     if failures and stable is not None and stable.requests >= rules.min_failure_samples:
         stable_breach = _stable_breach(stable, slo)
         if stable_breach and not any(code in _COMPARATIVE for code, _ in failures):
