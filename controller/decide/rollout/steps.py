@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from controller.decide.rollout.analysis import (
+    Analysis,
     analyse,
 )
 from controller.decide.rules import RolloutRules
@@ -193,58 +194,81 @@ def advance(
     where a full rollout's waits ``rules.low_traffic_after_s``.
     """
 
-    def apply(index: int, base: RolloutState, reason: str, code: Code) -> RolloutStep:
-        need = _candidate_need(base, index, fleet_replicas)
-        if candidate_ready_replicas is not None and candidate_ready_replicas < need:
-            why = (
-                f"step {index + 1} ({base.steps[index]}%) needs {need} ready candidate replicas, "
-                f"{candidate_ready_replicas} are ready"
-            )
-            return RolloutStep(base, Phase.ROLLING_OUT, (Scale("candidate", need, why),), notes=(why,))
-        return _apply_step(base, index, now, reason, code)
-
+    cycle = _Cycle(now, candidate_ready_replicas, fleet_replicas)
     if state.abort_requested:
         return _rollback(
             state, now, f"aborted by a user{': ' + state.abort_reason if state.abort_reason else ''}", code=Code.ABORTED
         )
-
     if phase is Phase.AWAITING_APPROVAL:
-        if state.rejected():
-            rejection = next(a for a in state.approvals if a.decision == "rejected" and state.binds(a))
-            why = f"{rejection.by} rejected rollout {state.id}" + (
-                f": {rejection.comment}" if rejection.comment else ""
-            )
-            if state.weight > 0:
-                return _rollback(state, now, why, code=Code.REJECTED)
-            # no traffic moved yet: the candidate warmed up for the rejected rollout is retired
-            retire = Rollback(f"retire the candidate {state.to_config.label()} of rejected rollout {state.id}")
-            return RolloutStep(
-                None,
-                Phase.OBSERVING,
-                (retire, Notify(Severity.INFO, "Rollout rejected", why, code=Code.REJECTED)),
-                code=Code.REJECTED,
-            )
-        next_index = state.step_index if state.weight == 0 else state.step_index + 1
-        if state.approved_step(next_index):
-            approver = next(
-                a.by for a in state.approvals if a.step == next_index and a.decision == "approved" and state.binds(a)
-            )
-            return apply(next_index, state, f"approved by {approver}", Code.APPROVED)
-        return RolloutStep(state, phase, notes=(f"waiting for approval of step {next_index + 1}",))
-
+        return _awaiting_approval(state, phase, cycle)
     if phase is Phase.PAUSED or state.paused:
-        if state.paused:
-            return RolloutStep(state, Phase.PAUSED, notes=(f"paused at {state.weight}%",))
-        step_start = state.step_started_at or now
-        resumed = state.model_copy(update={"step_started_at": max(step_start, now)})
-        return RolloutStep(resumed, Phase.ROLLING_OUT, notes=("resumed",))
-
+        return _paused_or_resumed(state, now)
     if state.weight == 0:
-        return apply(0, state, f"candidate {state.to_config.label()} is ready", Code.CANDIDATE_READY)
-
+        return cycle.apply(0, state, f"candidate {state.to_config.label()} is ready", Code.CANDIDATE_READY)
     if observation is None:
         return RolloutStep(state, phase, notes=(f"frozen at {state.weight}%: metrics unavailable, not promoting",))
+    return _judge_step(state, observation, slo, rules, cycle)
 
+
+@dataclass(frozen=True)
+class _Cycle:
+    """What one cycle of a rollout knows besides its state: the time and the candidate's replicas."""
+
+    now: datetime
+    candidate_ready_replicas: int | None
+    fleet_replicas: int
+
+    def apply(self, index: int, base: RolloutState, reason: str, code: Code) -> RolloutStep:
+        """Move to step ``index`` once the candidate replicas it needs are ready (scale them up first)."""
+        need = _candidate_need(base, index, self.fleet_replicas)
+        ready = self.candidate_ready_replicas
+        if ready is not None and ready < need:
+            why = f"step {index + 1} ({base.steps[index]}%) needs {need} ready candidate replicas, {ready} are ready"
+            return RolloutStep(base, Phase.ROLLING_OUT, (Scale("candidate", need, why),), notes=(why,))
+        return _apply_step(base, index, self.now, reason, code)
+
+
+def _awaiting_approval(state: RolloutState, phase: Phase, cycle: _Cycle) -> RolloutStep:
+    """A rejection ends the rollout, an approval of the next step applies it; else the rollout waits."""
+    if state.rejected():
+        return _rejected(state, cycle.now)
+    next_index = state.step_index if state.weight == 0 else state.step_index + 1
+    if state.approved_step(next_index):
+        approver = next(
+            a.by for a in state.approvals if a.step == next_index and a.decision == "approved" and state.binds(a)
+        )
+        return cycle.apply(next_index, state, f"approved by {approver}", Code.APPROVED)
+    return RolloutStep(state, phase, notes=(f"waiting for approval of step {next_index + 1}",))
+
+
+def _rejected(state: RolloutState, now: datetime) -> RolloutStep:
+    rejection = next(a for a in state.approvals if a.decision == "rejected" and state.binds(a))
+    why = f"{rejection.by} rejected rollout {state.id}" + (f": {rejection.comment}" if rejection.comment else "")
+    if state.weight > 0:
+        return _rollback(state, now, why, code=Code.REJECTED)
+    # no traffic moved yet: the candidate warmed up for the rejected rollout is retired
+    retire = Rollback(f"retire the candidate {state.to_config.label()} of rejected rollout {state.id}")
+    return RolloutStep(
+        None,
+        Phase.OBSERVING,
+        (retire, Notify(Severity.INFO, "Rollout rejected", why, code=Code.REJECTED)),
+        code=Code.REJECTED,
+    )
+
+
+def _paused_or_resumed(state: RolloutState, now: datetime) -> RolloutStep:
+    if state.paused:
+        return RolloutStep(state, Phase.PAUSED, notes=(f"paused at {state.weight}%",))
+    step_start = state.step_started_at or now
+    resumed = state.model_copy(update={"step_started_at": max(step_start, now)})
+    return RolloutStep(resumed, Phase.ROLLING_OUT, notes=("resumed",))
+
+
+def _judge_step(
+    state: RolloutState, observation: Observation, slo: SLO, rules: RolloutRules, cycle: _Cycle
+) -> RolloutStep:
+    """Analyse the current step: roll back on a failure, hold on missing data, wait while it bakes."""
+    now = cycle.now
     step_age = (now - state.step_started_at).total_seconds() if state.step_started_at else 0.0
     bake_s = state.bake_s if state.bake_s is not None else rules.bake_s
     # a pre-validated swap's step passes on low traffic once it has baked (the pair's evidence is production's)
@@ -263,7 +287,7 @@ def advance(
         latency_vs_stable=state.latency_vs_stable,
         weight=state.weight,
         step_age_s=step_age,
-        fleet_replicas=fleet_replicas,
+        fleet_replicas=cycle.fleet_replicas,
     )
     record = AnalysisRecord(
         step=state.step_index,
@@ -273,7 +297,7 @@ def advance(
         reason=analysis.reason,
     )
     if analysis.verdict == "Failed":
-        short = _short_restart(state, analysis.code, now, candidate_ready_replicas, fleet_replicas, record)
+        short = _short_restart(state, analysis.code, now, cycle.candidate_ready_replicas, cycle.fleet_replicas, record)
         if short is not None:
             return short
         return _rollback(state, now, analysis.reason, record, code=analysis.code)
@@ -289,7 +313,14 @@ def advance(
             else f"baking step {state.step_index + 1} ({analysis.reason})"
         )
         return RolloutStep(state, Phase.ROLLING_OUT, notes=(wait,))
+    return _baked(state, analysis, record, rules, cycle)
 
+
+def _baked(
+    state: RolloutState, analysis: Analysis, record: AnalysisRecord, rules: RolloutRules, cycle: _Cycle
+) -> RolloutStep:
+    """A baked step: a human decides an inconclusive one; a successful one promotes, waits at a manual gate or
+    moves on to the next step."""
     with_record = state.model_copy(update={"analyses": (*state.analyses, record)})
     if analysis.verdict == "Inconclusive":
         why = f"analysis inconclusive at {state.weight}%: {analysis.reason}; a human decides"
@@ -324,7 +355,7 @@ def advance(
             ),
             code=Code.MANUAL_GATE,
         )
-    return apply(next_index, with_record, f"step {state.step_index + 1} passed: {analysis.reason}", analysis.code)
+    return cycle.apply(next_index, with_record, f"step {state.step_index + 1} passed: {analysis.reason}", analysis.code)
 
 
 MAX_SHORT_RESTARTS = 2
