@@ -186,7 +186,7 @@ def fold(intents: Sequence[Intent], *, window_name: str, now: datetime) -> Decis
     coded = tuple((c, n) for i in intents for c, n in (*i.coded_notes, *((i.code, n) for n in i.notes)))
     notes = tuple(n for _, n in coded)
     noted = tuple(Reason(code=c, message=n) for c, n in coded)
-    reasons = tuple(Reason(code=a.code or "", message=a.reason) for a in actions) + noted
+    reasons = tuple(Reason(code=a.code, message=a.reason) for a in actions) + noted
     rescaled = any(isinstance(a, Scale) and a.variant == "stable" for a in actions)
     final = status.model_copy(
         update={

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Annotated
+
+from pydantic import WithJsonSchema
 
 
 class Severity(StrEnum):
@@ -121,12 +124,53 @@ class Code(StrEnum):
     SIMULATOR_GPU_MISMATCH = "simulator-gpu-mismatch"
     APPROVAL_REFUSED = "approval-refused"  # an approval or rejection the gate ignored
     MIRROR_FAILED = "mirror-failed"  # the Rollout CR mirror could not be written
+    NO_APPROVAL_PENDING = "no-approval-pending"  # the AwaitingApproval condition when nothing waits
+    VALID = "valid"  # the Accepted condition: the spec and its policy passed validation
+    # a proposal the guardrails refused, one code per kind of refusal
+    REJECTED_DUPLICATE = "rejected-duplicate"  # already trialled, the active config, or proposed twice
+    REJECTED_OUT_OF_POLICY = "rejected-out-of-policy"  # a knob value the policy's search space does not allow
+    REJECTED_INFEASIBLE = "rejected-infeasible"  # breaks a constraint, a target trait, or does not fit
+    REJECTED_OVER_BUDGET = "rejected-over-budget"  # the round's trials or canary GPU-minutes would be exceeded
+    # a trial whose load generator did not keep its plan (an ``invalid`` trial), one code per miss
+    IN_FLIGHT_LOW = "in-flight-low"  # closed loop: too few requests in flight
+    RATE_MISSED = "rate-missed"  # open loop: the send rate missed the planned one
+    SEND_LAG = "send-lag"  # open loop: requests went out late
+    LOOP_STALLED = "loop-stalled"  # the client's event loop stopped
 
     @property
     def event_reason(self) -> str:
-        """The Kubernetes Event ``reason``: the code in CamelCase, as Kubernetes Event reasons are written
-        (``slo-breach`` -> ``SloBreach``)."""
-        return "".join(part[:1].upper() + part[1:] for part in self.value.split("-") if part)
+        """The Kubernetes Event and condition ``reason``: :func:`camel_case` of the code."""
+        return camel_case(self)
+
+
+def camel_case(code: Code) -> str:
+    """The code in CamelCase, as Kubernetes Event and condition reasons are written (``slo-breach`` ->
+    ``SloBreach``). Every code's CamelCase is its own: :func:`from_camel_case` reads it back."""
+    return "".join(part[:1].upper() + part[1:] for part in code.value.split("-") if part)
+
+
+def from_camel_case(reason: str) -> Code | None:
+    """The code whose :func:`camel_case` is ``reason``; None for a reason no code is written as."""
+    return _BY_CAMEL_CASE.get(reason)
+
+
+def code_or_none(value: str) -> Code | None:
+    """The code spelled ``value``; None for the empty string or a spelling no code has (a code stored by another
+    version of the operator)."""
+    try:
+        return Code(value)
+    except ValueError:
+        return None
+
+
+#: A code as stored (status, a trial's result): kebab-case, or empty (statuses written before codes were optional
+#: stored ``""``).
+CODE_PATTERN = r"^([a-z0-9]+(-[a-z0-9]+)*)?$"
+
+#: A :class:`Code` field of a stored model. Its schema (and the CRD's) is a string of :data:`CODE_PATTERN`, not the
+#: list of codes, so a status written by an operator that knows codes this one does not is still stored; the
+#: model reads a spelling no code has as none (:func:`code_or_none`).
+StoredCode = Annotated[Code, WithJsonSchema({"type": "string", "pattern": CODE_PATTERN})]
 
 
 class Layout(StrEnum):
@@ -206,6 +250,8 @@ _WITHHELD = CodeInfo("acting", layout=Layout.GENERIC, mark=Mark.NOTE)
 _VERDICT = CodeInfo("analysis", layout=None)  # a step's analysis: its step, its promotion, its approval or rollback
 _VERDICT_BAD = CodeInfo("analysis", _W, layout=None)
 
+_BY_CAMEL_CASE: MappingProxyType[str, Code] = MappingProxyType({camel_case(code): code for code in Code})
+
 #: Every code's :class:`CodeInfo`.
 INFO: MappingProxyType[Code, CodeInfo] = MappingProxyType(
     {
@@ -266,8 +312,27 @@ INFO: MappingProxyType[Code, CodeInfo] = MappingProxyType(
         **{code: CodeInfo("operator", _W) for code in (Code.SIMULATOR_UNKNOWN_MODEL, Code.SIMULATOR_UNKNOWN_GPU)},
         **{code: CodeInfo("operator", _W) for code in (Code.SIMULATOR_MODEL_MISMATCH, Code.SIMULATOR_GPU_MISMATCH)},
         **{code: CodeInfo("operator", _W) for code in (Code.APPROVAL_REFUSED, Code.MIRROR_FAILED)},
+        **_info("operator", (Code.NO_APPROVAL_PENDING, Code.VALID)),
+        **_info("guardrails", (Code.REJECTED_DUPLICATE, Code.REJECTED_OUT_OF_POLICY)),
+        **_info("guardrails", (Code.REJECTED_INFEASIBLE, Code.REJECTED_OVER_BUDGET)),
+        **_info("trial-validity", (Code.IN_FLIGHT_LOW, Code.RATE_MISSED, Code.SEND_LAG, Code.LOOP_STALLED)),
     }
 )
 
 
-__all__ = ["INFO", "MARK_OF_LAYOUT", "Code", "CodeInfo", "Layout", "Mark", "Severity", "layout_of", "mark_of"]
+__all__ = [
+    "CODE_PATTERN",
+    "INFO",
+    "MARK_OF_LAYOUT",
+    "Code",
+    "CodeInfo",
+    "Layout",
+    "Mark",
+    "Severity",
+    "StoredCode",
+    "camel_case",
+    "code_or_none",
+    "from_camel_case",
+    "layout_of",
+    "mark_of",
+]

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from controller.domain.codes import Code, StoredCode, code_or_none
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
 from controller.domain.profile import TrafficProfile
@@ -16,6 +17,23 @@ from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
 
 AnalysisOutcome = Literal["Successful", "Failed", "Inconclusive"]
+
+
+def stored_code(value: object) -> tuple[Code | None, str]:
+    """A stored code read back: the :class:`Code` it spells, and the spelling when it spells none (``""``: it
+    does, or there was none). The empty string, stored before codes were optional, is no code."""
+    if value is None or isinstance(value, Code):
+        return value, ""
+    text = str(value)
+    code = code_or_none(text)
+    return code, "" if code is not None or not text else text
+
+
+def _kept(message: object, unknown: str) -> object:
+    """``message`` with an ``unknown`` code's spelling kept in front of it, so no stored text is lost."""
+    if not unknown:
+        return message
+    return f"[{unknown}] {message}" if isinstance(message, str) and message else f"[{unknown}]"
 
 
 class Approval(BaseModel):
@@ -173,6 +191,15 @@ class MeasuredNoise(BaseModel):
     measured_at: datetime | None = None
 
 
+def _stop_code(value: object) -> object:
+    """A stored stop code no :class:`Code` spells (written by another version of the operator) reads as
+    ``search-stopped``: the search did stop, and ``stop_reason`` keeps its sentence. ``""`` is none."""
+    if isinstance(value, str) and not isinstance(value, Code):
+        code, unknown = stored_code(value)
+        return Code.SEARCH_STOPPED if unknown else code
+    return value
+
+
 class TuningRound(BaseModel):
     """One search for a better config for one window's traffic shape."""
 
@@ -196,7 +223,7 @@ class TuningRound(BaseModel):
     fleet_rate_rps: float | None = Field(
         default=None, ge=0, description="the whole fleet's arrival rate the round was tuned for"
     )
-    stop_code: str | None = Field(
+    stop_code: Annotated[StoredCode | None, BeforeValidator(_stop_code)] = Field(
         default=None, description="why the round's search stopped asking for trials (a reason code), once it has"
     )
     stop_reason: str | None = Field(default=None, description="the same, as a sentence")
@@ -269,8 +296,22 @@ class Reason(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    code: str = Field(default="", description="machine-readable reason code (e.g. step, slo-breach, scale)")
+    code: StoredCode | None = Field(
+        default=None, description="machine-readable reason code (e.g. step, slo-breach, scale), if it has one"
+    )
     message: Annotated[str, AfterValidator(scrub_known)]  # tenants read it: no operator credential, no URL userinfo
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_code(cls, data: object) -> object:
+        """A stored code no :class:`Code` spells (or ``""``) reads as none; an unknown one's spelling is kept in
+        front of the message."""
+        if isinstance(data, dict) and "code" in data:
+            code, unknown = stored_code(data["code"])
+            data = {**data, "code": code}
+            if unknown:
+                data["message"] = _kept(data.get("message"), unknown)
+        return data
 
 
 def _reasons(value: object) -> object:

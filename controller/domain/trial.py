@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from controller.domain.codes import Code, StoredCode, code_or_none
 from controller.domain.config import EngineConfig
 from controller.domain.slo import SLO
 from controller.domain.traffic import TrafficShape
+
+
+def _known_codes(value: object) -> object:
+    """Stored codes with the codes no :class:`Code` spells (written by another version of the operator) left out:
+    the trial's reason keeps the sentence they came with."""
+    if isinstance(value, list | tuple):
+        known = (c if isinstance(c, Code) else code_or_none(c) if isinstance(c, str) else c for c in value)
+        return tuple(c for c in known if c is not None)
+    return value
 
 
 class TrialStatus(StrEnum):
@@ -81,6 +92,10 @@ class TrialResult(BaseModel):
     slo: SLO
     status: TrialStatus
     reason: str = ""
+    invalid_codes: Annotated[tuple[StoredCode, ...], BeforeValidator(_known_codes)] = Field(
+        default=(),
+        description="an invalid trial's codes: each way the load generator missed its plan (in-flight-low, ...)",
+    )
     source: str = Field(default="simulator", description="simulator | local-process | kubernetes")
     duration_s: float = Field(default=0.0, ge=0)
     startup_s: float = Field(default=0.0, ge=0)

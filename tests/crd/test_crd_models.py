@@ -173,7 +173,7 @@ def test_strict_parsing_keeps_numbers_for_floats_and_times_from_rfc3339_strings(
     spec, status = models.parse_tuned_service(body)
     assert spec.slo.ttft_seconds == 2.0
     assert status.updated_at == NOW
-    assert status.last_reasons == (Reason(code="", message="a"),)  # stored before reasons carried codes
+    assert status.last_reasons == (Reason(code=None, message="a"),)  # stored before reasons carried codes
 
 
 @pytest.mark.security
@@ -237,7 +237,7 @@ def rolling_status() -> TargetStatus:
 
 def test_status_round_trips_through_the_wire_form_with_summary() -> None:
     status = rolling_status()
-    condition = models.Condition(type="Ready", status="True", reason="RollingOut", last_transition_time=NOW)
+    condition = models.Condition(type="Ready", status="True", reason="RolloutStep", last_transition_time=NOW)
     wire = models.status_to_wire(status, conditions=[condition], observed_generation=3)
     assert wire["phase"] == "RollingOut"
     assert wire["active_config"]["speculative_method"] == "none"  # domain field names are kept
@@ -248,7 +248,7 @@ def test_status_round_trips_through_the_wire_form_with_summary() -> None:
         {
             "type": "Ready",
             "status": "True",
-            "reason": "RollingOut",
+            "reason": "RolloutStep",
             "message": "",
             "lastTransitionTime": "2026-11-30T09:30:00Z",
             "observedGeneration": None,

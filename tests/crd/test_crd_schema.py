@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from controller.crd import generate, models, schema
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.slo import SLO
 from controller.domain.status import ScheduledConfig
@@ -268,3 +269,39 @@ def test_generator_cli_writes_crds_and_copies_shared_files(tmp_path: Path, capsy
     assert not (chart / "policies" / "schema.json").exists()
     out = capsys.readouterr().out
     assert out.count("wrote ") == 3 and out.count("copied ") == 2
+
+
+def test_stored_codes_the_operator_does_not_know_pass_the_schema_and_load() -> None:
+    """The schema stores a code as a kebab-case string, not a list of codes: a status an older operator wrote
+    (``code: ""``) or a newer one (a code this version lacks) is still stored and read back."""
+    body = example()
+    body["status"] = models.status_to_wire(rolling_status(), observed_generation=2)
+    body["status"]["last_reasons"] = [
+        {"code": "", "message": "stored before codes were optional"},
+        {"code": "warp-drive", "message": "a newer operator's reason"},
+        {"code": None, "message": "no code"},
+        {"code": "slo-breach", "message": "p95 over"},
+    ]
+    validator("TunedService").validate(body)
+    _, status = models.parse_tuned_service(body)
+    assert [r.code for r in status.last_reasons] == [None, None, None, Code.SLO_BREACH]
+    assert status.last_reasons[1].message == "[warp-drive] a newer operator's reason"
+    body["status"]["last_reasons"] = [{"code": "SloBreach", "message": "not a stored code's spelling"}]
+    with pytest.raises(jsonschema.ValidationError, match="does not match"):
+        validator("TunedService").validate(body)
+
+
+def test_an_invalid_trials_miss_codes_validate_and_round_trip() -> None:
+    invalid = TrialResult(
+        config=CANDIDATE,
+        shape=SHAPE,
+        slo=SLO(),
+        status=TrialStatus.INVALID,
+        reason="the load generator did not keep its plan: loop-stalled: the client's event loop stopped",
+        invalid_codes=(Code.LOOP_STALLED,),
+    )
+    body = example()
+    body["status"] = models.status_to_wire(rolling_status().model_copy(update={"trials": (invalid,)}))
+    validator("TunedService").validate(body)
+    assert body["status"]["trials"][0]["invalid_codes"] == ["loop-stalled"]
+    assert models.parse_tuned_service(body)[1].trials == (invalid,)

@@ -4,15 +4,30 @@ written (status, Events, metric labels, Slack, Grafana tags) still writes the sa
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from controller.act.effects import Notified, RolledBack, Withheld, with_code
 from controller.domain.actions import Notify, Rollback
-from controller.domain.codes import INFO, Code, Layout, Mark, Severity, layout_of, mark_of
+from controller.domain.codes import (
+    INFO,
+    Code,
+    Layout,
+    Mark,
+    Severity,
+    camel_case,
+    code_or_none,
+    from_camel_case,
+    layout_of,
+    mark_of,
+)
 from controller.domain.status import Reason
 
 KINDS = {"operator", "acting", "observing", "replicas", "tuning", "round", "outcome", "schedule", "rollout", "analysis"}
+KINDS |= {"guardrails", "trial-validity"}
+#: What Kubernetes takes as a condition's reason (metav1.Condition).
+CONDITION_REASON = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 
 
 @pytest.mark.parametrize("code", list(Code))
@@ -75,6 +90,26 @@ def test_every_code_has_a_kind_a_severity_a_layout_and_a_mark(code: Code) -> Non
 
 def test_the_table_has_exactly_the_codes() -> None:
     assert set(INFO) == set(Code)
+
+
+@pytest.mark.parametrize("code", list(Code))
+def test_the_camel_case_of_every_code_reads_back_as_that_code(code: Code) -> None:
+    reason = camel_case(code)
+    assert CONDITION_REASON.match(reason), reason
+    assert reason == code.event_reason
+    assert from_camel_case(reason) is code
+    assert code_or_none(code.value) is code
+
+
+def test_no_two_codes_share_a_camel_case() -> None:
+    reasons = [camel_case(code) for code in Code]
+    assert len(set(reasons)) == len(reasons)
+
+
+@pytest.mark.parametrize("text", ["", "SloBreach", "no-such-code", "slo_breach"])
+def test_a_spelling_no_code_has_is_no_code(text: str) -> None:
+    assert code_or_none(text) is None
+    assert from_camel_case(text) is None or text == "SloBreach"
 
 
 @pytest.mark.parametrize(
