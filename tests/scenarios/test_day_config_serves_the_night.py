@@ -33,7 +33,7 @@ from controller.domain import (
 )
 from controller.domain.actions import RunTrial
 from controller.domain.phases import Phase
-from tests.support.builders import shape
+from tests.support.builders import scheduled, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
@@ -50,24 +50,8 @@ RULES = Rules(
 def schedule() -> tuple[ScheduledConfig, ...]:
     tuned = START - timedelta(days=1)
     return (
-        ScheduledConfig(
-            window="night",
-            config=STOCK,
-            shape=NIGHT_SHAPE,
-            goodput_tokens_per_s=2000,
-            stock_goodput_tokens_per_s=2000,
-            reason="keeping stock",
-            tuned_at=tuned,
-        ),
-        ScheduledConfig(
-            window="day",
-            config=DAY_CONFIG,
-            shape=DAY_SHAPE,
-            goodput_tokens_per_s=16000,
-            stock_goodput_tokens_per_s=12000,
-            reason="measured",
-            tuned_at=tuned,
-        ),
+        scheduled("night", STOCK, NIGHT_SHAPE, stock_goodput=2000, reason="keeping stock", tuned_at=tuned),
+        scheduled("day", DAY_CONFIG, DAY_SHAPE, goodput=16000, stock_goodput=12000, reason="measured", tuned_at=tuned),
     )
 
 

@@ -9,7 +9,7 @@ tuned ahead of the day window)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -21,7 +21,6 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    Observation,
     Percentiles,
     Phase,
     RunTrial,
@@ -32,7 +31,7 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.proposal import Proposal
-from tests.support.builders import shape
+from tests.support.builders import observed, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
 DAY = TimeWindow(name="day", start_hour=7, end_hour=24)
@@ -81,7 +80,7 @@ def day_round(capacity: dict[str, float] = CAPACITY) -> tuple[decide.Decision, l
     for _ in range(40):
         d = decide.plan(
             status=status,
-            observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=BUSY),
+            observation=observed(BUSY, NOW),
             observe_error=None,
             proposals=proposals,
             rules=RULES,

@@ -15,7 +15,6 @@ from controller.decide import Rules, ScalingRules, TuningRules
 from controller.domain import (
     SLO,
     EngineConfig,
-    Observation,
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
@@ -23,7 +22,7 @@ from controller.domain import (
 from controller.domain.actions import Scale
 from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
-from tests.support.builders import shape
+from tests.support.builders import observed, scheduled, shape
 
 DAY = TimeWindow(name="day", start_hour=8, end_hour=19)
 EVENING = TimeWindow(name="evening", start_hour=19, end_hour=24)
@@ -42,12 +41,12 @@ RULES = Rules(
 
 
 def entry(window: str, config: EngineConfig, capacity: float | None) -> ScheduledConfig:
-    return ScheduledConfig(
-        window=window,
-        config=config,
-        shape=CHAT,
-        goodput_tokens_per_s=1000,
-        stock_goodput_tokens_per_s=800,
+    return scheduled(
+        window,
+        config,
+        CHAT,
+        goodput=1000,
+        stock_goodput=800,
         reason="measured",
         replicas=8 if window == "day" else 3,
         capacity_rps=capacity,
@@ -89,7 +88,7 @@ def rolling_out(evening_capacity: float | None) -> TargetStatus:
 def test_an_evening_rollout_does_not_hold_the_days_fleet(evening_capacity: float | None, replicas: int) -> None:
     d = decide.plan(
         status=rolling_out(evening_capacity),
-        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=EVENING_LOAD),
+        observation=observed(EVENING_LOAD, NOW),
         observe_error=None,
         proposals=(),
         rules=RULES,

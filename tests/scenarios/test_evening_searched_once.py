@@ -22,7 +22,6 @@ from controller.domain import (
     EngineConfig,
     Observation,
     Percentiles,
-    ScheduledConfig,
     TargetStatus,
     TimeWindow,
     TrafficShape,
@@ -31,7 +30,7 @@ from controller.domain import (
 )
 from controller.domain.actions import RunTrial
 from controller.domain.proposal import Proposal
-from tests.support.builders import shape
+from tests.support.builders import scheduled, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=18)
@@ -100,12 +99,12 @@ def advisor(status: TargetStatus) -> tuple[Proposal, ...]:
 def evenings(days: int) -> tuple[Counter[str], Counter[str]]:
     """Trials run per evening (by date) and the decisions' reason codes over ``days`` evenings."""
     clock = FakeClock(FIRST_EVENING)
-    chat_entry = ScheduledConfig(
-        window="evening",
-        config=ACTIVE,
-        shape=CHAT,
-        goodput_tokens_per_s=1000,
-        stock_goodput_tokens_per_s=800,
+    chat_entry = scheduled(
+        "evening",
+        ACTIVE,
+        CHAT,
+        goodput=1000,
+        stock_goodput=800,
         reason="measured",
         tuned_at=FIRST_EVENING - timedelta(days=1),
     )

@@ -16,12 +16,12 @@ from controller.domain import (
     SLO,
     EngineConfig,
     Observation,
-    ScheduledConfig,
     TargetStatus,
     TimeWindow,
     TrafficShape,
 )
 from controller.domain.actions import Scale
+from tests.support.builders import scheduled
 from tests.support.builders import shape as traffic
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
@@ -59,12 +59,12 @@ FORECAST = {
 def ramp() -> list[tuple[datetime, float, int, int]]:
     """(minute, offered rate, replicas ready, replicas desired) for every minute from 07:05 to 10:00."""
     clock = FakeClock(START)
-    entry = ScheduledConfig(
-        window="morning-ramp",
-        config=CONFIG,
-        shape=shape(10.0),
-        goodput_tokens_per_s=3000,
-        stock_goodput_tokens_per_s=1500,
+    entry = scheduled(
+        "morning-ramp",
+        CONFIG,
+        shape(10.0),
+        goodput=3000,
+        stock_goodput=1500,
         reason="measured",
         capacity_rps=CAPACITY_RPS,
     )

@@ -20,10 +20,10 @@ from controller.domain import (
     Rollback,
     SetWeights,
     TrafficShape,
-    VariantStats,
 )
 from controller.policy import load_policy
 from tests.support.builders import shape as traffic
+from tests.support.builders import variant
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies" / "v1"
 MORNING = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
@@ -42,22 +42,8 @@ def observe(now: datetime, weight: int, candidate_ttft_s: float) -> Observation:
     minute = int((now - MORNING).total_seconds() // 60)
     stable_requests = int(60 * 6 * (100 - weight) / 100) + 1
     candidate_requests = int(60 * 6 * weight / 100) * 3 + 1
-    candidate = VariantStats(
-        variant="candidate",
-        requests=candidate_requests,
-        ttft_p95_s=candidate_ttft_s,
-        tpot_p95_s=0.011,
-        good_requests=candidate_requests,
-        output_tokens_per_s=900.0,
-    )
-    stable = VariantStats(
-        variant="stable",
-        requests=stable_requests * 3,
-        ttft_p95_s=0.330,
-        tpot_p95_s=0.010,
-        good_requests=stable_requests * 3,
-        output_tokens_per_s=900.0,
-    )
+    candidate = variant("candidate", candidate_requests, ttft=candidate_ttft_s, tpot=0.011, output_tokens_per_s=900.0)
+    stable = variant("stable", stable_requests * 3, ttft=0.330, tpot=0.010, output_tokens_per_s=900.0)
     return Observation(
         target="shop/llm",
         start=now - timedelta(minutes=3),

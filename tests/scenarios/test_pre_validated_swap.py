@@ -36,12 +36,12 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.actions import DeployCandidate, SetWeights
-from controller.domain.observation import TargetRef, VariantStats
+from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
-from tests.support.builders import shape
+from tests.support.builders import shape, variant
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, day_entry, night_entry
 
 TARGET = TargetRef("team-a", "docs", "llama")
@@ -133,14 +133,7 @@ class Week:
     def observation(self, now: datetime, status: TargetStatus) -> Observation:
         window = "night" if now.hour < 8 else "day"
         load = FORECAST[window]
-        good = VariantStats(
-            variant="stable",
-            requests=600,
-            ttft_p95_s=0.8,
-            tpot_p95_s=0.03,
-            good_requests=600,
-            output_tokens_per_s=900,
-        )
+        good = variant("stable", 600, ttft=0.8, tpot=0.03, output_tokens_per_s=900)
         variants = {"stable": good}
         rollout = status.rollout
         if rollout is not None and rollout.weight > 0:

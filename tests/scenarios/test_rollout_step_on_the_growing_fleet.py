@@ -18,6 +18,7 @@ from controller.domain.actions import Scale, SetWeights
 from controller.domain.observation import VariantStats
 from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
+from tests.support.builders import observed, variant
 from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_SHAPE, night_entry
 
 NOW = datetime(2026, 12, 2, 1, 45, tzinfo=UTC)  # inside the night window
@@ -54,19 +55,11 @@ def status(fleet: int) -> TargetStatus:
 
 
 def load(rps: float) -> Observation:
-    def healthy(variant: str, requests: int) -> VariantStats:
-        return VariantStats(
-            variant=variant, requests=requests, errors=0, ttft_p95_s=0.5, tpot_p95_s=0.03, good_requests=requests
-        )
+    def healthy(name: str, requests: int) -> VariantStats:
+        return variant(name, requests, ttft=0.5, tpot=0.03, errors=0)
 
     shape: TrafficShape = SHAPE.model_copy(update={"arrival_rate_rps": rps})
-    return Observation(
-        target="ns/m",
-        start=NOW - timedelta(minutes=5),
-        end=NOW,
-        shape=shape,
-        variants={"candidate": healthy("candidate", 300), "stable": healthy("stable", 2700)},
-    )
+    return observed(shape, NOW, healthy("candidate", 300), healthy("stable", 2700))
 
 
 def decide_at(rps: float, ready: int, fleet: int = 4) -> decide.Decision:

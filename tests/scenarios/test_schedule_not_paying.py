@@ -24,7 +24,6 @@ from controller.domain import (
     SLO,
     EngineConfig,
     Observation,
-    ScheduledConfig,
     TargetStatus,
     TrafficShape,
     TrialResult,
@@ -32,7 +31,7 @@ from controller.domain import (
 from controller.domain.actions import Notify
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduleAccount
-from tests.support.builders import shape
+from tests.support.builders import scheduled, shape
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, held_probe
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -58,23 +57,23 @@ def held(config: EngineConfig, shape: TrafficShape, rate: float, goodput: float)
 def start_status(account: ScheduleAccount) -> TargetStatus:
     tuned = START - timedelta(days=8)
     schedule = (
-        ScheduledConfig(
-            window="day",
-            config=DAY_CONFIG,
-            shape=DAY_SHAPE,
-            goodput_tokens_per_s=5000,
-            stock_goodput_tokens_per_s=4000,
+        scheduled(
+            "day",
+            DAY_CONFIG,
+            DAY_SHAPE,
+            goodput=5000,
+            stock_goodput=4000,
             reason="measured",
             tuned_at=tuned,
             capacity_rps=10.0,
             fleet_rate_rps=40.0,
         ),
-        ScheduledConfig(
-            window="night",
-            config=NIGHT_CONFIG,
-            shape=NIGHT_SHAPE,
-            goodput_tokens_per_s=600,  # 1.5x the day's config on the night's documents
-            stock_goodput_tokens_per_s=400,
+        scheduled(
+            "night",
+            NIGHT_CONFIG,
+            NIGHT_SHAPE,
+            goodput=600,
+            stock_goodput=400,
             reason="measured",
             tuned_at=tuned,
             capacity_rps=2.0,

@@ -5,19 +5,18 @@ at the forecast load against the GPU time its rollout holds on candidates. Clock
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from controller import decide
 from controller.domain import (
     EngineConfig,
-    Observation,
     Percentiles,
     TargetStatus,
     TrialResult,
 )
-from tests.support.builders import shape
+from tests.support.builders import observed, shape
 from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, day_entry, held_probe, night_entry
 
 BEFORE_MIDNIGHT = datetime(2026, 11, 30, 23, 50, tzinfo=UTC)
@@ -64,9 +63,7 @@ def test_a_scheduled_switch_must_save_more_gpu_time_than_its_rollout_holds(
 ) -> None:
     d = decide.plan(
         status=evening(day_config_capacity),
-        observation=Observation(
-            target="ns/m", start=BEFORE_MIDNIGHT - timedelta(minutes=5), end=BEFORE_MIDNIGHT, shape=DAY_SHAPE
-        ),
+        observation=observed(DAY_SHAPE, BEFORE_MIDNIGHT),
         observe_error=None,
         proposals=(),
         rules=RULES,

@@ -8,7 +8,7 @@ the night)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -22,6 +22,7 @@ from controller.domain import (
     TrafficShape,
     TrialResult,
 )
+from tests.support.builders import observed as observed_at
 from tests.support.builders import shape
 from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, day_entry, held_probe, night_entry
 
@@ -59,7 +60,7 @@ def status(window: str) -> TargetStatus:
 
 
 def observed(now: datetime, shape: TrafficShape) -> Observation:
-    return Observation(target="ns/m", start=now - timedelta(minutes=5), end=now, shape=shape)
+    return observed_at(shape, now)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ errors. Never scaled up for a lighter mix. Pure, table-driven."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -14,13 +14,13 @@ from controller.decide.capacity import scaling
 from controller.decide.context import PlanContext
 from controller.domain import (
     EngineConfig,
-    Observation,
-    ScheduledConfig,
     TargetStatus,
     TimeWindow,
     TrafficShape,
 )
 from controller.domain.actions import Scale
+from tests.support.builders import observed as observed_at
+from tests.support.builders import scheduled
 from tests.support.builders import shape as traffic
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
@@ -51,17 +51,11 @@ def test_transferred(probed: TrafficShape, observed: TrafficShape, expected: flo
 
 
 def context(observed: TrafficShape, replicas: int) -> PlanContext:
-    entry = ScheduledConfig(
-        window="day",
-        config=CONFIG,
-        shape=shape(20, 688),
-        goodput_tokens_per_s=9000,
-        stock_goodput_tokens_per_s=9000,
-        reason="measured",
-        capacity_rps=27.5,
+    entry = scheduled(
+        "day", CONFIG, shape(20, 688), goodput=9000, stock_goodput=9000, reason="measured", capacity_rps=27.5
     )
     status = TargetStatus(active_config=CONFIG, window="day", replicas=replicas, schedule=(entry,))
-    obs = Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=observed)
+    obs = observed_at(observed, NOW)
     return PlanContext(
         status=status, observation=obs, observe_error=None, proposals=(), rules=RULES, now=NOW, window=DAY
     )

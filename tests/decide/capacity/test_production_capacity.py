@@ -10,10 +10,11 @@ from datetime import timedelta
 
 import pytest
 
-from controller.domain import LengthDistribution, Observation, TargetStatus, TrafficShape, VariantStats
+from controller.domain import LengthDistribution, Observation, TargetStatus, TrafficShape
 from controller.domain.actions import Scale
 from controller.domain.codes import Code
 from controller.domain.status import RolloutState
+from tests.support.builders import variant
 from tests.support.planner import MTP1, NOON, SCALING, SHAPE, observation, plan, probed_day
 
 
@@ -27,11 +28,9 @@ def serving(
     candidate: bool = False,
 ) -> Observation:
     """20 req/s (the shape's) served by the stable variant with these latencies at p95 (the SLO's percentile)."""
-    stats = {
-        "stable": VariantStats(variant="stable", requests=requests, errors=errors, ttft_p95_s=ttft, tpot_p95_s=tpot)
-    }
+    stats = {"stable": variant("stable", requests, ttft=ttft, tpot=tpot, good_requests=None, errors=errors)}
     if candidate:
-        stats["candidate"] = VariantStats(variant="candidate", requests=50, ttft_p95_s=ttft, tpot_p95_s=tpot)
+        stats["candidate"] = variant("candidate", 50, ttft=ttft, tpot=tpot, good_requests=None)
     return observation(shape).model_copy(update={"variants": stats})
 
 

@@ -12,13 +12,13 @@ from controller.decide.capacity.sizing import leading_rate
 from controller.decide.context import PlanContext
 from controller.domain import (
     EngineConfig,
-    Observation,
-    ScheduledConfig,
     TargetStatus,
     TimeWindow,
     TrafficShape,
 )
 from controller.domain.actions import Scale
+from tests.support.builders import observed as observed_at
+from tests.support.builders import scheduled
 from tests.support.builders import shape as traffic
 
 
@@ -68,19 +68,11 @@ def context(
 ) -> PlanContext:
     window = next(w for w in RULES.windows if w.contains(now.hour + now.minute / 60))
     entries = tuple(
-        ScheduledConfig(
-            window=w.name,
-            config=CONFIG,
-            shape=shape(10.0),
-            goodput_tokens_per_s=3000,
-            stock_goodput_tokens_per_s=1500,
-            reason="measured",
-            capacity_rps=20.0,
-        )
+        scheduled(w.name, CONFIG, shape(10.0), goodput=3000, stock_goodput=1500, reason="measured", capacity_rps=20.0)
         for w in RULES.windows
     )
     status = TargetStatus(active_config=CONFIG, window=window.name, replicas=replicas, schedule=entries)
-    observation = Observation(target="ns/m", start=now - timedelta(minutes=5), end=now, shape=shape(observed))
+    observation = observed_at(shape(observed), now)
     return PlanContext(
         status=status,
         observation=observation,

@@ -19,9 +19,6 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    Observation,
-    Percentiles,
-    ScheduledConfig,
     TargetStatus,
     TimeWindow,
     TrafficShape,
@@ -29,7 +26,9 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.observation import VariantStats
-from tests.support.builders import shape
+from tests.support.builders import observed, scheduled, shape
+from tests.support.builders import trial as measured_trial
+from tests.support.builders import variant as variant_stats
 
 SLO_ = SLO(ttft_seconds=10.0, ttft_percentile=99, tpot_seconds=0.04, tpot_percentile=99)
 RULES = RolloutRules(steps=(10, 50, 100), bake_s=300, min_samples=100, slo_headroom=0.5)
@@ -39,18 +38,17 @@ LIGHTER = DOCUMENTS.model_copy(update={"arrival_rate_rps": 0.033, "concurrency":
 
 
 def variant(name: str, tpot_p95: float, tpot_p99: float, requests: int = 300) -> VariantStats:
-    return VariantStats(
-        variant=name,
-        requests=requests,
+    return variant_stats(
+        name,
+        requests,
+        ttft=6.0,
+        tpot=tpot_p95,
         errors=0,
-        ttft_p95_s=6.0,
-        tpot_p95_s=tpot_p95,
         ttft_slo_s=7.0,
         ttft_slo_percentile=99,
         tpot_slo_s=tpot_p99,
         tpot_slo_percentile=99,
         output_tokens_per_s=400.0,
-        good_requests=requests,
     )
 
 
@@ -93,16 +91,14 @@ def test_latency_against_stable_only_when_stable_held_the_slo_in_the_canary(
 def trial(
     config: EngineConfig, shape: TrafficShape, *, ttft_p99: float, status: TrialStatus = TrialStatus.MEASURED
 ) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=shape,
+    return measured_trial(
+        config,
+        shape,
         slo=SLO_,
         status=status,
-        ttft_s=Percentiles(p50=ttft_p99 / 3, p95=ttft_p99 * 0.9, p99=ttft_p99),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.035),
-        goodput_tokens_per_s=125.0,
-        output_tokens_per_s=125.0,
-        request_throughput=shape.arrival_rate_rps,
+        goodput=125.0,
+        ttft=(ttft_p99 / 3, ttft_p99 * 0.9, ttft_p99),
+        tpot=(0.02, 0.03, 0.035),
         completed=8,
         reason="" if status is TrialStatus.MEASURED else "the load generator fell behind its plan",
     )
@@ -170,12 +166,12 @@ def test_a_scheduled_switch_records_whether_stable_held_the_slo_on_the_window_tr
         windows=(NIGHT, EVENING),
         scaling=ScalingRules(min_replicas=1, max_replicas=16, headroom=0.25),
     )
-    night = ScheduledConfig(
-        window="night",
-        config=STOCK,
-        shape=DOCUMENTS,
-        goodput_tokens_per_s=125.0,
-        stock_goodput_tokens_per_s=125.0,
+    night = scheduled(
+        "night",
+        STOCK,
+        DOCUMENTS,
+        goodput=125.0,
+        stock_goodput=125.0,
         capacity_rps=0.07,
         reason="measured",
         tuned_at=AT - timedelta(days=1),
@@ -191,12 +187,7 @@ def test_a_scheduled_switch_records_whether_stable_held_the_slo_on_the_window_tr
         schedule=(night,),
         trials=(trial(STOCK, DOCUMENTS, ttft_p99=MET), measured_active),
     )
-    obs = Observation(
-        target="ns/m",
-        start=AT - timedelta(minutes=5),
-        end=AT,
-        shape=DOCUMENTS.model_copy(update={"concurrency": 8, "arrival_rate_rps": 0.13}),
-    )
+    obs = observed(DOCUMENTS.model_copy(update={"concurrency": 8, "arrival_rate_rps": 0.13}), AT)
     d = decide.plan(status=status, observation=obs, observe_error=None, proposals=(), rules=rules, now=AT)
     assert "scheduled-switch" in d.codes, d.codes
     assert d.status.rollout is not None and d.status.rollout.to_config == STOCK

@@ -26,13 +26,13 @@ from controller.domain import (
     TrafficShape,
     TrialResult,
     TrialStatus,
-    VariantStats,
 )
 from controller.domain.actions import DeployCandidate, Notify, RequestApproval, Rollback
 from controller.domain.codes import Code
 from controller.domain.status import Approval, Rejection, TuningRound
 from controller.policy import Policy
-from tests.support.builders import shape
+from tests.support.builders import observed as observed_at
+from tests.support.builders import scheduled, shape, variant
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
@@ -46,15 +46,7 @@ AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
 def entry(config: EngineConfig = MTP1, shape: TrafficShape = CHAT) -> ScheduledConfig:
-    return ScheduledConfig(
-        window="day",
-        config=config,
-        shape=shape,
-        goodput_tokens_per_s=2000,
-        stock_goodput_tokens_per_s=1000,
-        reason="measured 2x stock",
-        tuned_at=AT - timedelta(days=1),
-    )
+    return scheduled("day", config, shape, reason="measured 2x stock", tuned_at=AT - timedelta(days=1))
 
 
 def rejection(
@@ -73,10 +65,8 @@ def rejection(
 
 
 def observed(now: datetime, shape: TrafficShape = CHAT) -> Observation:
-    stable = VariantStats(variant="stable", requests=3000, ttft_p95_s=0.2, tpot_p95_s=0.02, good_requests=3000)
-    return Observation(
-        target="ns/m", start=now - timedelta(minutes=5), end=now, shape=shape, variants={"stable": stable}
-    )
+    stable = variant("stable", 3000)
+    return observed_at(shape, now, stable)
 
 
 def cycle(status: TargetStatus, *, rules: Rules = RULES, now: datetime = AT) -> decide.Decision:

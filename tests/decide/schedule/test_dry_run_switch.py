@@ -21,11 +21,11 @@ from controller.domain import (
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
-    VariantStats,
 )
 from controller.domain.actions import DeployCandidate, Notify, Promote, Rollback, Scale, SetWeights
 from controller.domain.codes import Code
-from tests.support.builders import shape
+from tests.support.builders import observed as observed_at
+from tests.support.builders import scheduled, shape, variant
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
 DAY = TimeWindow(name="day", start_hour=8, end_hour=24)
@@ -41,22 +41,12 @@ def rules(*, dry_run: bool) -> Rules:
 
 
 def entry(window: str, config: EngineConfig = MTP1) -> ScheduledConfig:
-    return ScheduledConfig(
-        window=window,
-        config=config,
-        shape=CHAT,
-        goodput_tokens_per_s=2000,
-        stock_goodput_tokens_per_s=1000,
-        reason="measured 2x stock",
-        tuned_at=AT - timedelta(days=1),
-    )
+    return scheduled(window, config, CHAT, reason="measured 2x stock", tuned_at=AT - timedelta(days=1))
 
 
 def observed(now: datetime) -> Observation:
-    stable = VariantStats(variant="stable", requests=3000, ttft_p95_s=0.2, tpot_p95_s=0.02, good_requests=3000)
-    return Observation(
-        target="ns/m", start=now - timedelta(minutes=5), end=now, shape=CHAT, variants={"stable": stable}
-    )
+    stable = variant("stable", 3000)
+    return observed_at(CHAT, now, stable)
 
 
 def cycle(status: TargetStatus, now: datetime, *, dry_run: bool) -> decide.Decision:

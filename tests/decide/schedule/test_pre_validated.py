@@ -14,12 +14,11 @@ from controller.decide import Rules, ScalingRules, ScheduleRules, TuningRules
 from controller.domain import (
     SLO,
     EngineConfig,
-    Observation,
     ServedConfig,
     TargetStatus,
     TrialResult,
 )
-from tests.support.builders import shape
+from tests.support.builders import observed, shape
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, held_probe, night_entry
 
 NOW = datetime(2026, 12, 1, 23, 50, tzinfo=UTC)
@@ -67,7 +66,7 @@ def evening(evidence: tuple[ServedConfig, ...]) -> TargetStatus:
 def plan(status: TargetStatus, approval: str = "auto") -> decide.Decision:
     return decide.plan(
         status=status,
-        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=FORECAST),
+        observation=observed(FORECAST, NOW),
         observe_error=None,
         proposals=(),
         rules=rules(approval),
@@ -108,7 +107,7 @@ def test_the_swaps_steps_and_bake_come_from_the_schedule_rules() -> None:
     custom = replace(rules(), schedule=ScheduleRules(swap_steps=(25, 100), swap_bake_s=120.0))
     d = decide.plan(
         status=evening(BOTH),
-        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=FORECAST),
+        observation=observed(FORECAST, NOW),
         observe_error=None,
         proposals=(),
         rules=custom,

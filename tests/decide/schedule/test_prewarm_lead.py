@@ -5,7 +5,7 @@ on today's traffic, the whole stepped rollout on top, so the ramp meets the new 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -16,13 +16,13 @@ from controller.decide.rollout.steps import rollout_span_s
 from controller.decide.schedule.switch import ramp_span_s, window_ahead
 from controller.domain import (
     LengthDistribution,
-    Observation,
     Percentiles,
     TargetStatus,
     TimeWindow,
     TrafficShape,
     TrialResult,
 )
+from tests.support.builders import observed
 from tests.support.day_night import (
     DAY,
     DAY_CONFIG,
@@ -73,7 +73,7 @@ def context(
         forecast["night"] = NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": forecast_rps})
     return PlanContext(
         status=status,
-        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=now_shape),
+        observation=observed(now_shape, NOW),
         observe_error=None,
         proposals=(),
         rules=RULES,

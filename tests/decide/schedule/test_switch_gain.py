@@ -16,7 +16,6 @@ from controller.domain import (
     STOCK,
     EngineConfig,
     LengthDistribution,
-    Observation,
     Percentiles,
     ScheduledConfig,
     TargetStatus,
@@ -26,7 +25,7 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.actions import RunTrial
-from tests.support.builders import shape
+from tests.support.builders import observed, scheduled, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
 MORNING = TimeWindow(name="morning", start_hour=7, end_hour=10)
@@ -58,12 +57,12 @@ def trial(config: EngineConfig, goodput: float, shape: TrafficShape, ok: bool = 
 
 
 def morning_entry(config: EngineConfig = STOCK, goodput: float = 3000.0) -> ScheduledConfig:
-    return ScheduledConfig(
-        window="morning",
-        config=config,
-        shape=CHAT,
-        goodput_tokens_per_s=goodput,
-        stock_goodput_tokens_per_s=3000.0,
+    return scheduled(
+        "morning",
+        config,
+        CHAT,
+        goodput=goodput,
+        stock_goodput=3000.0,
         reason="measured",
         tuned_at=MORNING_AT - timedelta(days=1),
     )
@@ -139,7 +138,7 @@ def test_a_morning_scheduled_on_stock_is_switched_to_from_a_night_config_never_m
         scaling=ScalingRules(min_replicas=1, max_replicas=64, headroom=0.25),
     )
     status = TargetStatus(window="morning", active_config=NIGHT_CONFIG, replicas=3, schedule=(morning_entry(),))
-    obs = Observation(target="ns/m", start=MORNING_AT - timedelta(minutes=5), end=MORNING_AT, shape=CHAT)
+    obs = observed(CHAT, MORNING_AT)
 
     def plan(status: TargetStatus) -> decide.Decision:
         return decide.plan(

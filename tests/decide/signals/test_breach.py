@@ -21,13 +21,12 @@ from controller.domain import (
     STOCK,
     EngineConfig,
     Observation,
-    ScheduledConfig,
     TargetStatus,
     TimeWindow,
     VariantStats,
 )
 from controller.domain.observation import DataProblem
-from tests.support.builders import shape
+from tests.support.builders import scheduled, shape
 
 P95_SLO = SLO(ttft_seconds=2.0, tpot_seconds=0.05)
 P99_SLO = SLO(ttft_seconds=2.0, ttft_percentile=99, tpot_seconds=0.04, tpot_percentile=99)
@@ -149,13 +148,8 @@ def test_a_quiet_night_that_misses_half_its_requests_is_searched_again() -> None
     """The day's config serving a night of long documents: 40 requests in the observe window, half outside the p99
     SLO. Too few for a percentile, plainly a breach: the night is searched again with the active config."""
     rules = Rules(slo=P99_SLO, tuning=TuningRules(max_trials=4), windows=(NIGHT, DAY))
-    night_entry = ScheduledConfig(
-        window="night",
-        config=STOCK,
-        shape=NIGHT_SHAPE,
-        goodput_tokens_per_s=500,
-        stock_goodput_tokens_per_s=500,
-        tuned_at=NOW - timedelta(days=1),
+    night_entry = scheduled(
+        "night", STOCK, NIGHT_SHAPE, goodput=500, stock_goodput=500, tuned_at=NOW - timedelta(days=1)
     )
     status = TargetStatus(window="night", active_config=DAY_CONFIG, replicas=3, schedule=(night_entry,))
     obs = observed(stable(40, good_requests=20, tpot_p95_s=0.03))

@@ -18,7 +18,6 @@ from controller.decide.tuning.economics import expected_excess_gain, trial_worth
 from controller.domain import (
     EngineConfig,
     LengthDistribution,
-    Observation,
     ScheduledConfig,
     TargetStatus,
     TrafficShape,
@@ -27,6 +26,8 @@ from controller.domain import (
 from controller.domain.actions import RunTrial
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext, Proposal
+from tests.support.builders import observed as observed_at
+from tests.support.builders import scheduled
 from tests.support.optimizer_space import CONFIGS, POLICY
 from tests.support.tuning_round import (
     ACTIVE,
@@ -213,12 +214,12 @@ def test_a_search_that_stops_for_other_reasons_says_why(spent: int, proposals: t
 
 # ----- not searching a window again on a shape it was searched on ----------------------------------------------------
 def entry(config: EngineConfig, shape: TrafficShape, at: datetime) -> ScheduledConfig:
-    return ScheduledConfig(
-        window="night",
-        config=config,
-        shape=shape,
-        goodput_tokens_per_s=1200,
-        stock_goodput_tokens_per_s=800,
+    return scheduled(
+        "night",
+        config,
+        shape,
+        goodput=1200,
+        stock_goodput=800,
         reason="measured",
         tuned_at=at,
         capacity_rps=4.0,
@@ -295,7 +296,7 @@ def test_a_window_is_searched_again_only_on_a_new_shape(
     )
     ctx = PlanContext(
         status=status,
-        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=fleet),
+        observation=observed_at(fleet, NOW),
         observe_error=None,
         proposals=(),
         rules=Rules(slo=RULES.slo, windows=RULES.windows, scaling=RULES.scaling, design_slots=128),
@@ -325,7 +326,7 @@ def test_an_operator_asked_re_tune_searches_whatever_was_searched_before() -> No
     fleet = SHAPE.model_copy(update={"concurrency": 256.0, "arrival_rate_rps": 8.0})
     ctx = PlanContext(
         status=status,
-        observation=Observation(target="ns/m", start=NOW - timedelta(minutes=5), end=NOW, shape=fleet),
+        observation=observed_at(fleet, NOW),
         observe_error=None,
         proposals=(),
         rules=Rules(slo=RULES.slo, windows=RULES.windows, scaling=RULES.scaling, design_slots=128),

@@ -14,10 +14,11 @@ import pytest
 from controller.decide import Rules, ScalingRules, TuningRules
 from controller.decide.tuning import rounds as tuning
 from controller.decide.tuning.economics import trial_worth, whole_replicas_saved
-from controller.domain import ScheduledConfig, TargetStatus
+from controller.domain import TargetStatus
 from controller.domain.actions import RunTrial
 from controller.domain.codes import Code
 from controller.domain.proposal import Proposal
+from tests.support.builders import scheduled
 from tests.support.tuning_round import (
     ACTIVE,
     BETTER,
@@ -108,12 +109,12 @@ def test_a_rounds_trial_weighs_the_windows_replicas(
     )
     status = trialling(OPENING, fleet_concurrency).model_copy(update={"replicas": current})
     if entry_replicas is not None:
-        entry = ScheduledConfig(
-            window="night",
-            config=ACTIVE,
-            shape=SHAPE,
-            goodput_tokens_per_s=1000.0,
-            stock_goodput_tokens_per_s=800.0,
+        entry = scheduled(
+            "night",
+            ACTIVE,
+            SHAPE,
+            goodput=1000.0,
+            stock_goodput=800.0,
             replicas=entry_replicas,
             tuned_at=NOW - timedelta(days=1),
         )
