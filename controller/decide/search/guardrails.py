@@ -3,12 +3,16 @@
 Pure: no I/O, no clock. :func:`check_proposals` splits proposals into accepted ones and rejections, each
 rejection with a kind and the reasons; :class:`ProposalRecord` keeps who proposed what, why, and the verdict.
 
-Rejection kinds, checked in this order (the first that applies wins; all reasons are kept):
+Rejection kinds, checked in this order (the first that applies wins; all reasons are kept), each with its code:
 
-- ``duplicate``     already trialled (any status), the active config, or proposed twice in one batch
-- ``out_of_policy`` a knob value the policy's search space does not allow
-- ``infeasible``    breaks a constraint between knobs, a target trait, or does not fit in memory
-- ``over_budget``   the re-tune's trial count or canary GPU-minutes would be exceeded
+- ``duplicate``     (``rejected-duplicate``) already trialled (any status), the active config, or proposed twice
+  in one batch
+- ``out_of_policy`` (``rejected-out-of-policy``) a knob value the policy's search space does not allow
+- ``infeasible``    (``rejected-infeasible``) breaks a constraint between knobs, a target trait, or does not fit in
+  memory
+- ``over_budget``   (``rejected-over-budget``) the re-tune's trial count or canary GPU-minutes would be exceeded
+
+The kind's name is what the advisor and the proposal records show; its code is what machines read.
 """
 
 from __future__ import annotations
@@ -17,10 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from controller.decide.rules import TuningRules
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import Proposal
 from controller.domain.trial import TrialResult
-from controller.policy.models import Policy
+from controller.policy.space import SearchSpace
 
 
 class RejectKind(StrEnum):
@@ -29,12 +35,29 @@ class RejectKind(StrEnum):
     INFEASIBLE = "infeasible"
     OVER_BUDGET = "over_budget"
 
+    @property
+    def code(self) -> Code:
+        """The rejection kind's own code (``rejected-out-of-policy``)."""
+        return _CODES[self]
+
+
+_CODES: dict[RejectKind, Code] = {
+    RejectKind.DUPLICATE: Code.REJECTED_DUPLICATE,
+    RejectKind.OUT_OF_POLICY: Code.REJECTED_OUT_OF_POLICY,
+    RejectKind.INFEASIBLE: Code.REJECTED_INFEASIBLE,
+    RejectKind.OVER_BUDGET: Code.REJECTED_OVER_BUDGET,
+}
+
 
 @dataclass(frozen=True)
 class Rejection:
     proposal: Proposal
     kind: RejectKind
     reasons: tuple[str, ...]
+
+    @property
+    def code(self) -> Code:
+        return self.kind.code
 
     def describe(self) -> str:
         return f"{self.proposal.config.label()} ({self.proposal.proposed_by}): {self.kind.value}: " + "; ".join(
@@ -53,6 +76,7 @@ class ProposalRecord:
     accepted: bool
     kind: str = "accepted"
     reasons: tuple[str, ...] = ()
+    code: Code | None = None  # a rejected proposal's: its kind's code
 
 
 @dataclass(frozen=True)
@@ -74,19 +98,21 @@ def trial_gpu_minutes(result: TrialResult) -> float:
 def check_proposals(
     proposals: Iterable[Proposal],
     *,
-    policy: Policy,
+    space: SearchSpace,
+    budget: TuningRules,
     active: EngineConfig,
     history: Sequence[TrialResult] = (),
     feasibility: Callable[[EngineConfig], str | None] | None = None,
     max_accept: int | None = None,
 ) -> Verdict:
-    """Validate ``proposals`` in order. ``history`` is this re-tune's trials (for duplicates and budget);
-    ``feasibility`` adds a memory-fit oracle on top of the one the policy may carry."""
-    budget = policy.trial_budget
+    """Validate ``proposals`` in order against the policy's search space (and the constraints and memory fit bound
+    to it) and the round's trial budget (``budget.max_trials``, ``canary_gpu_minutes`` and one trial's minutes).
+    ``history`` is this re-tune's trials (for duplicates and budget); ``feasibility`` adds a memory-fit oracle on
+    top of the one the policy may carry."""
     tried = {r.config.key() for r in history}
     used_trials = len(history)
     used_minutes = sum(trial_gpu_minutes(r) for r in history)
-    per_trial = (budget.trial_duration_s + budget.warmup_s) / 60.0
+    per_trial = budget.trial_minutes
     accepted: list[Proposal] = []
     rejected: list[Rejection] = []
     records: list[ProposalRecord] = []
@@ -103,11 +129,11 @@ def check_proposals(
         elif key in seen:
             kind, reasons = RejectKind.DUPLICATE, ["proposed twice in one batch"]
         if kind is None:
-            out = policy.space.contains(cfg, fixed_ok=active)
+            out = space.contains(cfg, fixed_ok=active)
             if out:
                 kind, reasons = RejectKind.OUT_OF_POLICY, out
         if kind is None:
-            bad = policy.constraint_violations(cfg)
+            bad = space.violations(cfg)
             if feasibility is not None and (why := feasibility(cfg)):
                 bad.append(f"infeasible: {why}")
             if bad:
@@ -137,15 +163,15 @@ def check_proposals(
                     accepted=False,
                     kind=kind.value,
                     reasons=tuple(reasons),
+                    code=kind.code,
                 )
             )
     return Verdict(tuple(accepted), tuple(rejected), tuple(records))
 
 
-def budget_left(policy: Policy, history: Sequence[TrialResult]) -> int:
+def budget_left(budget: TuningRules, history: Sequence[TrialResult]) -> int:
     """How many more trials the budget allows (trial count and GPU-minutes, at tensor-parallel 1)."""
-    budget = policy.trial_budget
-    per_trial = (budget.trial_duration_s + budget.warmup_s) / 60.0
+    per_trial = budget.trial_minutes
     minutes_left = budget.canary_gpu_minutes - sum(trial_gpu_minutes(r) for r in history)
     return max(0, min(budget.max_trials - len(history), int(minutes_left // per_trial)))
 
