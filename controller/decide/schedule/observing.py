@@ -47,24 +47,9 @@ def observe(ctx: PlanContext) -> Intent:
         return tuning.start(
             ctx, f"no tuned config for window '{ctx.window.name}' yet", ctx.window, code=Code.TUNE_NO_CONFIG
         )
-    live = per_replica(observation.shape, status.replicas)
-    if entry.shape.concurrency > live.concurrency:
-        # a window tuned for its busy hour also serves its quieter minutes: only more load, or another
-        # length mix, is drift
-        live = live.model_copy(update={"concurrency": entry.shape.concurrency})
-    previous = status.drift
-    if status.window is not None and status.window != ctx.window.name:
-        # the drift state measured distance to the last window's tuned shape: start afresh against this one's
-        previous = drifts.DriftState()
-    verdict, drift_state = drifts.assess(live, entry.shape, previous, now=ctx.now, params=ctx.rules.drift)
+    verdict, drift_state = _assess_drift(ctx, entry)
     ctx = ctx.with_status(status.model_copy(update={"drift": drift_state}))
-    raised = scaling.production_capacity(ctx)
-    if raised is not None:
-        ctx = ctx.with_status(raised.status)
-    sized = scaling.scale(ctx)
-    if raised is not None:  # the raised capacity's note under its own code, before the sizing's
-        coded = (*((Code.CAPACITY_RAISED, n) for n in raised.notes), *sized.coded_notes)
-        sized = Intent(sized.code, sized.status, sized.actions, sized.notes, coded)
+    sized = _size(ctx)
     ctx = ctx.with_status(sized.status)
     if scaling.scales_up(sized, ctx.status.replicas):
         # more load than the replicas carry: add replicas first; a re-tune would not add capacity soon enough
@@ -102,11 +87,46 @@ def observe(ctx: PlanContext) -> Intent:
     ahead = schedule.tune_ahead(ctx)
     if ahead is not None:
         return ahead
+    return _keep_observing(ctx, verdict, why_quiet, sized, switch)
+
+
+def _assess_drift(ctx: PlanContext, entry: ScheduledConfig) -> tuple[drifts.DriftVerdict, drifts.DriftState]:
+    """How far the live traffic per replica is from the shape the window's config was tuned for."""
+    assert ctx.observation is not None
+    status = ctx.status
+    live = per_replica(ctx.observation.shape, status.replicas)
+    if entry.shape.concurrency > live.concurrency:
+        # a window tuned for its busy hour also serves its quieter minutes: only more load, or another
+        # length mix, is drift
+        live = live.model_copy(update={"concurrency": entry.shape.concurrency})
+    previous = status.drift
+    if status.window is not None and status.window != ctx.window.name:
+        # the drift state measured distance to the last window's tuned shape: start afresh against this one's
+        previous = drifts.DriftState()
+    return drifts.assess(live, entry.shape, previous, now=ctx.now, params=ctx.rules.drift)
+
+
+def _size(ctx: PlanContext) -> Intent:
+    """The replicas the load needs, after raising a probed capacity that production exceeded within the SLO."""
+    raised = scaling.production_capacity(ctx)
+    if raised is None:
+        return scaling.scale(ctx)
+    sized = scaling.scale(ctx.with_status(raised.status))
+    # the raised capacity's note under its own code, before the sizing's
+    coded = (*((Code.CAPACITY_RAISED, n) for n in raised.notes), *sized.coded_notes)
+    return Intent(sized.code, sized.status, sized.actions, sized.notes, coded)
+
+
+def _keep_observing(
+    ctx: PlanContext, verdict: drifts.DriftVerdict, why_quiet: str, sized: Intent, switch: Intent | None
+) -> Intent:
+    """Keep the active config: observing, or a switch that does not pay, is not on this traffic or was rejected."""
+    assert ctx.observation is not None
     drift_note = f"drift {verdict.reason}"
     if verdict.drifted and why_quiet:
         drift_note += f"; not re-tuning: {why_quiet}"
-    note = f"observing: {observation.shape.describe()}; {drift_note}"
-    if switch is not None:  # a switch that does not pay, not on this traffic or rejected: keep the active config
+    note = f"observing: {ctx.observation.shape.describe()}; {drift_note}"
+    if switch is not None:
         return Intent(switch.code, ctx.status, sized.actions, (*sized.notes, note, *switch.notes))
     replicas = (*sized.coded_notes, *((Code.REPLICAS_KEPT_OBSERVING, n) for n in sized.notes))
     return Intent(Code.OBSERVING, ctx.status, sized.actions, (note,), replicas)

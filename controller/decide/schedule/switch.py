@@ -47,76 +47,99 @@ def scheduled_switch(ctx: PlanContext) -> Intent | None:
     ramp = ramp_span_s(ctx)
     upcoming = window_ahead(ctx, lead + ramp)
     ahead = upcoming.name != ctx.window.name
-    for window in (upcoming,) if ahead else (ctx.window,):
-        entry = status.schedule_for(window.name)
-        if entry is None or entry.config.key() == status.active_config.key():
-            return None
-        if entry.config.key() in status.blocked_for(window.name):
-            return None
-        rejected = rejections.standing(ctx, entry.config.key(), window.name, entry.shape)
-        if rejected is not None:
-            why = rejections.describe(rejected, ctx.rules.rollout.rejection_memory_s)
-            return Intent(Code.REJECTION_KEPT, status, (), (f"not switching to its scheduled config: {why}",))
-        if short_of_replicas(ctx, entry.capacity_rps):
-            # the autoscaler's replicas cannot carry today's load on it, which a pre-warmed candidate meets
-            # first: a rollout would only fail
-            return None
-        last = status.last_switch_at
-        if last is not None and (ctx.now - last).total_seconds() < ctx.rules.schedule.min_dwell_s:
-            return None
-        when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
-        other = other_traffic(ctx, window, entry) if ahead else None
-        if other is not None:
-            return Intent(Code.SWITCH_OTHER_TRAFFIC, status, (), (f"{when}: {other}",))
-        swap = pre_validated(ctx, window, entry)
-        gain = switch_gain(ctx, entry)
-        if gain is None:
-            check = measure_active(ctx, entry, when)
-            if check is not None:
-                return check
-            # the active config came from another window and was never measured on this one's traffic: the
-            # window's own search is the only evidence of what holds its SLO here
-            why = (
-                f"{when}: its scheduled config {entry.config.label()} was measured on its traffic "
-                f"({entry.reason}); the active {status.active_config.label()} never was"
-            )
-        else:
-            benefit_s = (gain - 1) * (window.hours * 3600 if ahead else remaining_s(ctx.now, window))
-            if gain < ctx.rules.tuning.min_gain or benefit_s < ctx.rules.schedule.switch_cost_s:
-                return None
-            seconds = window.hours * 3600 if ahead else remaining_s(ctx.now, window)
-            worth = switch_economics(ctx, window, entry, seconds, swap=swap)
-            if worth is not None and not worth.pays:
-                # with managed replicas a switch pays in GPUs: the replicas it saves over the window, at the
-                # pessimistic end of the forecast and the capacities, against its whole rollout
-                why = (
-                    f"{when}: not switching to its scheduled config {entry.config.label()} "
-                    f"({gain:.2f}x the active {status.active_config.label()} on its traffic): it "
-                    f"{worth.describe()}"
-                )
-                return Intent(Code.SWITCH_NOT_PAYING, status, (), (why,))
-            why = (
-                f"{when}: its scheduled config {entry.config.label()} measured {gain:.2f}x the active "
-                f"{status.active_config.label()} on its traffic ({entry.reason})"
-            )
-            if worth is not None:
-                why += f"; it {worth.describe()}"
-        if swap is not None:
-            why = (
-                f"pre-validated swap ({swap.surge_replicas} replica(s) surged, {len(swap.steps)} step(s) of "
-                f"{swap.bake_s:.0f} s, analysis on): production served both configs after their rollouts; " + why
-            )
-        if ahead:
-            span = f" ({ramp / 60:.0f} min of them for the rollout's steps, ahead of the window's ramp)" if ramp else ""
-            why = f"pre-warming {(lead + ramp) / 60:.0f} min ahead{span}: " + why
-        started = begin_rollout(
-            ctx, entry.config, why, proposed_by="schedule", gain=gain, window=window.name, swap=swap
+    window = upcoming if ahead else ctx.window
+    entry = status.schedule_for(window.name)
+    if entry is None or not _due(ctx, window, entry):
+        return None
+    rejected = rejections.standing(ctx, entry.config.key(), window.name, entry.shape)
+    if rejected is not None:
+        why = rejections.describe(rejected, ctx.rules.rollout.rejection_memory_s)
+        return Intent(Code.REJECTION_KEPT, status, (), (f"not switching to its scheduled config: {why}",))
+    if short_of_replicas(ctx, entry.capacity_rps) or _dwelling(ctx):
+        # short: the autoscaler's replicas cannot carry today's load on it, which a pre-warmed candidate meets
+        # first: a rollout would only fail
+        return None
+    when = f"window '{window.name}' starts at {window.start_hour:02g}:00" if ahead else f"window '{window.name}'"
+    other = other_traffic(ctx, window, entry) if ahead else None
+    if other is not None:
+        return Intent(Code.SWITCH_OTHER_TRAFFIC, status, (), (f"{when}: {other}",))
+    swap = pre_validated(ctx, window, entry)
+    gain = switch_gain(ctx, entry)
+    reason = _why_switch(ctx, window, entry, when, gain=gain, swap=swap, ahead=ahead)
+    if not isinstance(reason, str):
+        return reason
+    why = reason
+    if swap is not None:
+        why = (
+            f"pre-validated swap ({swap.surge_replicas} replica(s) surged, {len(swap.steps)} step(s) of "
+            f"{swap.bake_s:.0f} s, analysis on): production served both configs after their rollouts; " + why
         )
-        if started.code in WITHHELD:
-            return started
-        code = Code.PRE_VALIDATED_SWAP if swap is not None else Code.PREWARM if ahead else Code.SCHEDULED_SWITCH
-        return Intent(code, started.status, started.actions, started.notes)
-    return None
+    if ahead:
+        span = f" ({ramp / 60:.0f} min of them for the rollout's steps, ahead of the window's ramp)" if ramp else ""
+        why = f"pre-warming {(lead + ramp) / 60:.0f} min ahead{span}: " + why
+    started = begin_rollout(ctx, entry.config, why, proposed_by="schedule", gain=gain, window=window.name, swap=swap)
+    if started.code in WITHHELD:
+        return started
+    code = Code.PRE_VALIDATED_SWAP if swap is not None else Code.PREWARM if ahead else Code.SCHEDULED_SWITCH
+    return Intent(code, started.status, started.actions, started.notes)
+
+
+def _due(ctx: PlanContext, window: TimeWindow, entry: ScheduledConfig) -> bool:
+    """Whether the window's scheduled config is another than the active one, and not blocked for the window."""
+    key = entry.config.key()
+    return key != ctx.status.active_config.key() and key not in ctx.status.blocked_for(window.name)
+
+
+def _dwelling(ctx: PlanContext) -> bool:
+    """Whether the last switch is more recent than the schedule's least dwell."""
+    last = ctx.status.last_switch_at
+    return last is not None and (ctx.now - last).total_seconds() < ctx.rules.schedule.min_dwell_s
+
+
+def _why_switch(
+    ctx: PlanContext,
+    window: TimeWindow,
+    entry: ScheduledConfig,
+    when: str,
+    *,
+    gain: float | None,
+    swap: Swap | None,
+    ahead: bool,
+) -> str | Intent | None:
+    """Why switching to the window's config is worth it; else a switch check, a switch that does not pay (an
+    Intent), or None when its gain is too small."""
+    status = ctx.status
+    if gain is None:
+        check = measure_active(ctx, entry, when)
+        if check is not None:
+            return check
+        # the active config came from another window and was never measured on this one's traffic: the
+        # window's own search is the only evidence of what holds its SLO here
+        return (
+            f"{when}: its scheduled config {entry.config.label()} was measured on its traffic "
+            f"({entry.reason}); the active {status.active_config.label()} never was"
+        )
+    seconds = window.hours * 3600 if ahead else remaining_s(ctx.now, window)
+    benefit_s = (gain - 1) * seconds
+    if gain < ctx.rules.tuning.min_gain or benefit_s < ctx.rules.schedule.switch_cost_s:
+        return None
+    worth = switch_economics(ctx, window, entry, seconds, swap=swap)
+    if worth is not None and not worth.pays:
+        # with managed replicas a switch pays in GPUs: the replicas it saves over the window, at the
+        # pessimistic end of the forecast and the capacities, against its whole rollout
+        why = (
+            f"{when}: not switching to its scheduled config {entry.config.label()} "
+            f"({gain:.2f}x the active {status.active_config.label()} on its traffic): it "
+            f"{worth.describe()}"
+        )
+        return Intent(Code.SWITCH_NOT_PAYING, status, (), (why,))
+    why = (
+        f"{when}: its scheduled config {entry.config.label()} measured {gain:.2f}x the active "
+        f"{status.active_config.label()} on its traffic ({entry.reason})"
+    )
+    if worth is not None:
+        why += f"; it {worth.describe()}"
+    return why
 
 
 #: Codes of a rollout that does not start (dry run, a rejection that stands): the switch says so under that code.
