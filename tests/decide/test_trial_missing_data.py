@@ -13,35 +13,28 @@ import pytest
 
 from controller.decide.capacity.sizing import holds
 from controller.decide.tuning.selection import best_trial
-from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, TrafficShape
+from controller.domain import SLO, STOCK, EngineConfig
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.errors import InvalidInput
 from controller.trials.loadgen.vllm_bench import load_result, to_trial_result
+from tests.support import builders
 
 SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
+SHAPE = builders.shape(4.0, 16.0, 512, 128, cv=0.5)
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
 
 
 def measured(config: EngineConfig = STOCK, goodput: float = 1000.0) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=SHAPE,
+    return builders.trial(
+        config,
+        SHAPE,
         slo=SLO_,
-        status=TrialStatus.MEASURED,
+        goodput=goodput,
+        ttft=(0.1, 0.2, 0.3),
+        tpot=(0.01, 0.02, 0.03),
         completed=500,
-        output_tokens_per_s=goodput,
         total_tokens_per_s=goodput * 5,
-        request_throughput=4.0,
         goodput_rps=4.0,
-        goodput_tokens_per_s=goodput,
-        ttft_s=Percentiles(p50=0.1, p95=0.2, p99=0.3),
-        tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
     )
 
 

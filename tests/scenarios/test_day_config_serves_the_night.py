@@ -24,7 +24,6 @@ from controller.domain import (
     STOCK,
     EngineConfig,
     Observation,
-    Percentiles,
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
@@ -33,6 +32,7 @@ from controller.domain import (
 )
 from controller.domain.actions import RunTrial
 from controller.domain.phases import Phase
+from tests.support import builders
 from tests.support.builders import scheduled, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
@@ -59,18 +59,16 @@ def canary(action: RunTrial, day_config_at_night: float) -> TrialResult:
     at_night = action.shape.concurrency < 200
     goodput = (2000.0 if action.config == STOCK else day_config_at_night) if at_night else 16000.0
     ok = goodput > 0
-    return TrialResult(
-        config=action.config,
-        shape=action.shape,
+    return builders.trial(
+        action.config,
+        action.shape,
         slo=RULES.slo,
         status=TrialStatus.MEASURED if ok else TrialStatus.FAILED,
-        ttft_s=Percentiles(p50=0.2, p95=0.5, p99=0.8) if ok else None,
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04) if ok else None,
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        goodput_rps=action.shape.arrival_rate_rps,
-        request_throughput=action.shape.arrival_rate_rps,
+        goodput=goodput,
+        ttft=(0.2, 0.5, 0.8) if ok else None,
+        tpot=(0.02, 0.03, 0.04) if ok else None,
         completed=200 if ok else 0,
+        goodput_rps=action.shape.arrival_rate_rps,
         duration_s=120.0,
         reason="" if ok else "engine exited during start-up",
     )

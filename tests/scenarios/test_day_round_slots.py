@@ -21,16 +21,15 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    Percentiles,
     Phase,
     RunTrial,
     TargetStatus,
     TimeWindow,
     TrafficShape,
     TrialResult,
-    TrialStatus,
 )
 from controller.domain.proposal import Proposal
+from tests.support import builders
 from tests.support.builders import observed, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
@@ -57,18 +56,15 @@ def trial(config: EngineConfig, shape: TrafficShape, factor: float, capacity: di
     its capacity, keeping up with the load's rate there."""
     ok = factor <= capacity[config.key()]
     rate = shape.arrival_rate_rps if ok else shape.arrival_rate_rps * capacity[config.key()] / factor
-    return TrialResult(
-        config=config,
-        shape=shape,
+    return builders.trial(
+        config,
+        shape,
         slo=RULES.slo,
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.3, p95=0.6 if ok else 4.0, p99=0.8 if ok else 6.0),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=GOODPUT[config.key()] * min(factor, 1.0),
-        output_tokens_per_s=GOODPUT[config.key()] * min(factor, 1.0),
-        goodput_rps=rate if ok else 0.1 * rate,
-        request_throughput=rate,
+        goodput=GOODPUT[config.key()] * min(factor, 1.0),
+        ttft=(0.3, 0.6 if ok else 4.0, 0.8 if ok else 6.0),
+        throughput=rate,
         completed=200,
+        goodput_rps=rate if ok else 0.1 * rate,
     )
 
 

@@ -21,15 +21,14 @@ from controller.domain import (
     SLO,
     EngineConfig,
     Observation,
-    Percentiles,
     TargetStatus,
     TimeWindow,
     TrafficShape,
     TrialResult,
-    TrialStatus,
 )
 from controller.domain.actions import RunTrial
 from controller.domain.proposal import Proposal
+from tests.support import builders
 from tests.support.builders import scheduled, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
@@ -65,18 +64,12 @@ def truth(config: EngineConfig, shape: TrafficShape) -> float:
 
 def canary(action: RunTrial) -> TrialResult:
     goodput = truth(action.config, action.shape)
-    return TrialResult(
-        config=action.config,
-        shape=action.shape,
+    return builders.trial(
+        action.config,
+        action.shape,
         slo=RULES.slo,
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
+        goodput=goodput,
         goodput_rps=action.shape.arrival_rate_rps,
-        request_throughput=action.shape.arrival_rate_rps,
-        completed=100,
         duration_s=120.0,
     )
 

@@ -28,12 +28,10 @@ from controller.domain import (
     SLO,
     EngineConfig,
     Observation,
-    Percentiles,
     ServedConfig,
     TargetStatus,
     TrafficShape,
     TrialResult,
-    TrialStatus,
 )
 from controller.domain.actions import DeployCandidate, SetWeights
 from controller.domain.observation import TargetRef
@@ -41,6 +39,7 @@ from controller.domain.phases import Phase
 from controller.domain.status import RolloutState
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support import builders
 from tests.support.builders import shape, variant
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, day_entry, night_entry
 
@@ -66,20 +65,8 @@ SECOND_EVENING = START + timedelta(days=1)
 
 def trial(config: EngineConfig, shape: TrafficShape, rate: float, goodput: float, startup_s: float) -> TrialResult:
     """A canary trial of ``config`` on ``shape``'s mix at ``rate`` req/s that met the SLO."""
-    return TrialResult(
-        config=config,
-        shape=shape.model_copy(update={"arrival_rate_rps": rate}),
-        slo=SLO_,
-        status=TrialStatus.MEASURED,
-        startup_s=startup_s,
-        ttft_s=Percentiles(p50=0.5, p95=1.0, p99=1.5),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        goodput_rps=rate,
-        request_throughput=rate,
-        completed=100,
-    )
+    at_rate = shape.model_copy(update={"arrival_rate_rps": rate})
+    return builders.trial(config, at_rate, slo=SLO_, goodput=goodput, startup_s=startup_s, goodput_rps=rate)
 
 
 def first_status(startup_s: float) -> TargetStatus:

@@ -31,15 +31,17 @@ def shape(
     prompt: float = 512,
     output: float = 512,
     *,
+    cv: float = 0.0,
     repetitiveness: float = 0.0,
     window: TimeWindow | None = None,
 ) -> TrafficShape:
-    """Traffic of ``rate`` req/s with ``concurrency`` requests in flight, ``prompt`` tokens in and ``output`` out."""
+    """Traffic of ``rate`` req/s with ``concurrency`` requests in flight, ``prompt`` tokens in and ``output`` out (both
+    lengths spread by ``cv``)."""
     return TrafficShape(
         arrival_rate_rps=rate,
         concurrency=concurrency,
-        prompt_tokens=LengthDistribution(mean=prompt),
-        output_tokens=LengthDistribution(mean=output),
+        prompt_tokens=LengthDistribution(mean=prompt, cv=cv),
+        output_tokens=LengthDistribution(mean=output, cv=cv),
         repetitiveness=repetitiveness,
         window=window,
     )

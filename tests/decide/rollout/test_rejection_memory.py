@@ -17,7 +17,6 @@ from controller.domain import (
     EngineConfig,
     LengthDistribution,
     Observation,
-    Percentiles,
     Phase,
     RolloutState,
     ScheduledConfig,
@@ -25,12 +24,12 @@ from controller.domain import (
     TimeWindow,
     TrafficShape,
     TrialResult,
-    TrialStatus,
 )
 from controller.domain.actions import DeployCandidate, Notify, RequestApproval, Rollback
 from controller.domain.codes import Code
 from controller.domain.status import Approval, Rejection, TuningRound
 from controller.policy import Policy
+from tests.support import builders
 from tests.support.builders import observed as observed_at
 from tests.support.builders import scheduled, shape, variant
 
@@ -145,18 +144,8 @@ def test_a_rejection_is_recorded_with_who_when_the_config_the_window_and_its_tra
 
 
 def measured(config: EngineConfig, goodput: float) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=CHAT,
-        slo=SLO_,
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.2, p95=0.5, p99=0.8),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        goodput_rps=CHAT.arrival_rate_rps,
-        request_throughput=CHAT.arrival_rate_rps,
-        completed=200,
+    return builders.trial(
+        config, CHAT, slo=SLO_, goodput=goodput, ttft=(0.2, 0.5, 0.8), completed=200, goodput_rps=CHAT.arrival_rate_rps
     )
 
 

@@ -16,7 +16,6 @@ from controller.domain import (
     STOCK,
     EngineConfig,
     LengthDistribution,
-    Percentiles,
     ScheduledConfig,
     TargetStatus,
     TimeWindow,
@@ -25,6 +24,7 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.actions import RunTrial
+from tests.support import builders
 from tests.support.builders import observed, scheduled, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
@@ -41,17 +41,13 @@ MORNING_AT = datetime(2026, 12, 3, 7, 20, tzinfo=UTC)
 
 
 def trial(config: EngineConfig, goodput: float, shape: TrafficShape, ok: bool = True) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=shape,
+    return builders.trial(
+        config,
+        shape,
         slo=SLO_,
         status=TrialStatus.MEASURED if ok else TrialStatus.INFEASIBLE,
-        ttft_s=Percentiles(p50=0.4, p95=0.9, p99=1.2),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput if ok else 0.0,
-        output_tokens_per_s=goodput if ok else 0.0,
-        request_throughput=shape.arrival_rate_rps,
-        completed=100,
+        goodput=goodput if ok else 0.0,
+        ttft=(0.4, 0.9, 1.2),
         reason="" if ok else "out of memory",
     )
 

@@ -12,41 +12,35 @@ from controller.decide.search.candidates import candidate_configs
 from controller.decide.search.optimizer import OptimizerAdvisor
 from controller.decide.tuning.probe import held_loads
 from controller.decide.tuning.selection import best_trial
-from controller.domain import SLO, STOCK, EngineConfig, LengthDistribution, TrafficShape
+from controller.domain import SLO, STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.domain.trial import TrialResult, TrialStatus
 from controller.policy import parse_policy
+from tests.support import builders
 
 SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
+SHAPE = builders.shape(4.0, 16.0, 512, 128, cv=0.5)
 FAST = EngineConfig(max_num_seqs=512)
 SLOW = EngineConfig(max_num_seqs=64)
 REASON = "the load generator did not keep its plan: loop-stalled: the client's event loop stopped for 1.00 s at once"
 
 
 def trial(config: EngineConfig, goodput: float, status: TrialStatus = TrialStatus.MEASURED) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=SHAPE,
+    return builders.trial(
+        config,
+        SHAPE,
         slo=SLO_,
         status=status,
         reason={TrialStatus.INVALID: REASON, TrialStatus.FAILED: "no request completed"}.get(
             status, "CUDA out of memory" if status is TrialStatus.INFEASIBLE else ""
         ),
+        goodput=goodput,
+        ttft=(0.1, 0.2, 0.3),
+        tpot=(0.01, 0.02, 0.03),
         completed=500,
-        output_tokens_per_s=goodput,
         total_tokens_per_s=goodput * 5,
-        request_throughput=4.0,
         goodput_rps=4.0,
-        goodput_tokens_per_s=goodput,
-        ttft_s=Percentiles(p50=0.1, p95=0.2, p99=0.3),
-        tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
     )
 
 

@@ -16,9 +16,9 @@ from controller.domain import (
     TargetStatus,
     TimeWindow,
     TrialResult,
-    TrialStatus,
     TuningRound,
 )
+from tests.support import builders
 from tests.support.builders import shape
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
@@ -28,18 +28,14 @@ SLO_ = SLO(ttft_seconds=5, tpot_seconds=0.1)
 
 
 def trial(factor: float, served: float, *, meets: bool = True) -> TrialResult:
-    return TrialResult(
-        config=STOCK,
-        shape=scaled(SHAPE, factor),
+    return builders.trial(
+        STOCK,
+        scaled(SHAPE, factor),
         slo=SLO_,
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.3, p95=0.6 if meets else 9.0, p99=0.8 if meets else 12.0),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=served * 250,
-        output_tokens_per_s=served * 250,
+        goodput=served * 250,
+        ttft=(0.3, 0.6 if meets else 9.0, 0.8 if meets else 12.0),
+        throughput=served,
         goodput_rps=served,
-        request_throughput=served,
-        completed=100,
     )
 
 

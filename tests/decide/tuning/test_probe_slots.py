@@ -14,13 +14,12 @@ from controller.domain import (
     SLO,
     STOCK,
     EngineConfig,
-    Percentiles,
     TargetStatus,
     TimeWindow,
     TrialResult,
-    TrialStatus,
     TuningRound,
 )
+from tests.support import builders
 from tests.support.builders import shape
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
@@ -34,17 +33,13 @@ ACTIVE = EngineConfig(max_num_seqs=128)
 
 
 def result(config: EngineConfig, goodput: float, *, meets: bool = True) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=SHAPE,
+    return builders.trial(
+        config,
+        SHAPE,
         slo=SLO_,
-        status=TrialStatus.MEASURED,
-        ttft_s=Percentiles(p50=0.3, p95=0.6 if meets else 4.0, p99=0.8 if meets else 6.0),
-        tpot_s=Percentiles(p50=0.02, p95=0.03, p99=0.04),
-        goodput_tokens_per_s=goodput,
-        output_tokens_per_s=goodput,
-        request_throughput=20,
-        completed=100,
+        goodput=goodput,
+        ttft=(0.3, 0.6 if meets else 4.0, 0.8 if meets else 6.0),
+        throughput=20,
     )
 
 
