@@ -4,10 +4,11 @@ variant signals an analysis reads."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from controller.decide import RolloutRules
 from controller.decide.rollout import steps as rollout
-from controller.domain import SLO, STOCK, EngineConfig, Observation, VariantStats
+from controller.domain import SLO, STOCK, EngineConfig, Observation, Phase, RolloutState, VariantStats
 from tests.support.builders import observed, shape, variant
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -50,3 +51,17 @@ def start(needs_approval: bool = False, rules: RolloutRules = RULES) -> rollout.
         expected_gain=1.5,
         needs_approval=needs_approval,
     )
+
+
+def advance(
+    state: RolloutState,
+    phase: Phase,
+    observation: Observation | None,
+    *,
+    now: datetime = T0,
+    rules: RolloutRules = RULES,
+    **kw: Any,
+) -> rollout.RolloutStep:
+    """One cycle of the rollout ``state`` in ``phase`` on ``observation`` at ``now``, against ``SLO_``; ``kw`` gives
+    the ready candidate replicas and the fleet's size where a test sets them."""
+    return rollout.advance(state=state, phase=phase, observation=observation, slo=SLO_, rules=rules, now=now, **kw)

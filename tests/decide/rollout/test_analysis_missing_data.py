@@ -9,26 +9,19 @@ with a tighter setting.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from controller.decide import RolloutRules, Rules
-from controller.decide.rollout import steps as rollout
 from controller.decide.rollout.analysis import Analysis, analyse
-from controller.domain import SLO, STOCK, EngineConfig, Observation, Phase
+from controller.domain import STOCK, Observation, Phase
 from controller.domain.actions import Rollback
 from controller.domain.observation import DataProblem, VariantStats
 from controller.domain.status import RolloutState
 from controller.policy import Policy
-from tests.support.builders import shape
-
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05, max_error_rate=0.01)
-RULES = RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100)
-CANDIDATE = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-SHAPE = shape(10, 64)
+from tests.support.rollout_steps import CANDIDATE, RULES, SLO_, T0, advance, obs
 
 
 def stats(variant: str, requests: int = 500, **update: Any) -> VariantStats:
@@ -187,8 +180,7 @@ def rolling(weight: int = 25, step_index: int = 1) -> RolloutState:
 
 
 def observation(candidate: VariantStats | None) -> Observation:
-    variants = {v.variant: v for v in (candidate, STABLE) if v is not None}
-    return Observation(target="ns/m", start=T0, end=T0 + timedelta(minutes=5), shape=SHAPE, variants=variants)
+    return obs(candidate, STABLE)
 
 
 NAN_TTFT = problem("ttft_p95", "nan")
@@ -199,14 +191,7 @@ NAN_TTFT = problem("ttft_p95", "nan")
 def test_a_step_without_judgeable_data_holds_at_its_weight(candidate: VariantStats | None) -> None:
     """Baked long enough to advance, the step stays where it is: same weight, no action, RollingOut, the code said."""
     state = rolling()
-    step = rollout.advance(
-        state=state,
-        phase=Phase.ROLLING_OUT,
-        observation=observation(candidate),
-        slo=SLO_,
-        rules=RULES,
-        now=T0 + timedelta(hours=2),
-    )
+    step = advance(state, Phase.ROLLING_OUT, observation(candidate), now=T0 + timedelta(hours=2))
     assert step.phase is Phase.ROLLING_OUT
     assert step.rollout == state and step.actions == ()
     assert "holding step 2 at 25%" in step.notes[0]
@@ -214,14 +199,7 @@ def test_a_step_without_judgeable_data_holds_at_its_weight(candidate: VariantSta
 
 def test_rollback_on_missing_data_rolls_the_baked_step_back() -> None:
     rules = RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100, on_missing_data="rollback")
-    step = rollout.advance(
-        state=rolling(),
-        phase=Phase.ROLLING_OUT,
-        observation=observation(NAN_TTFT),
-        slo=SLO_,
-        rules=rules,
-        now=T0 + timedelta(seconds=300),
-    )
+    step = advance(rolling(), Phase.ROLLING_OUT, observation(NAN_TTFT), now=T0 + timedelta(seconds=300), rules=rules)
     assert step.phase is Phase.ROLLED_BACK
     assert any(isinstance(a, Rollback) for a in step.actions)
 

@@ -21,7 +21,7 @@ from controller.domain import (
     SetWeights,
     VariantStats,
 )
-from tests.support.rollout_steps import CANDIDATE, RULES, SLO_, T0, obs, start, stats
+from tests.support.rollout_steps import CANDIDATE, RULES, SLO_, T0, advance, obs, start, stats
 
 
 @pytest.mark.parametrize(
@@ -59,14 +59,7 @@ def test_full_rollout_walks_every_step_then_promotes() -> None:
     for _ in range(20):
         assert step.rollout is not None
         now += timedelta(seconds=150)
-        step = rollout.advance(
-            state=step.rollout,
-            phase=step.phase,
-            observation=obs(stats("candidate", 400)),
-            slo=SLO_,
-            rules=RULES,
-            now=now,
-        )
+        step = advance(step.rollout, step.phase, obs(stats("candidate", 400)), now=now)
         weights += [a.candidate_weight for a in step.actions if isinstance(a, SetWeights)]
         if any(isinstance(a, Promote) for a in step.actions):
             break
@@ -78,15 +71,7 @@ def test_full_rollout_walks_every_step_then_promotes() -> None:
 def test_candidate_not_ready_holds_weight_at_zero() -> None:
     step = start()
     assert step.rollout is not None
-    held = rollout.advance(
-        state=step.rollout,
-        phase=step.phase,
-        observation=obs(None),
-        slo=SLO_,
-        rules=RULES,
-        now=T0,
-        candidate_ready_replicas=0,
-    )
+    held = advance(step.rollout, step.phase, obs(None), candidate_ready_replicas=0)
     assert held.rollout is not None and held.rollout.weight == 0
     assert [a.replicas for a in held.actions if isinstance(a, Scale)] == [1]
     assert "needs 1 ready candidate replicas, 0 are ready" in held.notes[0]
@@ -95,10 +80,10 @@ def test_candidate_not_ready_holds_weight_at_zero() -> None:
 def test_regression_rolls_back_at_first_step() -> None:
     step = start()
     assert step.rollout is not None
-    step = rollout.advance(state=step.rollout, phase=step.phase, observation=obs(None), slo=SLO_, rules=RULES, now=T0)
+    step = advance(step.rollout, step.phase, obs(None))
     assert step.rollout is not None and step.rollout.weight == 5
     bad = obs(stats("candidate", 60, ttft=0.7), stats("stable", 1500, ttft=0.3))
-    step = rollout.advance(state=step.rollout, phase=step.phase, observation=bad, slo=SLO_, rules=RULES, now=T0)
+    step = advance(step.rollout, step.phase, bad)
     assert step.phase is Phase.ROLLED_BACK
     assert isinstance(step.actions[0], Rollback) and step.code == "regression"
 
@@ -106,11 +91,9 @@ def test_regression_rolls_back_at_first_step() -> None:
 def test_metrics_outage_freezes_without_promoting() -> None:
     step = start()
     assert step.rollout is not None
-    step = rollout.advance(state=step.rollout, phase=step.phase, observation=obs(None), slo=SLO_, rules=RULES, now=T0)
+    step = advance(step.rollout, step.phase, obs(None))
     assert step.rollout is not None
-    frozen = rollout.advance(
-        state=step.rollout, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0 + timedelta(hours=2)
-    )
+    frozen = advance(step.rollout, step.phase, None, now=T0 + timedelta(hours=2))
     assert frozen.actions == () and frozen.rollout == step.rollout and "metrics unavailable" in frozen.notes[0]
 
 
@@ -119,31 +102,29 @@ def test_manual_approval_then_rejection_and_approval() -> None:
     assert step.phase is Phase.AWAITING_APPROVAL
     assert any(isinstance(a, RequestApproval) for a in step.actions)
     assert step.rollout is not None
-    waiting = rollout.advance(state=step.rollout, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0)
+    waiting = advance(step.rollout, step.phase, None)
     assert waiting.phase is Phase.AWAITING_APPROVAL and waiting.actions == ()
     approved = step.rollout.model_copy(
         update={"approvals": (Approval(by="alice", at=T0, step=0, decision="approved"),)}
     )
-    go = rollout.advance(state=approved, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0)
+    go = advance(approved, step.phase, None)
     assert go.phase is Phase.ROLLING_OUT and isinstance(go.actions[0], SetWeights)
     assert go.code == "approved"
     rejected = step.rollout.model_copy(
         update={"approvals": (Approval(by="bob", at=T0, step=0, decision="rejected", comment="not today"),)}
     )
-    no = rollout.advance(state=rejected, phase=step.phase, observation=None, slo=SLO_, rules=RULES, now=T0)
+    no = advance(rejected, step.phase, None)
     assert no.phase is Phase.OBSERVING and no.rollout is None and no.code == "rejected"
 
 
 def test_inconclusive_analysis_pauses_for_a_human() -> None:
     step = start()
     assert step.rollout is not None
-    step = rollout.advance(state=step.rollout, phase=step.phase, observation=obs(None), slo=SLO_, rules=RULES, now=T0)
+    step = advance(step.rollout, step.phase, obs(None))
     assert step.rollout is not None
     both_slow = obs(stats("candidate", 300, ttft=1.6), stats("stable", 3000, ttft=1.5))
     later = T0 + timedelta(seconds=400)
-    step = rollout.advance(
-        state=step.rollout, phase=step.phase, observation=both_slow, slo=SLO_, rules=RULES, now=later
-    )
+    step = advance(step.rollout, step.phase, both_slow, now=later)
     assert step.phase is Phase.AWAITING_APPROVAL
     assert isinstance(step.actions[0], RequestApproval) and step.actions[0].step == 1
 
@@ -151,34 +132,15 @@ def test_inconclusive_analysis_pauses_for_a_human() -> None:
 def test_pause_resume_and_abort() -> None:
     step = start()
     assert step.rollout is not None
-    step = rollout.advance(state=step.rollout, phase=step.phase, observation=obs(None), slo=SLO_, rules=RULES, now=T0)
+    step = advance(step.rollout, step.phase, obs(None))
     assert step.rollout is not None
     paused = step.rollout.model_copy(update={"paused": True})
-    p = rollout.advance(
-        state=paused,
-        phase=Phase.ROLLING_OUT,
-        observation=obs(stats("candidate", 500)),
-        slo=SLO_,
-        rules=RULES,
-        now=T0 + timedelta(hours=1),
-    )
+    p = advance(paused, Phase.ROLLING_OUT, obs(stats("candidate", 500)), now=T0 + timedelta(hours=1))
     assert p.phase is Phase.PAUSED and p.actions == ()
-    resumed = rollout.advance(
-        state=paused.model_copy(update={"paused": False}),
-        phase=Phase.PAUSED,
-        observation=None,
-        slo=SLO_,
-        rules=RULES,
-        now=T0 + timedelta(hours=2),
-    )
+    resumed = advance(paused.model_copy(update={"paused": False}), Phase.PAUSED, None, now=T0 + timedelta(hours=2))
     assert resumed.phase is Phase.ROLLING_OUT
-    aborted = rollout.advance(
-        state=step.rollout.model_copy(update={"abort_requested": True, "abort_reason": "ops"}),
-        phase=Phase.ROLLING_OUT,
-        observation=None,
-        slo=SLO_,
-        rules=RULES,
-        now=T0,
+    aborted = advance(
+        step.rollout.model_copy(update={"abort_requested": True, "abort_reason": "ops"}), Phase.ROLLING_OUT, None
     )
     assert aborted.phase is Phase.ROLLED_BACK and aborted.code == "aborted"
 
@@ -191,14 +153,7 @@ def test_manual_gate_waits_before_its_step() -> None:
     for _ in range(10):
         assert step.rollout is not None
         now += timedelta(seconds=120)
-        step = rollout.advance(
-            state=step.rollout,
-            phase=step.phase,
-            observation=obs(stats("candidate", 100)),
-            slo=SLO_,
-            rules=rules,
-            now=now,
-        )
+        step = advance(step.rollout, step.phase, obs(stats("candidate", 100)), now=now, rules=rules)
         seen.append(step.phase.value)
         if step.phase is Phase.AWAITING_APPROVAL:
             break
@@ -229,37 +184,26 @@ def test_candidate_replicas_follow_the_weight_and_gate_each_step() -> None:
     deploy = step.actions[0]
     assert isinstance(deploy, DeployCandidate) and deploy.replicas == 2  # 25% of 8
     assert step.rollout is not None
-    go = rollout.advance(
-        state=step.rollout,
-        phase=step.phase,
-        observation=None,
-        slo=SLO_,
-        rules=rules,
-        now=T0,
-        candidate_ready_replicas=2,
-        fleet_replicas=8,
-    )
+    go = advance(step.rollout, step.phase, None, rules=rules, candidate_ready_replicas=2, fleet_replicas=8)
     assert go.rollout is not None and go.rollout.weight == 25
     later = T0 + timedelta(seconds=120)
-    wait = rollout.advance(
-        state=go.rollout,
-        phase=go.phase,
-        observation=obs(stats("candidate", 50)),
-        slo=SLO_,
-        rules=rules,
+    wait = advance(
+        go.rollout,
+        go.phase,
+        obs(stats("candidate", 50)),
         now=later,
+        rules=rules,
         candidate_ready_replicas=2,
         fleet_replicas=8,
     )
     assert wait.rollout is not None and wait.rollout.weight == 25
     assert [a.replicas for a in wait.actions if isinstance(a, Scale)] == [4]
-    ready = rollout.advance(
-        state=go.rollout,
-        phase=go.phase,
-        observation=obs(stats("candidate", 50)),
-        slo=SLO_,
-        rules=rules,
+    ready = advance(
+        go.rollout,
+        go.phase,
+        obs(stats("candidate", 50)),
         now=later,
+        rules=rules,
         candidate_ready_replicas=4,
         fleet_replicas=8,
     )
@@ -312,13 +256,12 @@ def test_a_step_judges_the_trade_off_at_the_fleets_own_split() -> None:
     assert state is not None
     at_25 = state.model_copy(update={"step_index": 1, "weight": 25, "step_started_at": T0})
     observation = obs(stats("candidate", 500, ttft=0.405), stats("stable", 1500, ttft=0.3))  # 1.35x stable
-    step = rollout.advance(
-        state=at_25,
-        phase=Phase.ROLLING_OUT,
-        observation=observation,
-        slo=SLO_,
-        rules=RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100),
+    step = advance(
+        at_25,
+        Phase.ROLLING_OUT,
+        observation,
         now=T0 + timedelta(seconds=600),
+        rules=RolloutRules(steps=(5, 25, 50, 100), bake_s=300, min_samples=100),
         fleet_replicas=16,
     )
     assert step.phase is Phase.ROLLING_OUT

@@ -12,7 +12,7 @@ from controller.decide.rollout import steps as rollout
 from controller.domain import Phase, Promote, Rollback, SetWeights
 from controller.domain.codes import Code
 from controller.domain.status import RolloutState
-from tests.support.rollout_steps import RULES, SLO_, T0, obs, start, stats
+from tests.support.rollout_steps import RULES, T0, advance, obs, start, stats
 
 BREACH = obs(stats("candidate", 150, tpot=0.08))  # TPOT p95 80 ms against a 50 ms SLO
 REGRESSION = obs(stats("candidate", 150, ttft=0.7), stats("stable", 1500, ttft=0.3))
@@ -27,12 +27,10 @@ def at_step(weight: int) -> RolloutState:
 
 
 def cycle(state: RolloutState, minutes: int, observation: object, *, ready: int, fleet: int) -> rollout.RolloutStep:
-    return rollout.advance(
-        state=state,
-        phase=Phase.ROLLING_OUT,
-        observation=observation,  # type: ignore[arg-type]
-        slo=SLO_,
-        rules=RULES,
+    return advance(
+        state,
+        Phase.ROLLING_OUT,
+        observation,
         now=T0 + timedelta(minutes=minutes),
         candidate_ready_replicas=ready,
         fleet_replicas=fleet,

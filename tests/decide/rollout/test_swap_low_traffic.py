@@ -7,11 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from controller.decide.rollout import steps as rollout
 from controller.domain import Phase, Rollback, SetWeights
 from controller.domain.codes import Code
 from controller.domain.status import RolloutState
-from tests.support.rollout_steps import RULES, SLO_, T0, obs, start, stats
+from tests.support.rollout_steps import T0, advance, obs, start, stats
 
 QUIET = obs(stats("candidate", 30))  # fewer than min_samples (100), more than min_failure_samples (25)
 BREACH = obs(stats("candidate", 30, tpot=0.08))
@@ -40,12 +39,10 @@ def at_half(*, swap: bool) -> RolloutState:
 def test_a_swap_step_passes_on_low_traffic_after_its_own_bake(
     swap: bool, minutes: int, observation: object, code: Code, weight: int
 ) -> None:
-    step = rollout.advance(
-        state=at_half(swap=swap),
-        phase=Phase.ROLLING_OUT,
-        observation=observation,  # type: ignore[arg-type]
-        slo=SLO_,
-        rules=RULES,
+    step = advance(
+        at_half(swap=swap),
+        Phase.ROLLING_OUT,
+        observation,
         now=T0 + timedelta(minutes=minutes, seconds=1),
         candidate_ready_replicas=4,
         fleet_replicas=4,
