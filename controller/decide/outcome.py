@@ -14,7 +14,7 @@ from controller.domain.actions import Notify, Severity
 from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import ScheduledConfig, TuningRound
+from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.trial import TrialResult, TrialStatus
 
 
@@ -36,21 +36,7 @@ def select(ctx: PlanContext, round_: TuningRound) -> Intent:
     if lighter and any(measured(t) for t in trials):
         return tuning.retry_lighter(ctx, round_)
     if best is None:
-        unmeasured = [t for t in trials if not measured(t)]
-        if trials and len(unmeasured) == len(trials):
-            cause = f"the canary could not measure anything ({unmeasured[-1].reason})"
-        else:
-            cause = "no trial met the SLO"
-        pause = ctx.rules.schedule.retune_min_interval_s
-        why = f"round {round_.id}: {cause}; keeping {active.label()} and pausing trials for {pause / 60:.0f} min"
-        status = status.model_copy(
-            update={
-                "phase": move(status.phase, Phase.OBSERVING),
-                "tuning_paused_until": ctx.now + timedelta(seconds=pause),
-                "tuning_paused_reason": why,
-            }
-        )
-        return Intent(Code.TRIALS_PAUSED, status, (Notify(Severity.WARNING, "Trials paused", why),), (why,))
+        return _pause_trials(ctx, round_, trials, status)
     by_capacity = ""
     if ctx.rules.scaling is not None and best.config.key() != active.key():
         best, by_capacity = probe.fewest_replicas(ctx, round_, best)
@@ -101,6 +87,28 @@ def select(ctx: PlanContext, round_: TuningRound) -> Intent:
     started = rolling.begin(ctx.with_status(status), best.config, why, proposed_by=proposer, gain=gain)
     actions = (Notify(Severity.INFO, "New config chosen", why, evidence), *started.actions)
     return Intent(started.code, started.status, actions, started.notes)
+
+
+def _pause_trials(ctx: PlanContext, round_: TuningRound, trials: list[TrialResult], status: TargetStatus) -> Intent:
+    """Nothing met the SLO: keep the active config and pause trials (code ``trials-paused``)."""
+    unmeasured = [t for t in trials if not measured(t)]
+    if trials and len(unmeasured) == len(trials):
+        cause = f"the canary could not measure anything ({unmeasured[-1].reason})"
+    else:
+        cause = "no trial met the SLO"
+    pause = ctx.rules.schedule.retune_min_interval_s
+    why = (
+        f"round {round_.id}: {cause}; keeping {ctx.status.active_config.label()} and pausing trials for "
+        f"{pause / 60:.0f} min"
+    )
+    status = status.model_copy(
+        update={
+            "phase": move(status.phase, Phase.OBSERVING),
+            "tuning_paused_until": ctx.now + timedelta(seconds=pause),
+            "tuning_paused_reason": why,
+        }
+    )
+    return Intent(Code.TRIALS_PAUSED, status, (Notify(Severity.WARNING, "Trials paused", why),), (why,))
 
 
 def _keep(

@@ -225,32 +225,13 @@ class GpSearch:
         """The GP posterior (log goodput relative to the best measured on this shape) at every candidate."""
         c = self.c
         ys, here = np.array(ys_list), np.array(current_list)
-        ref = ys[here] if here.any() else ys
-        scale = float(ref.max()) if ref.max() > 0 else 1.0
-        # log space: knob effects on throughput are multiplicative; failures count as _FLOOR of their shape's best
-        feats = X.shape
-        floor = np.empty(len(ys))
-        for i in range(len(ys)):
-            same = np.all(np.isclose(feats, feats[i]), axis=1)
-            best_i = float(ys[same].max())
-            floor[i] = _FLOOR * (best_i if best_i > 0 else scale)
-        t = np.log(np.maximum(ys, floor) / scale)
+        t, scale = _log_targets(X.shape, ys, here)
         # a failure says "bad here", not by how much: it enters as the floor with a wide error bar, so it does
         # not drag its ordered neighbours (the next depth, the next batch limit) down with it
         extra = np.where(ys <= 0, _S_FAILED**2, 0.0)
         # the shape is an input only when the observations span more than one shape (else it is a constant)
-        with_shape = c.shape is not None and not np.allclose(feats, c.inputs.shape[0])
-        if c.prior is not None:
-            lp_all = np.log(np.maximum(c.prior, _PRIOR_FLOOR))
-            lp_obs = np.log(np.maximum(self._prior_at(X), _PRIOR_FLOOR))
-            offset = float(np.mean((t - lp_obs)[here])) if here.any() else float(np.mean(t - lp_obs))
-            mean_all, mean_obs = lp_all + offset, lp_obs + offset
-            s_main, s_pair = _S_MAIN_PRIOR, _S_PAIR_PRIOR
-        else:
-            offset = float(np.mean(t[here])) if here.any() else float(np.mean(t))
-            mean_all, mean_obs = np.full(len(c), offset), np.full(len(ys), offset)
-            lp_all, lp_obs = np.zeros(len(c)), np.zeros(len(ys))
-            s_main, s_pair = _S_MAIN, _S_PAIR
+        with_shape = c.shape is not None and not np.allclose(X.shape, c.inputs.shape[0])
+        lp_all, lp_obs, mean_all, mean_obs, s_main, s_pair = self._prior_mean(X, t, here)
         r = t - mean_obs
         base_oo = _S_BIAS**2 + _S_PRIOR_SCALE**2 * np.outer(lp_obs, lp_obs)
 
@@ -293,6 +274,21 @@ class GpSearch:
         v = np.linalg.solve(L, Ks.T)
         sd = np.sqrt(np.maximum(kss - (v * v).sum(axis=0), 1e-12))
         return _Posterior(mu, sd, t, here, scale, sn, ell)
+
+    def _prior_mean(
+        self, X: Inputs, t: np.ndarray, here: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]:
+        """The GP's mean (log prior, offset to the observations) at every candidate and at the observed points,
+        with the log priors themselves and the main and pair amplitudes that go with them."""
+        c = self.c
+        if c.prior is not None:
+            lp_all = np.log(np.maximum(c.prior, _PRIOR_FLOOR))
+            lp_obs = np.log(np.maximum(self._prior_at(X), _PRIOR_FLOOR))
+            offset = float(np.mean((t - lp_obs)[here])) if here.any() else float(np.mean(t - lp_obs))
+            return lp_all, lp_obs, lp_all + offset, lp_obs + offset, _S_MAIN_PRIOR, _S_PAIR_PRIOR
+        offset = float(np.mean(t[here])) if here.any() else float(np.mean(t))
+        n = len(t)
+        return np.zeros(len(c)), np.zeros(n), np.full(len(c), offset), np.full(n, offset), _S_MAIN, _S_PAIR
 
     def predict(
         self,
@@ -363,6 +359,19 @@ class GpSearch:
         return np.array(
             [X.prior[j] / top if np.isfinite(X.prior[j]) else c.prior[int(np.argmax(k[:, j]))] for j in range(len(X))]
         )
+
+
+def _log_targets(feats: np.ndarray, ys: np.ndarray, here: np.ndarray) -> tuple[np.ndarray, float]:
+    """Log goodput relative to the best measured on the current shape (``here``), and that best. Log space: knob
+    effects on throughput are multiplicative; failures count as _FLOOR of their shape's best."""
+    ref = ys[here] if here.any() else ys
+    scale = float(ref.max()) if ref.max() > 0 else 1.0
+    floor = np.empty(len(ys))
+    for i in range(len(ys)):
+        same = np.all(np.isclose(feats, feats[i]), axis=1)
+        best_i = float(ys[same].max())
+        floor[i] = _FLOOR * (best_i if best_i > 0 else scale)
+    return np.log(np.maximum(ys, floor) / scale), scale
 
 
 __all__ = ["GpSearch", "Suggestion"]
