@@ -41,7 +41,7 @@ from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
-from tests.support.builders import measured_trial
+from tests.support.builders import at_step, measured_trial
 
 TARGET = TargetRef("team-a", "chat", "llama")
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
@@ -68,13 +68,12 @@ EXAMPLES: dict[type[Any], list[Any]] = {
 
 
 def rollout(**update: Any) -> RolloutState:
-    base = RolloutState(
-        id="r-1",
-        from_config=STOCK,
-        to_config=MTP1,
-        steps=(5, 25, 50, 100),
-        step_index=0,
-        weight=5,
+    base = at_step(
+        "r-1",
+        STOCK,
+        MTP1,
+        (5, 25, 50, 100),
+        0,
         started_at=T0 - timedelta(hours=1),
         step_started_at=T0 - timedelta(minutes=10),
     )

@@ -19,7 +19,6 @@ from controller.domain import (
     Observation,
     Percentiles,
     Phase,
-    RolloutState,
     RunTrial,
     Scale,
     ScheduledConfig,
@@ -28,7 +27,7 @@ from controller.domain import (
     TrialStatus,
 )
 from controller.domain.proposal import Proposal
-from tests.support.builders import failed_trial, observed, scheduled, variant
+from tests.support.builders import at_step, failed_trial, observed, scheduled, variant
 from tests.support.planner import (
     DAY,
     MTP1,
@@ -648,13 +647,12 @@ def test_without_a_probed_capacity_a_breach_adds_half_again_the_replicas() -> No
 
 def mid_rollout(*, replicas: int, stock_capacity: float) -> TargetStatus:
     """STOCK -> MTP1 at 50 % in the day window, with STOCK's capacity probed."""
-    rollout = RolloutState(
-        id="r1",
-        from_config=STOCK,
-        to_config=MTP1,
-        steps=(25, 50, 100),
-        step_index=1,
-        weight=50,
+    rollout = at_step(
+        "r1",
+        STOCK,
+        MTP1,
+        (25, 50, 100),
+        1,
         started_at=NOON - timedelta(minutes=20),
         step_started_at=NOON - timedelta(minutes=1),
     )
@@ -677,13 +675,12 @@ def test_the_candidate_keeps_its_share_when_the_fleet_scales_mid_rollout() -> No
 
 
 def test_a_rollback_forgets_the_rolled_back_configs_capacity() -> None:
-    rollout = RolloutState(
-        id="r1",
-        from_config=STOCK,
-        to_config=MTP1,
-        steps=(25, 100),
-        step_index=0,
-        weight=25,
+    rollout = at_step(
+        "r1",
+        STOCK,
+        MTP1,
+        (25, 100),
+        0,
         started_at=NOON - timedelta(minutes=20),
         step_started_at=NOON - timedelta(minutes=10),
         abort_requested=True,

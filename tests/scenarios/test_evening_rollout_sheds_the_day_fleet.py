@@ -21,8 +21,7 @@ from controller.domain import (
 )
 from controller.domain.actions import Scale
 from controller.domain.phases import Phase
-from controller.domain.status import RolloutState
-from tests.support.builders import observed, scheduled, shape
+from tests.support.builders import at_step, observed, scheduled, shape
 
 DAY = TimeWindow(name="day", start_hour=8, end_hour=19)
 EVENING = TimeWindow(name="evening", start_hour=19, end_hour=24)
@@ -55,13 +54,12 @@ def entry(window: str, config: EngineConfig, capacity: float | None) -> Schedule
 
 
 def rolling_out(evening_capacity: float | None) -> TargetStatus:
-    rollout = RolloutState(
-        id="evening-20261201190000",
-        from_config=DAY_CONFIG,
-        to_config=EVENING_CONFIG,
-        steps=(10, 50, 100),
-        step_index=0,
-        weight=10,
+    rollout = at_step(
+        "evening-20261201190000",
+        DAY_CONFIG,
+        EVENING_CONFIG,
+        (10, 50, 100),
+        0,
         started_at=NOW - timedelta(minutes=40),
         step_started_at=NOW - timedelta(minutes=5),
         proposed_by="schedule",

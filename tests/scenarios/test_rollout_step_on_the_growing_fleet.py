@@ -17,8 +17,7 @@ from controller.domain import EngineConfig, Observation, TargetStatus, TrafficSh
 from controller.domain.actions import Scale, SetWeights
 from controller.domain.observation import VariantStats
 from controller.domain.phases import Phase
-from controller.domain.status import RolloutState
-from tests.support.builders import observed, variant
+from tests.support.builders import at_step, observed, variant
 from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_SHAPE, night_entry
 
 NOW = datetime(2026, 12, 2, 1, 45, tzinfo=UTC)  # inside the night window
@@ -31,13 +30,12 @@ SHAPE = NIGHT_SHAPE.model_copy(update={"repetitiveness": 0.05})
 
 
 def status(fleet: int) -> TargetStatus:
-    rollout = RolloutState(
-        id="night-1",
-        from_config=ACTIVE,
-        to_config=DAY_CONFIG,
-        steps=(10, 50, 100),
-        step_index=0,
-        weight=10,
+    rollout = at_step(
+        "night-1",
+        ACTIVE,
+        DAY_CONFIG,
+        (10, 50, 100),
+        0,
         started_at=NOW - timedelta(minutes=20),
         step_started_at=NOW - timedelta(minutes=10),
         proposed_by="schedule",

@@ -12,6 +12,7 @@ from controller.domain import (
     LengthDistribution,
     Observation,
     Percentiles,
+    RolloutState,
     ScheduledConfig,
     TimeWindow,
     TrafficShape,
@@ -150,5 +151,32 @@ def scheduled(
         shape=shape,
         goodput_tokens_per_s=goodput,
         stock_goodput_tokens_per_s=stock_goodput,
+        **fields,
+    )
+
+
+def at_step(
+    rollout_id: str,
+    from_config: EngineConfig,
+    to_config: EngineConfig,
+    steps: tuple[int, ...],
+    step_index: int,
+    *,
+    started_at: datetime,
+    step_started_at: datetime,
+    **fields: Any,
+) -> RolloutState:
+    """Rollout ``rollout_id`` from ``from_config`` to ``to_config``, at step ``step_index`` of ``steps`` (its weight
+    that step's), started at ``started_at``, that step at ``step_started_at``; other ``RolloutState`` fields
+    (``proposed_by``, ``abort_requested``...) from ``fields``."""
+    return RolloutState(
+        id=rollout_id,
+        from_config=from_config,
+        to_config=to_config,
+        steps=steps,
+        step_index=step_index,
+        weight=steps[step_index],
+        started_at=started_at,
+        step_started_at=step_started_at,
         **fields,
     )
