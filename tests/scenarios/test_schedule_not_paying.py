@@ -17,7 +17,6 @@ import pytest
 from controller import decide
 from controller.clock import FakeClock
 from controller.decide import Rules, ScalingRules, TuningRules
-from controller.decide.context import PlanContext
 from controller.decide.rules import DigestRules
 from controller.decide.schedule.account import static_reference, tally
 from controller.domain import (
@@ -31,7 +30,7 @@ from controller.domain import (
 from controller.domain.actions import Notify
 from controller.domain.phases import Phase
 from controller.domain.status import ScheduleAccount
-from tests.support.builders import scheduled, shape
+from tests.support.builders import plan_context, scheduled, shape
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, held_probe
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -149,15 +148,7 @@ def week_before(realised_h: float, static_h: float) -> ScheduleAccount:
 
 
 def test_the_best_static_config_measured_is_the_one_probed_on_every_window() -> None:
-    ctx = PlanContext(
-        status=start_status(week_before(0, 0)),
-        observation=None,
-        observe_error=None,
-        proposals=(),
-        rules=RULES,
-        now=START,
-        window=DAY,
-    )
+    ctx = plan_context(start_status(week_before(0, 0)), RULES, START, DAY)
     # the night's config was never probed on the day's traffic; the day's config needs 5 replicas for 40 req/s by
     # day (16 h) and 5 for 4 req/s at night (8 h)
     assert static_reference(ctx) == (DAY_CONFIG, 5 * 16 + 5 * 8)
@@ -172,14 +163,12 @@ def test_a_cycle_is_counted_against_what_the_static_config_would_have_run() -> N
         update={"schedule_account": ScheduleAccount(since=START, updated_at=now - timedelta(seconds=CYCLE_S))}
     )
     night = NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": 4.0, "concurrency": 64.0})
-    ctx = PlanContext(
-        status=status,
+    ctx = plan_context(
+        status,
+        RULES,
+        now,
+        NIGHT,
         observation=Observation(target="ns/m", start=now - timedelta(seconds=CYCLE_S), end=now, shape=night),
-        observe_error=None,
-        proposals=(),
-        rules=RULES,
-        now=now,
-        window=NIGHT,
     )
     counted = tally(ctx)
     assert counted is not None and counted.code == "schedule-account"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from controller.decide.context import PlanContext
+from controller.decide.rules import Rules
 from controller.domain import (
     SLO,
     EngineConfig,
@@ -14,6 +16,7 @@ from controller.domain import (
     Percentiles,
     RolloutState,
     ScheduledConfig,
+    TargetStatus,
     TimeWindow,
     TrafficShape,
     TrialResult,
@@ -178,5 +181,28 @@ def at_step(
         weight=steps[step_index],
         started_at=started_at,
         step_started_at=step_started_at,
+        **fields,
+    )
+
+
+def plan_context(
+    status: TargetStatus,
+    rules: Rules,
+    now: datetime,
+    window: TimeWindow,
+    *,
+    observation: Observation | None = None,
+    **fields: Any,
+) -> PlanContext:
+    """What one decision at ``now`` in ``window`` reads: ``status``, ``observation`` (none by default), ``rules``, no
+    proposals and no observe error unless ``fields`` says otherwise."""
+    return PlanContext(
+        status=status,
+        observation=observation,
+        observe_error=fields.pop("observe_error", None),
+        proposals=fields.pop("proposals", ()),
+        rules=rules,
+        now=now,
+        window=window,
         **fields,
     )

@@ -11,7 +11,7 @@ from controller.domain import SLO, EngineConfig, LengthDistribution, TargetStatu
 from controller.domain.phases import Phase
 from controller.domain.proposal import Proposal
 from controller.domain.status import TuningRound
-from tests.support.builders import observed, shape, trial
+from tests.support.builders import observed, plan_context, shape, trial
 
 NOW = datetime(2026, 12, 1, 4, 30, tzinfo=UTC)
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
@@ -53,15 +53,7 @@ def trialling(trials: tuple[TrialResult, ...], fleet_concurrency: float = 256.0)
 
 def context(status: TargetStatus, proposals: tuple[Proposal, ...], rules: Rules = RULES) -> PlanContext:
     """The planner's context at ``NOW`` in the night window, on ``SHAPE``."""
-    return PlanContext(
-        status=status,
-        observation=observed(SHAPE, NOW),
-        observe_error=None,
-        proposals=proposals,
-        rules=rules,
-        now=NOW,
-        window=NIGHT,
-    )
+    return plan_context(status, rules, NOW, NIGHT, observation=observed(SHAPE, NOW), proposals=proposals)
 
 
 OPENING = (measured(ACTIVE, 1000.0), measured(EngineConfig(), 800.0), measured(ACTIVE, 1000.0))

@@ -20,7 +20,7 @@ from controller.domain import (
 )
 from controller.domain.actions import Scale
 from tests.support.builders import observed as observed_at
-from tests.support.builders import scheduled
+from tests.support.builders import plan_context, scheduled
 from tests.support.builders import shape as traffic
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
@@ -56,9 +56,7 @@ def context(observed: TrafficShape, replicas: int) -> PlanContext:
     )
     status = TargetStatus(active_config=CONFIG, window="day", replicas=replicas, schedule=(entry,))
     obs = observed_at(observed, NOW)
-    return PlanContext(
-        status=status, observation=obs, observe_error=None, proposals=(), rules=RULES, now=NOW, window=DAY
-    )
+    return plan_context(status, RULES, NOW, DAY, observation=obs)
 
 
 @pytest.mark.parametrize(

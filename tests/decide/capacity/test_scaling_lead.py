@@ -18,7 +18,7 @@ from controller.domain import (
 )
 from controller.domain.actions import Scale
 from tests.support.builders import observed as observed_at
-from tests.support.builders import scheduled
+from tests.support.builders import plan_context, scheduled
 from tests.support.builders import shape as traffic
 
 
@@ -73,14 +73,12 @@ def context(
     )
     status = TargetStatus(active_config=CONFIG, window=window.name, replicas=replicas, schedule=entries)
     observation = observed_at(shape(observed), now)
-    return PlanContext(
-        status=status,
+    return plan_context(
+        status,
+        RULES,
+        now,
+        window,
         observation=observation,
-        observe_error=None,
-        proposals=(),
-        rules=RULES,
-        now=now,
-        window=window,
         forecast={name: shape(*rate) if isinstance(rate, tuple) else shape(rate) for name, rate in forecast.items()},
     )
 

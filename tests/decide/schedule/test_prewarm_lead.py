@@ -22,7 +22,7 @@ from controller.domain import (
     TrafficShape,
     TrialResult,
 )
-from tests.support.builders import observed
+from tests.support.builders import observed, plan_context
 from tests.support.day_night import (
     DAY,
     DAY_CONFIG,
@@ -71,15 +71,8 @@ def context(
     forecast: dict[str, TrafficShape] = {}
     if forecast_rps is not None:
         forecast["night"] = NIGHT_SHAPE.model_copy(update={"arrival_rate_rps": forecast_rps})
-    return PlanContext(
-        status=status,
-        observation=observed(now_shape, NOW),
-        observe_error=None,
-        proposals=(),
-        rules=RULES,
-        now=NOW,
-        window=window_at(RULES.windows, NOW),
-        forecast=forecast,
+    return plan_context(
+        status, RULES, NOW, window_at(RULES.windows, NOW), observation=observed(now_shape, NOW), forecast=forecast
     )
 
 

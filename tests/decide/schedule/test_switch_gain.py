@@ -25,7 +25,7 @@ from controller.domain import (
 )
 from controller.domain.actions import RunTrial
 from tests.support import builders
-from tests.support.builders import observed, scheduled, shape
+from tests.support.builders import observed, plan_context, scheduled, shape
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=7)
 MORNING = TimeWindow(name="morning", start_hour=7, end_hour=10)
@@ -66,15 +66,7 @@ def morning_entry(config: EngineConfig = STOCK, goodput: float = 3000.0) -> Sche
 
 def context(active: EngineConfig, trials: tuple[TrialResult, ...]) -> PlanContext:
     status = TargetStatus(window="night", active_config=active, trials=trials, schedule=(morning_entry(),))
-    return PlanContext(
-        status=status,
-        observation=None,
-        observe_error=None,
-        proposals=(),
-        rules=RULES,
-        now=MORNING_AT,
-        window=MORNING,
-    )
+    return plan_context(status, RULES, MORNING_AT, MORNING)
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from controller.domain import (
     TuningRound,
 )
 from tests.support import builders
-from tests.support.builders import shape
+from tests.support.builders import plan_context, shape
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -55,18 +55,15 @@ def context(probes: list[tuple[float, TrialResult]]) -> PlanContext:
         active_config=STOCK, window="day", tuning=round_, trials=(base, *(t for _, t in probes)), replicas=2
     )
     rules = Rules(slo=SLO_, windows=(DAY,), scaling=ScalingRules(max_replicas=16, headroom=0.25), design_slots=512)
-    return PlanContext(
-        status=status,
-        observation=None,
-        observe_error=None,
-        proposals=(),
-        rules=rules,
-        now=NOW,
+    return plan_context(
+        status,
+        rules,
+        NOW,
+        DAY,
         is_lossy=lambda _c: False,
         candidate_ready_replicas=None,
         forecast={},
         external_autoscaler=None,
-        window=DAY,
     )
 
 

@@ -20,7 +20,7 @@ from controller.domain import (
     TuningRound,
 )
 from tests.support import builders
-from tests.support.builders import shape
+from tests.support.builders import plan_context, shape
 
 DAY = TimeWindow(name="day", start_hour=0, end_hour=24)
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -58,18 +58,15 @@ def context(trials: list[TrialResult], *, scaling: bool = True, blocked: tuple[s
     rules = Rules(
         slo=SLO_, windows=(DAY,), scaling=ScalingRules(max_replicas=16) if scaling else None, design_slots=512
     )
-    return PlanContext(
-        status=status,
-        observation=None,
-        observe_error=None,
-        proposals=(),
-        rules=rules,
-        now=NOW,
+    return plan_context(
+        status,
+        rules,
+        NOW,
+        DAY,
         is_lossy=lambda c: c.kv_cache_dtype == "fp8",
         candidate_ready_replicas=None,
         forecast={},
         external_autoscaler=None,
-        window=DAY,
     )
 
 

@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 import pytest
 
 from controller.decide import Rules, TuningRules
-from controller.decide.context import PlanContext
 from controller.decide.search.optimizer import OptimizerAdvisor, expected_gain
 from controller.decide.tuning import rounds as tuning
 from controller.decide.tuning.economics import expected_excess_gain, trial_worth
@@ -27,7 +26,7 @@ from controller.domain.actions import RunTrial
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext, Proposal
 from tests.support.builders import observed as observed_at
-from tests.support.builders import scheduled
+from tests.support.builders import plan_context, scheduled
 from tests.support.optimizer_space import CONFIGS, POLICY
 from tests.support.tuning_round import (
     ACTIVE,
@@ -294,14 +293,12 @@ def test_a_window_is_searched_again_only_on_a_new_shape(
         blocked_configs=blocked,
         trials=(measured(ACTIVE, 900.0, DOCUMENTS),),  # the documents' search measured the active config
     )
-    ctx = PlanContext(
-        status=status,
+    ctx = plan_context(
+        status,
+        Rules(slo=RULES.slo, windows=RULES.windows, scaling=RULES.scaling, design_slots=128),
+        NOW,
+        NIGHT,
         observation=observed_at(fleet, NOW),
-        observe_error=None,
-        proposals=(),
-        rules=Rules(slo=RULES.slo, windows=RULES.windows, scaling=RULES.scaling, design_slots=128),
-        now=NOW,
-        window=NIGHT,
     )
     intent = tuning.start(ctx, "drifted", NIGHT, code="tune-drift", observed=True)
     assert intent.code == code
@@ -324,14 +321,12 @@ def test_a_window_is_searched_again_only_on_a_new_shape(
 def test_an_operator_asked_re_tune_searches_whatever_was_searched_before() -> None:
     status = TargetStatus(active_config=ACTIVE, replicas=2, schedule=(entry(ACTIVE, SHAPE, YESTERDAY),))
     fleet = SHAPE.model_copy(update={"concurrency": 256.0, "arrival_rate_rps": 8.0})
-    ctx = PlanContext(
-        status=status,
+    ctx = plan_context(
+        status,
+        Rules(slo=RULES.slo, windows=RULES.windows, scaling=RULES.scaling, design_slots=128),
+        NOW,
+        NIGHT,
         observation=observed_at(fleet, NOW),
-        observe_error=None,
-        proposals=(),
-        rules=Rules(slo=RULES.slo, windows=RULES.windows, scaling=RULES.scaling, design_slots=128),
-        now=NOW,
-        window=NIGHT,
         drifted=True,
     )
     assert tuning.start(ctx, "asked", NIGHT, code="tune-drift", observed=True).code == "tune-drift"
@@ -342,9 +337,7 @@ def test_searches_kept_per_window_are_bounded() -> None:
     status = TargetStatus(active_config=ACTIVE)
     for i, shape in enumerate(shapes):
         status = status.model_copy(update={"schedule": (entry(ACTIVE, shape, NOW + timedelta(hours=i)),)})
-        ctx = PlanContext(
-            status=status, observation=None, observe_error=None, proposals=(), rules=RULES, now=NOW, window=NIGHT
-        )
+        ctx = plan_context(status, RULES, NOW, NIGHT)
         status = status.model_copy(update={"searches": tuning.archived(ctx, "night")})
     kept = [s.shape.prompt_tokens.mean for s in status.searches]
     assert kept == [s.prompt_tokens.mean for s in shapes[-tuning.SEARCHES_PER_WINDOW :]]
