@@ -21,12 +21,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from controller.decide.rules import TuningRules
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import Proposal
 from controller.domain.trial import TrialResult
-from controller.policy.space import SearchSpace
+from controller.policy.models import Policy
 
 
 class RejectKind(StrEnum):
@@ -98,21 +97,19 @@ def trial_gpu_minutes(result: TrialResult) -> float:
 def check_proposals(
     proposals: Iterable[Proposal],
     *,
-    space: SearchSpace,
-    budget: TuningRules,
+    policy: Policy,
     active: EngineConfig,
     history: Sequence[TrialResult] = (),
     feasibility: Callable[[EngineConfig], str | None] | None = None,
     max_accept: int | None = None,
 ) -> Verdict:
-    """Validate ``proposals`` in order against the policy's search space (and the constraints and memory fit bound
-    to it) and the round's trial budget (``budget.max_trials``, ``canary_gpu_minutes`` and one trial's minutes).
-    ``history`` is this re-tune's trials (for duplicates and budget); ``feasibility`` adds a memory-fit oracle on
-    top of the one the policy may carry."""
+    """Validate ``proposals`` in order. ``history`` is this re-tune's trials (for duplicates and budget);
+    ``feasibility`` adds a memory-fit oracle on top of the one the policy may carry."""
+    budget = policy.trial_budget
     tried = {r.config.key() for r in history}
     used_trials = len(history)
     used_minutes = sum(trial_gpu_minutes(r) for r in history)
-    per_trial = budget.trial_minutes
+    per_trial = (budget.trial_duration_s + budget.warmup_s) / 60.0
     accepted: list[Proposal] = []
     rejected: list[Rejection] = []
     records: list[ProposalRecord] = []
@@ -129,11 +126,11 @@ def check_proposals(
         elif key in seen:
             kind, reasons = RejectKind.DUPLICATE, ["proposed twice in one batch"]
         if kind is None:
-            out = space.contains(cfg, fixed_ok=active)
+            out = policy.space.contains(cfg, fixed_ok=active)
             if out:
                 kind, reasons = RejectKind.OUT_OF_POLICY, out
         if kind is None:
-            bad = space.violations(cfg)
+            bad = policy.constraint_violations(cfg)
             if feasibility is not None and (why := feasibility(cfg)):
                 bad.append(f"infeasible: {why}")
             if bad:
@@ -169,9 +166,10 @@ def check_proposals(
     return Verdict(tuple(accepted), tuple(rejected), tuple(records))
 
 
-def budget_left(budget: TuningRules, history: Sequence[TrialResult]) -> int:
+def budget_left(policy: Policy, history: Sequence[TrialResult]) -> int:
     """How many more trials the budget allows (trial count and GPU-minutes, at tensor-parallel 1)."""
-    per_trial = budget.trial_minutes
+    budget = policy.trial_budget
+    per_trial = (budget.trial_duration_s + budget.warmup_s) / 60.0
     minutes_left = budget.canary_gpu_minutes - sum(trial_gpu_minutes(r) for r in history)
     return max(0, min(budget.max_trials - len(history), int(minutes_left // per_trial)))
 
