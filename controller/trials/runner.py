@@ -19,14 +19,14 @@ from typing import Literal
 import httpx
 
 from controller.domain.config import EngineConfig
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.domain.trial import Percentiles, QualityReport, TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable, ShiftlightError
 from controller.ports import TrialRequest
 from controller.trials.cache import TrialCache, TrialKey
 from controller.trials.engine.launchers import Launch, Launcher
 from controller.trials.engine.log import engine_reason
 from controller.trials.loadgen.process import LoadClientFailed, ReplayProgress, replay_in_worker, replay_inline
-from controller.trials.loadgen.replay import LoadPlan, LoadReport, plan_requests
+from controller.trials.loadgen.replay import LoadPlan, LoadReport, LoadSummary, plan_requests
 from controller.trials.loadgen.warmup import WarmupRound, WarmupRule, WarmupVerdict, warm_until_steady
 from controller.trials.loadgen.worker import WorkerSettings
 from controller.trials.verdict.metrics_delta import GaugeSampler, MetricsDelta, delta, scrape
@@ -90,6 +90,15 @@ def in_engine_time(result: TrialResult, scale: float, request: TrialRequest) -> 
             "e2e_s": slower(result.e2e_s),
         }
     )
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What a completed replay measured: its status, why, and the quality gate's report where one ran."""
+
+    status: TrialStatus
+    reason: str = ""
+    quality: QualityReport | None = None
 
 
 class TrialRunner:
@@ -266,35 +275,15 @@ class TrialRunner:
         return warm_until_steady(run_round, rule, budget_s=budget_s)
 
     def _measure(self, request: TrialRequest, launch: Launch, base: dict[str, object]) -> TrialResult:
-        s = self.settings
-        budget = request.budget
         plan = self.plan(request)
         try:
-            if s.warmup_rule is not None and budget.warmup_s > 0:
-                verdict = self._warm_until_steady(request, launch, s.warmup_rule, budget.warmup_s)
-                base = {**base, "warmup_rounds": verdict.rounds}  # every result from here on records them
-                if not verdict.steady:
-                    return TrialResult(
-                        **base, status=TrialStatus.INVALID, reason=verdict.describe(), startup_s=launch.startup_s
-                    )
-            elif s.warmup_requests > 0 and budget.warmup_s > 0:
-                warm = plan_requests(
-                    request.shape,
-                    num_requests=s.warmup_requests,
-                    seed=request.seed + 1_000_003,
-                    mode="closed",
-                    token_id_range=s.token_id_range,
-                    max_model_len=s.max_model_len,
-                    max_concurrency=s.warmup_requests,
-                )
-                self._replay(launch, warm, "warmup", budget.warmup_s)
+            warmed = self._warm_up(request, launch, base)
+            if isinstance(warmed, TrialResult):
+                return warmed
+            base = warmed  # every result from here on records the warm-up rounds
             if self._cancel.is_set():
                 return self._cancelled(base, launch)
-            before = scrape(launch.endpoint)
-            with GaugeSampler(launch.endpoint, interval_s=s.sample_interval_s) as sampler:
-                report = self._replay(launch, plan, "replay", budget.duration_s)
-            after = scrape(launch.endpoint)
-            server: MetricsDelta = delta(before, after, kv_peak=sampler.kv_peak)
+            report, server = self._replay_sampled(request, launch, plan)
         except MetricsUnavailable as exc:
             if not self._alive(launch):
                 return self._crashed(base, launch, f"engine stopped answering during the trial ({exc})")
@@ -312,53 +301,108 @@ class TrialRunner:
             return self._cancelled(base, launch)
         if report.failed and not self._alive(launch):
             return self._crashed(base, launch, "engine crashed during the trial")
-        summary = report.summary(request.slo)
-        done = len(report.completed)
-        if done == 0:
-            first = report.failed[0].error if report.failed else "no request was sent"
+        if not report.completed:
+            return self._none_completed(base, launch, report)
+        verdict = self._verdict(request, launch, base, report)
+        if isinstance(verdict, TrialResult):
+            return verdict
+        return self._measured(base, launch, report, report.summary(request.slo), server, verdict)
+
+    def _warm_up(
+        self, request: TrialRequest, launch: Launch, base: dict[str, object]
+    ) -> dict[str, object] | TrialResult:
+        """Warm the engine up (until steady, or a fixed number of requests): the base of every later result, or
+        the INVALID result of an engine that never settled."""
+        s = self.settings
+        budget = request.budget
+        if s.warmup_rule is not None and budget.warmup_s > 0:
+            verdict = self._warm_until_steady(request, launch, s.warmup_rule, budget.warmup_s)
+            base = {**base, "warmup_rounds": verdict.rounds}
+            if not verdict.steady:
+                return TrialResult(
+                    **base, status=TrialStatus.INVALID, reason=verdict.describe(), startup_s=launch.startup_s
+                )
+        elif s.warmup_requests > 0 and budget.warmup_s > 0:
+            warm = plan_requests(
+                request.shape,
+                num_requests=s.warmup_requests,
+                seed=request.seed + 1_000_003,
+                mode="closed",
+                token_id_range=s.token_id_range,
+                max_model_len=s.max_model_len,
+                max_concurrency=s.warmup_requests,
+            )
+            self._replay(launch, warm, "warmup", budget.warmup_s)
+        return base
+
+    def _replay_sampled(self, request: TrialRequest, launch: Launch, plan: LoadPlan) -> tuple[LoadReport, MetricsDelta]:
+        """Replay the trial's plan while the server's metrics are scraped before, sampled during and scraped after."""
+        before = scrape(launch.endpoint)
+        with GaugeSampler(launch.endpoint, interval_s=self.settings.sample_interval_s) as sampler:
+            report = self._replay(launch, plan, "replay", request.budget.duration_s)
+        after = scrape(launch.endpoint)
+        return report, delta(before, after, kv_peak=sampler.kv_peak)
+
+    def _none_completed(self, base: dict[str, object], launch: Launch, report: LoadReport) -> TrialResult:
+        first = report.failed[0].error if report.failed else "no request was sent"
+        return TrialResult(
+            **base,
+            status=TrialStatus.FAILED,
+            reason=f"no request completed: {first}",
+            startup_s=launch.startup_s,
+            failed=len(report.failed),
+            log_tail=self.launcher.logs(launch),
+        )
+
+    def _verdict(
+        self, request: TrialRequest, launch: Launch, base: dict[str, object], report: LoadReport
+    ) -> _Verdict | TrialResult:
+        """MEASURED, INVALID (the load missed the validity rules) or REJECTED (the quality gate failed); a result
+        when the quality gate could not run."""
+        if missed := misses(report.adherence, self.settings.validity):
+            return _Verdict(TrialStatus.INVALID, invalid_reason(missed))
+        if self.quality_gate is None or not self.gated(request.config):
+            return _Verdict(TrialStatus.MEASURED)
+        self._report("quality", 0, 1)
+        try:
+            quality = self.quality_gate.evaluate(launch.endpoint, launch.model)
+        except ShiftlightError as exc:
+            if not self._alive(launch):
+                return self._crashed(base, launch, f"engine stopped answering during the quality gate ({exc})")
             return TrialResult(
                 **base,
                 status=TrialStatus.FAILED,
-                reason=f"no request completed: {first}",
+                reason=f"quality gate could not run: {exc}",
                 startup_s=launch.startup_s,
-                failed=len(report.failed),
-                log_tail=self.launcher.logs(launch),
             )
-        quality = None
-        status = TrialStatus.MEASURED
-        reason = ""
-        if missed := misses(report.adherence, s.validity):
-            status, reason = TrialStatus.INVALID, invalid_reason(missed)
-        elif self.quality_gate is not None and self.gated(request.config):
-            self._report("quality", 0, 1)
-            try:
-                quality = self.quality_gate.evaluate(launch.endpoint, launch.model)
-            except ShiftlightError as exc:
-                if not self._alive(launch):
-                    return self._crashed(base, launch, f"engine stopped answering during the quality gate ({exc})")
-                return TrialResult(
-                    **base,
-                    status=TrialStatus.FAILED,
-                    reason=f"quality gate could not run: {exc}",
-                    startup_s=launch.startup_s,
-                )
-            self._report("quality", 1, 1)
-            if not quality.passed:
-                status = TrialStatus.REJECTED
-                reason = f"quality gate: {quality.reason}"
+        self._report("quality", 1, 1)
+        if not quality.passed:
+            return _Verdict(TrialStatus.REJECTED, f"quality gate: {quality.reason}", quality)
+        return _Verdict(TrialStatus.MEASURED, "", quality)
+
+    def _measured(
+        self,
+        base: dict[str, object],
+        launch: Launch,
+        report: LoadReport,
+        summary: LoadSummary,
+        server: MetricsDelta,
+        verdict: _Verdict,
+    ) -> TrialResult:
         if summary.ttft_s is None or summary.tpot_s is None:
             return TrialResult(
                 **base,
                 status=TrialStatus.FAILED,
-                reason=f"no {'TTFT' if summary.ttft_s is None else 'TPOT'} measured over {done} completed requests",
+                reason=f"no {'TTFT' if summary.ttft_s is None else 'TPOT'} measured over "
+                f"{len(report.completed)} completed requests",
                 startup_s=launch.startup_s,
                 completed=summary.completed,
                 failed=summary.failed,
             )
         return TrialResult(
             **base,
-            status=status,
-            reason=reason,
+            status=verdict.status,
+            reason=verdict.reason,
             duration_s=report.duration_s,
             startup_s=launch.startup_s,
             completed=summary.completed,
@@ -375,7 +419,7 @@ class TrialRunner:
             spec_decode=server.spec_decode(),
             preemptions=round(server.preemptions),
             kv_cache_usage=server.kv_cache_usage_peak,
-            quality=quality,
+            quality=verdict.quality,
         )
 
     def _crashed(self, base: dict[str, object], launch: Launch, what: str) -> TrialResult:
