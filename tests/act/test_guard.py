@@ -7,7 +7,7 @@ fails here until it is given its examples and its expected calls."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, get_args
 
 import pytest
@@ -68,15 +68,7 @@ EXAMPLES: dict[type[Any], list[Any]] = {
 
 
 def rollout(**update: Any) -> RolloutState:
-    base = at_step(
-        "r-1",
-        STOCK,
-        MTP1,
-        (5, 25, 50, 100),
-        0,
-        started_at=T0 - timedelta(hours=1),
-        step_started_at=T0 - timedelta(minutes=10),
-    )
+    base = at_step("r-1", STOCK, MTP1, (5, 25, 50, 100), 0, T0, ago=(60, 10))
     return base.model_copy(update=update)
 
 

@@ -647,15 +647,7 @@ def test_without_a_probed_capacity_a_breach_adds_half_again_the_replicas() -> No
 
 def mid_rollout(*, replicas: int, stock_capacity: float) -> TargetStatus:
     """STOCK -> MTP1 at 50 % in the day window, with STOCK's capacity probed."""
-    rollout = at_step(
-        "r1",
-        STOCK,
-        MTP1,
-        (25, 50, 100),
-        1,
-        started_at=NOON - timedelta(minutes=20),
-        step_started_at=NOON - timedelta(minutes=1),
-    )
+    rollout = at_step("r1", STOCK, MTP1, (25, 50, 100), 1, NOON, ago=(20, 1))
     return TargetStatus(
         window="day",
         phase=Phase.ROLLING_OUT,
@@ -675,16 +667,7 @@ def test_the_candidate_keeps_its_share_when_the_fleet_scales_mid_rollout() -> No
 
 
 def test_a_rollback_forgets_the_rolled_back_configs_capacity() -> None:
-    rollout = at_step(
-        "r1",
-        STOCK,
-        MTP1,
-        (25, 100),
-        0,
-        started_at=NOON - timedelta(minutes=20),
-        step_started_at=NOON - timedelta(minutes=10),
-        abort_requested=True,
-    )
+    rollout = at_step("r1", STOCK, MTP1, (25, 100), 0, NOON, ago=(20, 10), abort_requested=True)
     status = TargetStatus(
         window="day", phase=Phase.ROLLING_OUT, active_config=STOCK, rollout=rollout, schedule=(probed_day(30.0),)
     )

@@ -55,14 +55,7 @@ def entry(window: str, config: EngineConfig, capacity: float | None) -> Schedule
 
 def rolling_out(evening_capacity: float | None) -> TargetStatus:
     rollout = at_step(
-        "evening-20261201190000",
-        DAY_CONFIG,
-        EVENING_CONFIG,
-        (10, 50, 100),
-        0,
-        started_at=NOW - timedelta(minutes=40),
-        step_started_at=NOW - timedelta(minutes=5),
-        proposed_by="schedule",
+        "evening-20261201190000", DAY_CONFIG, EVENING_CONFIG, (10, 50, 100), 0, NOW, ago=(40, 5), proposed_by="schedule"
     )
     return TargetStatus(
         phase=Phase.ROLLING_OUT,

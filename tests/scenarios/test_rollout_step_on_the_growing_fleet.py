@@ -7,7 +7,7 @@ replicas-follow-load never scales the candidate below what the step asked for in
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
@@ -30,16 +30,7 @@ SHAPE = NIGHT_SHAPE.model_copy(update={"repetitiveness": 0.05})
 
 
 def status(fleet: int) -> TargetStatus:
-    rollout = at_step(
-        "night-1",
-        ACTIVE,
-        DAY_CONFIG,
-        (10, 50, 100),
-        0,
-        started_at=NOW - timedelta(minutes=20),
-        step_started_at=NOW - timedelta(minutes=10),
-        proposed_by="schedule",
-    )
+    rollout = at_step("night-1", ACTIVE, DAY_CONFIG, (10, 50, 100), 0, NOW, ago=(20, 10), proposed_by="schedule")
     # the night's measured entry (1.0 req/s a replica), scheduling the config that rolls out
     entry = night_entry(SHAPE).model_copy(update={"config": DAY_CONFIG})
     return TargetStatus(

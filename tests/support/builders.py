@@ -164,14 +164,14 @@ def at_step(
     to_config: EngineConfig,
     steps: tuple[int, ...],
     step_index: int,
+    at: datetime,
     *,
-    started_at: datetime,
-    step_started_at: datetime,
+    ago: tuple[float, float],
     **fields: Any,
 ) -> RolloutState:
     """Rollout ``rollout_id`` from ``from_config`` to ``to_config``, at step ``step_index`` of ``steps`` (its weight
-    that step's), started at ``started_at``, that step at ``step_started_at``; other ``RolloutState`` fields
-    (``proposed_by``, ``abort_requested``...) from ``fields``."""
+    that step's); ``ago`` says how many minutes before ``at`` the rollout and that step started. Other
+    ``RolloutState`` fields (``proposed_by``, ``abort_requested``...) from ``fields``."""
     return RolloutState(
         id=rollout_id,
         from_config=from_config,
@@ -179,8 +179,8 @@ def at_step(
         steps=steps,
         step_index=step_index,
         weight=steps[step_index],
-        started_at=started_at,
-        step_started_at=step_started_at,
+        started_at=at - timedelta(minutes=ago[0]),
+        step_started_at=at - timedelta(minutes=ago[1]),
         **fields,
     )
 
