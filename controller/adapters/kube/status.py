@@ -19,6 +19,7 @@ from kubernetes import client
 
 from controller.adapters.kube.client import kube_errors
 from controller.crd import models as crd
+from controller.domain.codes import Code, camel_case
 from controller.domain.log_tail import bounded_log_tails
 from controller.domain.phases import Phase
 from controller.domain.status import TargetStatus
@@ -69,8 +70,9 @@ def status_patch(resource_version: str, wire_status: Mapping[str, Any]) -> list[
 class Refusal:
     """Why the operator refused a TunedService this cycle: its spec or its policy failed validation.
 
-    ``reason`` is the condition's and the Event's reason code (``InvalidSpec``, ``InvalidPolicy``); ``message``
-    names the source and the field."""
+    ``reason`` is the condition's and the Event's reason: a code in CamelCase (``InvalidSpec``, ``InvalidPolicy``,
+    ``SimulatorUnknownGpu``: :func:`~controller.domain.codes.camel_case`); ``message`` names the source and the
+    field."""
 
     reason: str
     message: str
@@ -91,25 +93,34 @@ def refusal_conditions(refusal: Refusal, *, generation: int | None, now: datetim
     ]
 
 
+def ready_reason(status: TargetStatus) -> str:
+    """The ``Ready`` condition's reason: the last code the last cycle gave, in CamelCase (``slo-breach`` ->
+    ``SloBreach``); the phase (``Observing``) while no reason stored has a code (before the first cycle)."""
+    code = next((r.code for r in reversed(status.last_reasons) if r.code is not None), None)
+    return camel_case(code) if code is not None else status.phase.value
+
+
 def conditions_for(status: TargetStatus, *, generation: int | None, now: datetime) -> list[crd.Condition]:
+    """``Ready`` (false while frozen; reason: :func:`ready_reason`), ``AwaitingApproval`` and ``Accepted``, each
+    reason a code in CamelCase."""
     ready = status.phase is not Phase.FROZEN
     reason = status.frozen_reason or (status.last_reasons[-1].message if status.last_reasons else "")
+    waiting = status.phase is Phase.AWAITING_APPROVAL
     out = [
         crd.Condition(
             type="Ready",
             status="True" if ready else "False",
-            reason=status.phase.value,
+            reason=ready_reason(status),
             message=block(reason)[:32768],
             last_transition_time=now,
             observed_generation=generation,
         )
     ]
-    waiting = status.phase is Phase.AWAITING_APPROVAL
     out.append(
         crd.Condition(
             type="AwaitingApproval",
             status="True" if waiting else "False",
-            reason="ApprovalRequested" if waiting else "NoApprovalPending",
+            reason=camel_case(Code.APPROVAL_REQUIRED if waiting else Code.NO_APPROVAL_PENDING),
             message=f"shiftctl approve {status.rollout.id}" if waiting and status.rollout else "",
             last_transition_time=now,
             observed_generation=generation,
@@ -119,7 +130,7 @@ def conditions_for(status: TargetStatus, *, generation: int | None, now: datetim
         crd.Condition(
             type="Accepted",
             status="True",
-            reason="Valid",
+            reason=camel_case(Code.VALID),
             message="the spec and its policy passed validation",
             last_transition_time=now,
             observed_generation=generation,
@@ -257,6 +268,7 @@ __all__ = [
     "conditions_for",
     "kept_transitions",
     "merge_user_changes",
+    "ready_reason",
     "refusal_conditions",
     "status_patch",
     "stored_conditions",

@@ -88,6 +88,11 @@ def test_concurrent_approval_is_not_lost(api: client.ApiClient, operator_api: cl
         "AwaitingApproval": "True",
         "Accepted": "True",
     }
+    assert {c["type"]: c["reason"] for c in written["status"]["conditions"]} == {
+        "Ready": "RolloutStep",  # the last reason's code, in CamelCase
+        "AwaitingApproval": "ApprovalRequired",
+        "Accepted": "Valid",
+    }
 
 
 @pytest.mark.security
