@@ -8,21 +8,12 @@ from typing import Any
 
 from controller.decide.context import PlanContext
 from controller.decide.rules import Rules
-from controller.domain import (
-    SLO,
-    EngineConfig,
-    LengthDistribution,
-    Observation,
-    Percentiles,
-    RolloutState,
-    ScheduledConfig,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-    TrialResult,
-    TrialStatus,
-    VariantStats,
-)
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation, VariantStats
+from controller.domain.slo import SLO
+from controller.domain.status import RolloutState, ScheduledConfig, TargetStatus
+from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.ports import TrialRequest
 
 #: p50, p95 and p99 in seconds

@@ -7,17 +7,13 @@ from datetime import UTC, datetime
 
 from controller import decide
 from controller.decide import Rules, ScalingRules, TuningRules
-from controller.domain import (
-    SLO,
-    EngineConfig,
-    Observation,
-    ScheduledConfig,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-    TrialResult,
-)
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation
 from controller.domain.proposal import Proposal
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.traffic import TimeWindow, TrafficShape
+from controller.domain.trial import TrialResult
 from tests.support.builders import observed, scheduled, shape, trial
 
 NIGHT = TimeWindow(name="night", start_hour=0, end_hour=8)
