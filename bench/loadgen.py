@@ -59,7 +59,7 @@ from controller.trials.loadgen.process import replay_in_worker
 from controller.trials.loadgen.replay import LoadPlan, LoadReport, plan_requests
 from controller.trials.loadgen.vllm_bench import bench_command, load_result, sharegpt_valid, write_sharegpt_dataset
 from controller.trials.loadgen.worker import WorkerSettings
-from controller.trials.verdict.validity import misses
+from controller.trials.verdict.validity import described, misses
 from tests.support.vllm_server import build_tiny_model, running_vllm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,7 +156,7 @@ def run_ours(endpoint: str, model: str, plan: LoadPlan) -> tuple[float, float, i
     s = report.summary()
     print(
         f"    shiftlight: {s.completed} requests, {s.prompt_tokens} in / {s.output_tokens} out tokens,"
-        f" {s.duration_s:.2f} s; {describe_adherence(report)}; {'; '.join(misses(report.adherence)) or 'kept its plan'}"
+        f" {s.duration_s:.2f} s; {describe_adherence(report)}; {described(misses(report.adherence)) or 'kept its plan'}"
     )
     if s.failed or s.ttft_s is None:
         raise SystemExit(f"our load generator saw {s.failed} failures: {report.failed[:1]}")

@@ -18,6 +18,7 @@ from typing import Literal
 
 import httpx
 
+from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.trial import Percentiles, QualityReport, TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable, ShiftlightError
@@ -32,6 +33,7 @@ from controller.trials.loadgen.worker import WorkerSettings
 from controller.trials.verdict.metrics_delta import GaugeSampler, MetricsDelta, delta, scrape
 from controller.trials.verdict.quality import QualityGate
 from controller.trials.verdict.validity import ValidityRules, misses
+from controller.trials.verdict.validity import codes as miss_codes
 from controller.trials.verdict.validity import reason as invalid_reason
 
 #: ``progress(phase, done, total)``; phases: launch, warmup, replay, quality, teardown, done.
@@ -99,6 +101,7 @@ class _Verdict:
     status: TrialStatus
     reason: str = ""
     quality: QualityReport | None = None
+    invalid_codes: tuple[Code, ...] = ()  # an invalid replay's: each way it missed its plan
 
 
 class TrialRunner:
@@ -360,7 +363,7 @@ class TrialRunner:
         """MEASURED, INVALID (the load missed the validity rules) or REJECTED (the quality gate failed); a result
         when the quality gate could not run."""
         if missed := misses(report.adherence, self.settings.validity):
-            return _Verdict(TrialStatus.INVALID, invalid_reason(missed))
+            return _Verdict(TrialStatus.INVALID, invalid_reason(missed), invalid_codes=miss_codes(missed))
         if self.quality_gate is None or not self.gated(request.config):
             return _Verdict(TrialStatus.MEASURED)
         self._report("quality", 0, 1)
@@ -403,6 +406,7 @@ class TrialRunner:
             **base,
             status=verdict.status,
             reason=verdict.reason,
+            invalid_codes=verdict.invalid_codes,
             duration_s=report.duration_s,
             startup_s=launch.startup_s,
             completed=summary.completed,

@@ -18,7 +18,7 @@ from controller.trials.cache import JsonFileStore, TrialCache
 from controller.trials.loadgen.process import ReplayProgress
 from controller.trials.loadgen.worker import FAULT_ENV
 from controller.trials.runner import RunnerSettings, TrialRunner
-from controller.trials.verdict.validity import IN_FLIGHT_LOW, LOOP_STALLED, reason_codes
+from controller.trials.verdict.validity import IN_FLIGHT_LOW, LOOP_STALLED
 from tests.trials.test_runner_cache import TARGET, FakeLauncher
 
 #: 64 requests on 8 streams of ~32 tokens at 5 ms a token: about 1.3 s of steady replay, so a 1 s stall at the
@@ -66,8 +66,8 @@ def test_a_stalled_client_makes_the_trial_invalid_and_it_is_retried_once(
     runner = _runner(launcher, cache)
     result = runner.run(_request(small_shape))
     assert result.status is TrialStatus.INVALID
-    assert LOOP_STALLED in reason_codes(result.reason), result.reason
-    assert IN_FLIGHT_LOW in reason_codes(result.reason), result.reason  # all 8 streams idle for a second
+    assert LOOP_STALLED in result.invalid_codes, result.reason
+    assert IN_FLIGHT_LOW in result.invalid_codes, result.reason  # all 8 streams idle for a second
     assert not result.ok and result.objective() == 0.0 and not result.meets_slo()
     assert len(launcher.started) == 2 and launcher.stopped == 2 and runner.runs == 2  # retried once, fresh engine
     assert cache.get(runner.key(_request(small_shape))) is None  # never cached as a measurement

@@ -1,4 +1,4 @@
-"""Which recorded adherence makes a trial invalid, and the reason codes it names (table-driven, no I/O)."""
+"""Which recorded adherence makes a trial invalid, and the codes of its misses, as data (table-driven, no I/O)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,22 @@ from dataclasses import replace
 
 import pytest
 
-from controller.domain.trial import Percentiles
+from controller.domain.codes import Code
+from controller.domain.slo import SLO
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.trials.loadgen.replay import Adherence
 from controller.trials.verdict.validity import (
     IN_FLIGHT_LOW,
     LOOP_STALLED,
     RATE_MISSED,
     SEND_LAG,
+    Miss,
     ValidityRules,
+    codes,
     misses,
     reason,
-    reason_codes,
 )
+from tests.support.builders import shape
 
 CLOSED = Adherence(
     mode="closed",
@@ -68,11 +72,13 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("kept", "codes"), [(k, c) for _, k, c in CASES], ids=[n for n, _, _ in CASES])
-def test_misses(kept: Adherence, codes: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(("kept", "expected"), [(k, c) for _, k, c in CASES], ids=[n for n, _, _ in CASES])
+def test_misses(kept: Adherence, expected: tuple[Code, ...]) -> None:
     found = misses(kept)
-    assert len(found) == len(codes)
-    assert reason_codes(reason(found)) == codes
+    assert tuple(m.code for m in found) == expected
+    assert codes(found) == expected
+    for miss in found:  # people read each as ``<code>: <detail>``
+        assert str(miss) == f"{miss.code}: {miss.detail}" and str(miss) in reason(found)
 
 
 def test_nothing_recorded_is_not_judged() -> None:
@@ -81,9 +87,51 @@ def test_nothing_recorded_is_not_judged() -> None:
 
 def test_a_reason_says_by_how_much() -> None:
     (only,) = misses(replace(CLOSED, mean_in_flight=4.0))
-    assert only.startswith(IN_FLIGHT_LOW) and "4.00 of 8" in only and "50%" in only
+    assert only.code is Code.IN_FLIGHT_LOW and "4.00 of 8" in only.detail and "50%" in only.detail
 
 
 def test_the_rules_are_one_place_to_change() -> None:
     stalled = replace(CLOSED, max_loop_stall_s=0.5)
     assert misses(stalled) and not misses(stalled, ValidityRules(max_loop_stall_s=1.0))
+
+
+def test_a_miss_is_data_with_a_miss_code() -> None:
+    miss = Miss(Code.SEND_LAG, "late")
+    with pytest.raises(AttributeError):
+        miss.code = Code.LOOP_STALLED  # type: ignore[misc]  # frozen
+    with pytest.raises(ValueError, match="no code of a missed plan"):
+        Miss(Code.SLO_BREACH, "not a miss")
+
+
+def test_each_code_is_listed_once_in_order() -> None:
+    found = (Miss(LOOP_STALLED, "a"), Miss(IN_FLIGHT_LOW, "b"), Miss(LOOP_STALLED, "c"))
+    assert codes(found) == (LOOP_STALLED, IN_FLIGHT_LOW)
+
+
+def _invalid(**extra: object) -> TrialResult:
+    found = misses(replace(CLOSED, mean_in_flight=3.0, max_loop_stall_s=1.7, loop_stall_s=9.0))
+    return TrialResult.model_validate(
+        {
+            "config": {},
+            "shape": shape(1.0, 2.0).model_dump(),
+            "slo": SLO().model_dump(),
+            "status": TrialStatus.INVALID,
+            "reason": reason(found),
+            "invalid_codes": codes(found),
+        }
+        | extra
+    )
+
+
+def test_an_invalid_trial_carries_its_miss_codes_as_data() -> None:
+    result = _invalid()
+    assert result.invalid_codes == (IN_FLIGHT_LOW, LOOP_STALLED)
+    assert all(isinstance(c, Code) for c in result.invalid_codes)
+    stored = TrialResult.model_validate_json(result.model_dump_json())  # as the CR status keeps it
+    assert stored.invalid_codes == (IN_FLIGHT_LOW, LOOP_STALLED)
+
+
+def test_a_stored_miss_code_this_version_does_not_know_is_left_out() -> None:
+    result = _invalid(invalid_codes=["loop-stalled", "queue-overflowed"])
+    assert result.invalid_codes == (LOOP_STALLED,)
+    assert "in-flight-low" in result.reason  # the sentence is kept whole

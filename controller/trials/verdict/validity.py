@@ -13,13 +13,16 @@ only :class:`Adherence`, what the client itself recorded (see ``docs/trials.md``
 The in-flight and rate checks need a steady phase of at least :data:`MIN_JUDGED_S`; a shorter one is not judged
 by them (one 10 ms hiccup is a fifth of a 50 ms window).
 
-Each miss is one reason, ``<code>: <what was missed and by how much>``; several are joined with ``"; "``.
+Each miss is a :class:`Miss`: its code (data, carried on the trial's result as ``invalid_codes``) and what was
+missed and by how much. People read it as ``<code>: <detail>``; several are joined with ``"; "``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from controller.domain.codes import Code
 from controller.trials.loadgen.report import Adherence
 
 #: Closed loop: mean in-flight at least this share of the planned streams. A client that keeps its plan holds
@@ -38,10 +41,27 @@ MAX_LOOP_STALL_S = 0.25
 #: turnaround, one GC) moves the mean by under 1 %.
 MIN_JUDGED_S = 1.0
 
-IN_FLIGHT_LOW = "in-flight-low"
-RATE_MISSED = "rate-missed"
-SEND_LAG = "send-lag"
-LOOP_STALLED = "loop-stalled"
+IN_FLIGHT_LOW = Code.IN_FLIGHT_LOW
+RATE_MISSED = Code.RATE_MISSED
+SEND_LAG = Code.SEND_LAG
+LOOP_STALLED = Code.LOOP_STALLED
+#: The codes of a miss.
+MISS_CODES = frozenset({IN_FLIGHT_LOW, RATE_MISSED, SEND_LAG, LOOP_STALLED})
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One way a run missed its plan: its ``code`` and what was missed and by how much."""
+
+    code: Code
+    detail: str
+
+    def __post_init__(self) -> None:
+        if self.code not in MISS_CODES:
+            raise ValueError(f"{self.code} is no code of a missed plan")
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -55,45 +75,57 @@ class ValidityRules:
     min_judged_s: float = MIN_JUDGED_S
 
 
-def misses(kept: Adherence | None, rules: ValidityRules | None = None) -> tuple[str, ...]:
-    """Each way the run missed its plan, ``<code>: <detail>``; empty when it kept it (or recorded nothing)."""
+def misses(kept: Adherence | None, rules: ValidityRules | None = None) -> tuple[Miss, ...]:
+    """Each way the run missed its plan; empty when it kept it (or recorded nothing)."""
     if kept is None:
         return ()
     r = rules or ValidityRules()
-    out: list[str] = []
+    out: list[Miss] = []
     long_enough = kept.steady_s is None or kept.steady_s >= r.min_judged_s
     if long_enough and kept.mode == "closed" and kept.planned_concurrency > 0:
         share = kept.mean_in_flight / kept.planned_concurrency
         if share < r.min_in_flight_share:
             out.append(
-                f"{IN_FLIGHT_LOW}: mean in-flight {kept.mean_in_flight:.2f} of {kept.planned_concurrency} planned "
-                f"streams ({share:.0%}, needs {r.min_in_flight_share:.0%})"
+                Miss(
+                    IN_FLIGHT_LOW,
+                    f"mean in-flight {kept.mean_in_flight:.2f} of {kept.planned_concurrency} planned streams "
+                    f"({share:.0%}, needs {r.min_in_flight_share:.0%})",
+                )
             )
     if long_enough and kept.mode == "open" and kept.planned_rate_rps > 0:
         miss = kept.achieved_rate_rps / kept.planned_rate_rps - 1
         if abs(miss) > r.max_rate_miss:
             out.append(
-                f"{RATE_MISSED}: sent {kept.achieved_rate_rps:.2f} req/s of {kept.planned_rate_rps:.2f} planned "
-                f"({miss:+.0%}, allowed ±{r.max_rate_miss:.0%})"
+                Miss(
+                    RATE_MISSED,
+                    f"sent {kept.achieved_rate_rps:.2f} req/s of {kept.planned_rate_rps:.2f} planned "
+                    f"({miss:+.0%}, allowed ±{r.max_rate_miss:.0%})",
+                )
             )
         lag = kept.send_lag_s.p99 if kept.send_lag_s is not None else 0.0
         if lag > r.max_send_lag_p99_s:
-            out.append(f"{SEND_LAG}: p99 send lag {lag:.3f} s (limit {r.max_send_lag_p99_s:.3f} s)")
+            out.append(Miss(SEND_LAG, f"p99 send lag {lag:.3f} s (limit {r.max_send_lag_p99_s:.3f} s)"))
     if kept.max_loop_stall_s > r.max_loop_stall_s:
         out.append(
-            f"{LOOP_STALLED}: the client's event loop stopped for {kept.max_loop_stall_s:.2f} s at once "
-            f"(limit {r.max_loop_stall_s:.2f} s; {kept.loop_stall_s:.2f} s stalled in all)"
+            Miss(
+                LOOP_STALLED,
+                f"the client's event loop stopped for {kept.max_loop_stall_s:.2f} s at once "
+                f"(limit {r.max_loop_stall_s:.2f} s; {kept.loop_stall_s:.2f} s stalled in all)",
+            )
         )
     return tuple(out)
 
 
-def reason(found: tuple[str, ...]) -> str:
-    return "the load generator did not keep its plan: " + "; ".join(found)
+def described(found: Sequence[Miss]) -> str:
+    """``found`` as people read it: each ``<code>: <detail>``, joined with ``"; "``."""
+    return "; ".join(str(m) for m in found)
 
 
-def reason_codes(text: str) -> tuple[str, ...]:
-    """The miss codes in an ``invalid`` trial's reason (``("loop-stalled", "in-flight-low")``)."""
-    body = text.split(": ", 1)[1] if text.startswith("the load generator did not keep its plan: ") else text
-    codes = (part.split(":", 1)[0].strip() for part in body.split("; "))
-    known = {IN_FLIGHT_LOW, RATE_MISSED, SEND_LAG, LOOP_STALLED}
-    return tuple(c for c in codes if c in known)
+def reason(found: Sequence[Miss]) -> str:
+    """The sentence people read for an ``invalid`` trial."""
+    return "the load generator did not keep its plan: " + described(found)
+
+
+def codes(found: Sequence[Miss]) -> tuple[Code, ...]:
+    """The codes of ``found``, in order, each once: what an ``invalid`` trial's result carries."""
+    return tuple(dict.fromkeys(m.code for m in found))
