@@ -30,20 +30,14 @@ from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
 from controller.domain.status import TargetStatus, TuningRound
-from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
-from tests.support.builders import measured_trial
+from tests.support.builders import measured_trial, shape
 
 TARGET = TargetRef("team-a", "chat", "llama")
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
+SHAPE = shape(4.0, 16.0, 512, 128, cv=0.5)
 
 
 @dataclass

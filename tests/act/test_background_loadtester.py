@@ -15,20 +15,15 @@ from controller.domain.actions import RunTrial
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import TemporaryError
 from controller.ports import LoadTester, TrialBudget, TrialRequest, TrialStarter
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
 from controller.trials.background import BackgroundLoadTester, BackgroundTrial
+from tests.support.builders import failed_trial, shape
 
 TARGET = TargetRef("team-a", "chat", "llama")
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
+SHAPE = shape(4.0, 16.0, 512, 128, cv=0.5)
 ACTION = RunTrial(EngineConfig(max_num_seqs=128), SHAPE, "trial 1/4")
 SETTINGS = TrialSettings(slo=SLO(), budget=TrialBudget())
 
@@ -44,9 +39,7 @@ class Gated:
         self.release.wait()
         if self.error is not None:
             raise self.error
-        return TrialResult(
-            config=request.config, shape=request.shape, slo=request.slo, status=TrialStatus.FAILED, reason="gated"
-        )
+        return failed_trial(request.config, request.shape, slo=request.slo, reason="gated")
 
 
 def ctx(tester: LoadTester) -> ActContext:

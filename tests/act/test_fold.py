@@ -22,24 +22,18 @@ from controller.act.effects import (
 )
 from controller.domain.actions import RunTrial
 from controller.domain.config import STOCK, EngineConfig
-from controller.domain.slo import SLO
 from controller.domain.status import TargetStatus, TuningRound
-from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.domain.trial import TrialResult, TrialStatus
+from controller.domain.trial import TrialResult
+from tests.support.builders import failed_trial, shape
 
 A = EngineConfig(max_num_seqs=128)
 B = EngineConfig(max_num_seqs=256)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
+SHAPE = shape(4.0, 16.0, 512, 128, cv=0.5)
 ROUND = TuningRound(id="r", window="day", shape=SHAPE, started_at=datetime(2026, 11, 30, tzinfo=UTC), reason="x")
 
 
 def result(config: EngineConfig) -> TrialResult:
-    return TrialResult(config=config, shape=SHAPE, slo=SLO(), status=TrialStatus.FAILED, reason="test")
+    return failed_trial(config, SHAPE)
 
 
 def recorded(config: EngineConfig, by: str = "optimizer", why: str = "try") -> TrialRecorded:

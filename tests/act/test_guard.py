@@ -37,22 +37,16 @@ from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
 from controller.domain.slo import SLO
 from controller.domain.status import Approval, RolloutState, TargetStatus
-from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
-from tests.support.builders import at_step, measured_trial
+from tests.support.builders import at_step, measured_trial, shape
 
 TARGET = TargetRef("team-a", "chat", "llama")
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
 FP8 = EngineConfig(kv_cache_dtype="fp8")
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
+SHAPE = shape(4.0, 16.0, 512, 128, cv=0.5)
 
 #: Examples of every action type: a new member of the union fails :func:`test_every_action_type_has_examples`.
 EXAMPLES: dict[type[Any], list[Any]] = {

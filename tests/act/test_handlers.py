@@ -50,27 +50,20 @@ from controller.domain.actions import (
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import PermanentError, TemporaryError
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support.builders import failed_trial, shape
 
 TARGET = TargetRef("team-a", "chat", "llama")
 A = EngineConfig(max_num_seqs=128)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
+SHAPE = shape(4.0, 16.0, 512, 128, cv=0.5)
 SETTINGS = TrialSettings(slo=SLO(ttft_seconds=1.5), budget=TrialBudget(duration_s=60.0, warmup_s=5.0), seed=3)
 
 
 def failed(request: TrialRequest) -> TrialResult:
-    return TrialResult(
-        config=request.config, shape=request.shape, slo=request.slo, status=TrialStatus.FAILED, reason="test"
-    )
+    return failed_trial(request.config, request.shape, slo=request.slo)
 
 
 @dataclass

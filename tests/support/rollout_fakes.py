@@ -4,28 +4,24 @@ fine (the step bakes on), no trial expected, an advisor that proposes nothing.""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
-from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
-from controller.domain.observation import TargetRef, VariantStats
+from controller.domain import STOCK, EngineConfig, Observation, Phase
+from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext, Proposal
-from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.status import TargetStatus
 from controller.ports import TrialRequest
 from controller.reconcile import Ports
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support.builders import at_step, shape, variant
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 TARGET = TargetRef("team-a", "chat", "llama")
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1)
-SHAPE = TrafficShape(
-    arrival_rate_rps=4.0,
-    concurrency=16.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.5),
-    output_tokens=LengthDistribution(mean=128, cv=0.5),
-)
+SHAPE = shape(4.0, 16.0, 512, 128, cv=0.5)
 
 
 class StaticMetrics:
@@ -33,9 +29,7 @@ class StaticMetrics:
 
     def observe(self, target: TargetRef, *, start: datetime, end: datetime) -> Observation:
         variants = {
-            name: VariantStats(
-                variant=name, requests=n, ttft_p95_s=0.3, tpot_p95_s=0.02, output_tokens_per_s=300.0, good_requests=n
-            )
+            name: variant(name, n, ttft=0.3, output_tokens_per_s=300.0)
             for name, n in (("stable", 3000), ("candidate", 1000))
         }
         return Observation(target=str(target), start=start, end=end, shape=SHAPE, variants=variants)
@@ -53,16 +47,7 @@ class SilentAdvisor:
 
 def rolling() -> TargetStatus:
     """A rollout of MTP1 over stock at its 25 % step, 30 s into its bake."""
-    rollout = RolloutState(
-        id="r1",
-        from_config=STOCK,
-        to_config=MTP1,
-        steps=(5, 25, 50, 100),
-        step_index=1,
-        weight=25,
-        started_at=NOW - timedelta(minutes=20),
-        step_started_at=NOW - timedelta(seconds=30),  # still baking
-    )
+    rollout = at_step("r1", STOCK, MTP1, (5, 25, 50, 100), 1, NOW, ago=(20, 0.5))  # the step still baking
     return TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout, active_config=STOCK, replicas=4, updated_at=NOW)
 
 
