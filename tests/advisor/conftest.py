@@ -8,9 +8,9 @@ from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.domain.trial import TrialResult
 from controller.policy import Policy, parse_policy
+from tests.support.builders import shape, trial
 
 POLICY_YAML = """
 name: agent-test
@@ -29,13 +29,8 @@ approval: manual-for-lossy
 llm: {enabled: true, timeout_s: 5, token_budget: 100000}
 """
 
-SHAPE = TrafficShape(
-    arrival_rate_rps=20,
-    concurrency=256,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=512),
-)
-PCT = Percentiles(p50=0.1, p95=0.2, p99=0.3)
+SHAPE = shape(20, 256, 512, 512)
+PCT = (0.1, 0.2, 0.3)
 
 
 def surface(c: EngineConfig) -> float:
@@ -48,16 +43,8 @@ def surface(c: EngineConfig) -> float:
 
 
 def measure(c: EngineConfig) -> TrialResult:
-    return TrialResult(
-        config=c,
-        shape=SHAPE,
-        slo=SLO(),
-        status=TrialStatus.MEASURED,
-        ttft_s=PCT,
-        tpot_s=PCT,
-        output_tokens_per_s=surface(c),
-        goodput_tokens_per_s=surface(c),
-        duration_s=120,
+    return trial(
+        c, SHAPE, slo=SLO(), goodput=surface(c), ttft=PCT, tpot=PCT, throughput=0.0, completed=0, duration_s=120
     )
 
 

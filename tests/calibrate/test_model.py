@@ -4,42 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from controller.calibrate.profile import (
-    Calibration,
-    Ceilings,
-    Curve,
-    DecodeAttention,
-    KernelOverhead,
-    MeasuredOn,
-    PrefillAttention,
-    WeightGemm,
-    load_calibration,
-)
+from controller.calibrate.profile import Calibration, Curve, load_calibration
 from controller.domain.config import EngineConfig
-from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.simulator import perf
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
-
-LLAMA = load_model("llama-3.1-8b")
-H200 = load_gpu("h200")
-PEAK_BW = H200.hbm_bandwidth_gbs * 1e9
-FLAT = Curve(x=(1.0,), y=(1.0,))
-GRAPHED = EngineConfig(max_cudagraph_capture_size=512)
+from tests.support.builders import shape
+from tests.support.calibration import GRAPHED, H200, LLAMA, PEAK_BW, calibration
 
 
 def _cal(
     *, bandwidth: float = 1.0, gemm_fixed: float = 0.0, att_fixed: float = 0.0, kernel: float = 1e-9
 ) -> Calibration:
-    return Calibration(
-        gpu="h200",
-        measured_on=MeasuredOn(device="test", date="2026-01-01T00:00:00Z", torch="", cuda="", probe_seconds=0.0),
-        ceilings=Ceilings(copy_gbs=1.0, read_gbs=1.0, gemm_tflops=1.0),
-        activation_bandwidth=1.0,
-        weight_gemm=WeightGemm(bandwidth=bandwidth, fixed_s=gemm_fixed, mfu=FLAT),
-        decode_attention=DecodeAttention(fixed_s=att_fixed, bandwidth={1: FLAT}),
-        prefill_attention=PrefillAttention(fresh=FLAT, cached=Curve(x=(1.0,), y=(0.5,))),
-        overhead=KernelOverhead(graph_kernel_s=kernel, eager_kernel_s=10 * kernel),
+    return calibration(
+        bandwidth=bandwidth, gemm_fixed=gemm_fixed, att_fixed=att_fixed, kernel=kernel, cached=Curve(x=(1.0,), y=(0.5,))
     )
 
 
@@ -130,16 +108,10 @@ def test_with_prefill_fixes_several_sequences_attend_separately() -> None:
 
 def test_a_single_stream_tpot_excludes_its_own_prefill_with_the_fixes() -> None:
     cfg = EngineConfig(speculative_method="ngram", num_speculative_tokens=7)
-    shape = TrafficShape(
-        arrival_rate_rps=0.0,
-        concurrency=1,
-        prompt_tokens=LengthDistribution(mean=25000),
-        output_tokens=LengthDistribution(mean=400),
-        repetitiveness=0.9,
-    )
+    traffic = shape(0.0, 1, 25000, 400, repetitiveness=0.9)
     model, gpu = load_model("qwen3.6-27b-int4"), load_gpu("rtx-3090")
     for fixes, lo, hi in ((False, 3.0, 100.0), (True, 0.8, 1.05)):
         pm = PerformanceModel(model, gpu, None, prefill_fixes=fixes)
         st = pm.step(cfg, decode_seqs=1, prefill_tokens=0, mean_context_tokens=25200, repetitiveness=0.9)
         per_token = st.seconds / st.tokens_per_seq
-        assert lo <= pm.estimate(cfg, shape).tpot_s.p50 / per_token <= hi
+        assert lo <= pm.estimate(cfg, traffic).tpot_s.p50 / per_token <= hi

@@ -7,28 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from controller.calibrate.profile import (
-    Calibration,
-    Ceilings,
-    Curve,
-    DecodeAttention,
-    GemmChain,
-    KernelOverhead,
-    LayerOps,
-    MeasuredOn,
-    PrefillAttention,
-    WeightGemm,
-    load_calibration,
-)
-from controller.domain.config import EngineConfig
+from controller.calibrate.profile import Calibration, Curve, GemmChain, LayerOps, load_calibration
 from controller.simulator.perf import PerformanceModel
-from controller.simulator.profiles import load_gpu, load_model
+from tests.support.calibration import FLAT, GRAPHED, H200, LLAMA, PEAK_BW, calibration
 
-LLAMA = load_model("llama-3.1-8b")
-H200 = load_gpu("h200")
-PEAK_BW = H200.hbm_bandwidth_gbs * 1e9
-FLAT = Curve(x=(1.0,), y=(1.0,))
-GRAPHED = EngineConfig(max_cudagraph_capture_size=512)
 KERNEL_S = 2e-6
 GEMM_FIXED_S = 5e-6
 SMALL_KERNELS = 6 * 32  # per layer x layers
@@ -36,17 +18,8 @@ GEMM_KERNELS = 4 * 32 + 1
 
 
 def _cal(layer_ops: LayerOps | None = None, gemm_chain: GemmChain | None = None) -> Calibration:
-    return Calibration(
-        gpu="h200",
-        measured_on=MeasuredOn(device="test", date="2026-01-01T00:00:00Z", torch="", cuda="", probe_seconds=0.0),
-        ceilings=Ceilings(copy_gbs=1.0, read_gbs=1.0, gemm_tflops=1.0),
-        activation_bandwidth=1.0,
-        weight_gemm=WeightGemm(bandwidth=0.8, fixed_s=GEMM_FIXED_S, mfu=FLAT),
-        decode_attention=DecodeAttention(fixed_s=0.0, bandwidth={1: FLAT}),
-        prefill_attention=PrefillAttention(fresh=FLAT, cached=FLAT),
-        overhead=KernelOverhead(graph_kernel_s=KERNEL_S, eager_kernel_s=10 * KERNEL_S),
-        layer_ops=layer_ops,
-        gemm_chain=gemm_chain,
+    return calibration(
+        bandwidth=0.8, gemm_fixed=GEMM_FIXED_S, kernel=KERNEL_S, layer_ops=layer_ops, gemm_chain=gemm_chain
     )
 
 

@@ -4,36 +4,29 @@ from __future__ import annotations
 
 import json
 
+from click.testing import Result
 from typer.testing import CliRunner
 
 from controller.cli.main import app
 from controller.domain.trial import TrialResult
+from tests.support.builders import shape
+
+MTP1 = '{"speculative_method": "mtp", "num_speculative_tokens": 1}'
+
+
+def simulated_trial(model: str, gpu: str, *options: str) -> Result:
+    """``shiftlight trial`` of MTP1 on a simulated ``model`` on ``gpu``, with the other ``options``."""
+    return CliRunner().invoke(
+        app, ["trial", "--simulate-model", model, "--simulate-gpu", gpu, "--config", MTP1, *options]
+    )
 
 
 def test_trial_against_a_simulated_replica_reports_engine_time_numbers() -> None:
-    result = CliRunner().invoke(
-        app,
-        [
-            "trial",
-            "--simulate-model",
-            "nemotron-3-super-fp8",
-            "--simulate-gpu",
-            "gb300-dgx-station",
-            "--config",
-            '{"speculative_method": "mtp", "num_speculative_tokens": 1}',
-            "--concurrency",
-            "8",
-            "--requests",
-            "24",
-            "--output-tokens",
-            "64",
-            "--prompt-tokens",
-            "128",
-            "--duration",
-            "20",
-            "-o",
-            "json",
-        ],
+    result = simulated_trial(
+        "nemotron-3-super-fp8",
+        "gb300-dgx-station",
+        *("--concurrency", "8", "--requests", "24", "--output-tokens", "64", "--prompt-tokens", "128"),
+        *("--duration", "20", "-o", "json"),
     )
     assert result.exit_code == 0, result.output
     payload = result.stdout[result.stdout.index("{") :]
@@ -46,20 +39,7 @@ def test_trial_against_a_simulated_replica_reports_engine_time_numbers() -> None
 
 
 def test_infeasible_config_exits_non_zero_with_the_reason() -> None:
-    result = CliRunner().invoke(
-        app,
-        [
-            "trial",
-            "--simulate-model",
-            "llama-3.1-8b",
-            "--simulate-gpu",
-            "h200",
-            "--config",
-            '{"speculative_method": "mtp", "num_speculative_tokens": 1}',
-            "--requests",
-            "4",
-        ],
-    )
+    result = simulated_trial("llama-3.1-8b", "h200", "--requests", "4")
     assert result.exit_code == 1
     assert "infeasible" in result.stdout and "MTP" in result.stdout.upper()
 
@@ -73,24 +53,19 @@ def test_bad_arguments_name_the_option() -> None:
 
 
 def test_results_from_a_sped_up_engine_are_reported_in_engine_time() -> None:
-    from controller.domain import SLO, STOCK, LengthDistribution, Percentiles, TargetRef, TrafficShape, TrialStatus
+    from controller.domain import SLO, STOCK, Percentiles, TargetRef, TrialStatus
     from controller.ports import TrialBudget, TrialRequest
     from controller.trials.runner import compressed, in_engine_time
 
-    shape = TrafficShape(
-        arrival_rate_rps=0,
-        concurrency=4,
-        prompt_tokens=LengthDistribution(mean=10),
-        output_tokens=LengthDistribution(mean=10),
-    )
+    traffic = shape(0, 4, 10, 10)
     request = TrialRequest(
-        TargetRef("a", "b", "m"), STOCK, shape, SLO(ttft_seconds=1.0, tpot_seconds=0.1), TrialBudget(duration_s=60)
+        TargetRef("a", "b", "m"), STOCK, traffic, SLO(ttft_seconds=1.0, tpot_seconds=0.1), TrialBudget(duration_s=60)
     )
     fast = compressed(request, 10)
     assert fast.slo.ttft_seconds == 0.1 and fast.budget.duration_s == 6
     wall = TrialResult(
         config=STOCK,
-        shape=shape,
+        shape=traffic,
         slo=fast.slo,
         status=TrialStatus.MEASURED,
         ttft_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),

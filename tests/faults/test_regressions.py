@@ -9,16 +9,24 @@ and 84ba84c). Each docstring says what went wrong before the fix and where.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 
+from controller import decide
 from controller.decide import RolloutRules
 from controller.decide.rollout.analysis import analyse
+from controller.domain.actions import Scale
+from controller.domain.config import EngineConfig
 from controller.domain.observation import VariantStats
-from controller.domain.slo import SLO
+from controller.domain.phases import Phase
+from controller.domain.proposal import Proposal
+from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.traffic import TrafficShape
+from tests.support.week_traffic import SLO_5S, WINDOWS, agents, documents, entry, plan, stable_seen
 
 pytestmark = pytest.mark.faults
 
-SLO_5S = SLO(ttft_seconds=5.0, tpot_seconds=0.1)
 RULES = RolloutRules(min_samples=100, max_ttft_regression=0.10, max_tpot_regression=0.10)
 
 
@@ -93,48 +101,19 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
     several windows, the day is scaled with the capacity measured on the night's long-document shape. Found by
     ``bench/week.py``: the night entry says 2.9 req/s per replica, the day entry 22.4, and the day scales to the
     16-replica maximum (40 req/s x 1.25 / 2.9) instead of 3 (40 x 1.25 / 22.4)."""
-    from datetime import UTC, datetime, timedelta
-
-    from controller import decide
-    from controller.decide import ScalingRules
-    from controller.domain.actions import Scale
-    from controller.domain.config import EngineConfig
-    from controller.domain.observation import Observation
-    from controller.domain.phases import Phase
-    from controller.domain.status import ScheduledConfig, TargetStatus
-    from controller.domain.traffic import LengthDistribution, TrafficShape
-    from controller.simulator.traffic.diurnal import DiurnalTraffic
-
     now = datetime(2026, 12, 1, 13, 0, tzinfo=UTC)
     config = EngineConfig(speculative_method="mtp", num_speculative_tokens=3, max_num_seqs=128)
-    windows = DiurnalTraffic(7).windows
-    day_shape = TrafficShape(
-        arrival_rate_rps=40.0,
-        concurrency=960.0,
-        prompt_tokens=LengthDistribution(mean=512, cv=0.25),
-        output_tokens=LengthDistribution(mean=512, cv=0.25),
-        repetitiveness=0.1,
-    )
-    night_shape = day_shape.model_copy(
-        update={
-            "arrival_rate_rps": 0.3,
-            "concurrency": 26.0,
-            "prompt_tokens": LengthDistribution(mean=24000, cv=0.4),
-            "output_tokens": LengthDistribution(mean=1024, cv=0.5),
-            "repetitiveness": 0.85,
-        }
-    )
+    day_shape, night_shape = agents(40.0, 960.0), documents(0.3, 26.0)
 
-    def entry(window: str, shape: TrafficShape, capacity: float) -> ScheduledConfig:
-        return ScheduledConfig(
-            window=window,
-            config=config,
-            shape=shape,
-            goodput_tokens_per_s=7000,
-            stock_goodput_tokens_per_s=3000,
+    def tuned(window: str, shape: TrafficShape, capacity: float) -> ScheduledConfig:
+        tuned_at = now - timedelta(minutes=30)
+        return entry(
+            window,
+            config,
+            shape,
+            capacity=capacity,
+            tuned_at=tuned_at,
             replicas=3,
-            tuned_at=now - timedelta(minutes=30),
-            capacity_rps=capacity,
             fleet_rate_rps=shape.arrival_rate_rps,
         )
 
@@ -143,20 +122,9 @@ def test_scaling_uses_the_capacity_measured_for_the_current_window() -> None:
         active_config=config,
         replicas=3,
         window="day",
-        schedule=(entry("night", night_shape, 2.9), entry("day", decide.per_replica(day_shape, 3), 22.4)),
+        schedule=(tuned("night", night_shape, 2.9), tuned("day", decide.per_replica(day_shape, 3), 22.4)),
     )
-    stable = VariantStats(variant="stable", requests=12000, errors=0, ttft_p95_s=0.08, tpot_p95_s=0.02)
-    observation = Observation(
-        target="prod/workhorse",
-        start=now - timedelta(minutes=5),
-        end=now,
-        shape=day_shape,
-        variants={"stable": stable},
-    )
-    rules = decide.Rules(slo=SLO_5S, windows=windows, scaling=ScalingRules(headroom=0.25, max_replicas=16))
-    decision = decide.plan(
-        status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
-    )
+    decision = plan(status, stable_seen(day_shape, now, 12000, ttft=0.08, tpot=0.02), now)
     scales = [a for a in decision.actions if isinstance(a, Scale)]
     assert all(a.replicas <= 3 for a in scales), [a.reason for a in scales]
 
@@ -168,30 +136,10 @@ def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
     scale-up); re-tunes and rollouts follow one another for three hours and the replica count never moves (SLO
     attainment 89% over two days). Now: while re-tuning, a load above what the replicas sustain at the measured
     capacity still scales up."""
-    from datetime import UTC, datetime, timedelta
-
-    from controller import decide
-    from controller.decide import ScalingRules
-    from controller.domain.actions import Scale
-    from controller.domain.config import EngineConfig
-    from controller.domain.observation import Observation
-    from controller.domain.phases import Phase
-    from controller.domain.proposal import Proposal
-    from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
-    from controller.domain.traffic import LengthDistribution, TrafficShape
-    from controller.simulator.traffic.diurnal import DiurnalTraffic
-
     now = datetime(2026, 12, 1, 9, 5, tzinfo=UTC)
-    windows = DiurnalTraffic(7).windows
     config = EngineConfig(speculative_method="mtp", num_speculative_tokens=3, max_num_seqs=128)
-    fleet = TrafficShape(
-        arrival_rate_rps=37.0,
-        concurrency=890.0,
-        prompt_tokens=LengthDistribution(mean=512, cv=0.25),
-        output_tokens=LengthDistribution(mean=512, cv=0.25),
-        repetitiveness=0.1,
-    )
-    window = next(w for w in windows if w.name == "morning-ramp")
+    fleet = agents(37.0, 890.0)
+    window = next(w for w in WINDOWS if w.name == "morning-ramp")
     round_ = TuningRound(
         id="morning-ramp-1",
         window="morning-ramp",
@@ -202,32 +150,12 @@ def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
         trial_proposers=("baseline",),
         trial_reasons=("baseline",),
     )
-    entry = ScheduledConfig(
-        window="morning-ramp",
-        config=config,
-        shape=fleet,
-        goodput_tokens_per_s=7000,
-        stock_goodput_tokens_per_s=3000,
-        tuned_at=now - timedelta(hours=2),
-        capacity_rps=20.0,
-        fleet_rate_rps=12.0,
-    )
+    ramp = entry("morning-ramp", config, fleet, capacity=20.0, tuned_at=now - timedelta(hours=2), fleet_rate_rps=12.0)
     status = TargetStatus(
-        phase=Phase.TRIALLING, active_config=config, replicas=1, window="morning-ramp", tuning=round_, schedule=(entry,)
+        phase=Phase.TRIALLING, active_config=config, replicas=1, window="morning-ramp", tuning=round_, schedule=(ramp,)
     )
-    stable = VariantStats(variant="stable", requests=11000, errors=1800, ttft_p95_s=23.0, tpot_p95_s=0.011)
-    observation = Observation(
-        target="prod/workhorse", start=now - timedelta(minutes=5), end=now, shape=fleet, variants={"stable": stable}
-    )
-    rules = decide.Rules(slo=SLO_5S, windows=windows, scaling=ScalingRules(headroom=0.25, max_replicas=16))
+    observation = stable_seen(fleet, now, 11000, ttft=23.0, tpot=0.011, errors=1800)
     other = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, max_num_seqs=512)
-    decision = decide.plan(
-        status=status,
-        observation=observation,
-        observe_error=None,
-        proposals=(Proposal(other, "next trial", "optimizer"),),
-        rules=rules,
-        now=now,
-    )
+    decision = plan(status, observation, now, proposals=(Proposal(other, "next trial", "optimizer"),))
     scales = [a for a in decision.actions if isinstance(a, Scale)]
     assert scales and scales[0].replicas >= 2, [type(a).__name__ for a in decision.actions]

@@ -9,38 +9,19 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller import decide
-from controller.decide import ScalingRules
 from controller.domain.actions import Scale
 from controller.domain.config import STOCK, EngineConfig
-from controller.domain.observation import Observation, VariantStats
 from controller.domain.phases import Phase
-from controller.domain.slo import SLO
 from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
-from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.traffic import TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from controller.simulator.traffic.diurnal import DiurnalTraffic
+from tests.support.week_traffic import SLO_5S, WINDOWS, agents, documents, entry, plan, stable_seen
 
 pytestmark = pytest.mark.faults
 
-SLO_5S = SLO(ttft_seconds=5.0, tpot_seconds=0.1)
-WINDOWS = DiurnalTraffic(7).windows
 CONFIG = EngineConfig(speculative_method="mtp", num_speculative_tokens=2, max_num_seqs=512)
-AGENTS = TrafficShape(
-    arrival_rate_rps=33.2,
-    concurrency=800.0,
-    prompt_tokens=LengthDistribution(mean=512, cv=0.25),
-    output_tokens=LengthDistribution(mean=512, cv=0.25),
-    repetitiveness=0.1,
-)
-DOCUMENTS = AGENTS.model_copy(
-    update={
-        "arrival_rate_rps": 0.29,
-        "concurrency": 26.0,
-        "prompt_tokens": LengthDistribution(mean=24000, cv=0.4),
-        "output_tokens": LengthDistribution(mean=1024, cv=0.5),
-        "repetitiveness": 0.85,
-    }
-)
+AGENTS = agents(33.2, 800.0)
+DOCUMENTS = documents(0.29, 26.0)
 
 
 def _measured(config: EngineConfig, shape: TrafficShape, goodput_rps: float) -> TrialResult:
@@ -87,17 +68,8 @@ def test_fleet_rate_of_a_tuned_window_uses_the_replicas_the_round_was_measured_w
         tuning=round_,
         trials=(_measured(STOCK, shape, 6.0), _measured(CONFIG, shape, 14.0)),
     )
-    observation = Observation(
-        target="prod/workhorse",
-        start=now - timedelta(minutes=5),
-        end=now,
-        shape=AGENTS,
-        variants={"stable": VariantStats(variant="stable", requests=9000, ttft_p95_s=0.08, tpot_p95_s=0.02)},
-    )
     rules = decide.Rules(slo=SLO_5S, windows=WINDOWS, tuning=decide.TuningRules(max_trials=2, measure_stock=False))
-    decision = decide.plan(
-        status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
-    )
+    decision = plan(status, stable_seen(AGENTS, now, 9000, ttft=0.08, tpot=0.02), now, rules=rules)
     entry = decision.status.schedule_for("day")
     assert entry is not None and entry.fleet_rate_rps is not None
     assert entry.fleet_rate_rps == pytest.approx(AGENTS.arrival_rate_rps, rel=0.05)
@@ -111,16 +83,9 @@ def test_prewarm_sizes_the_next_window_with_its_own_capacity() -> None:
     weekday morning starts at the replica maximum."""
     now = datetime(2026, 12, 1, 6, 50, tzinfo=UTC)
 
-    def entry(window: str, shape: TrafficShape, capacity: float, fleet_rate: float) -> ScheduledConfig:
-        return ScheduledConfig(
-            window=window,
-            config=CONFIG,
-            shape=shape,
-            goodput_tokens_per_s=7000,
-            stock_goodput_tokens_per_s=3000,
-            tuned_at=now - timedelta(hours=20),
-            capacity_rps=capacity,
-            fleet_rate_rps=fleet_rate,
+    def tuned(window: str, shape: TrafficShape, capacity: float, fleet_rate: float) -> ScheduledConfig:
+        return entry(
+            window, CONFIG, shape, capacity=capacity, tuned_at=now - timedelta(hours=20), fleet_rate_rps=fleet_rate
         )
 
     status = TargetStatus(
@@ -129,21 +94,11 @@ def test_prewarm_sizes_the_next_window_with_its_own_capacity() -> None:
         replicas=1,
         window="night",
         schedule=(
-            entry("night", DOCUMENTS, 2.05, 0.29),
-            entry("morning-ramp", decide.per_replica(AGENTS, 2), 20.0, 25.0),
+            tuned("night", DOCUMENTS, 2.05, 0.29),
+            tuned("morning-ramp", decide.per_replica(AGENTS, 2), 20.0, 25.0),
         ),
     )
-    observation = Observation(
-        target="prod/workhorse",
-        start=now - timedelta(minutes=5),
-        end=now,
-        shape=DOCUMENTS,
-        variants={"stable": VariantStats(variant="stable", requests=90, ttft_p95_s=0.4, tpot_p95_s=0.008)},
-    )
-    rules = decide.Rules(slo=SLO_5S, windows=WINDOWS, scaling=ScalingRules(headroom=0.25, max_replicas=16))
-    decision = decide.plan(
-        status=status, observation=observation, observe_error=None, proposals=(), rules=rules, now=now
-    )
+    decision = plan(status, stable_seen(DOCUMENTS, now, 90, ttft=0.4, tpot=0.008), now)
     scales = [a for a in decision.actions if isinstance(a, Scale)]
     assert all(a.replicas <= 2 for a in scales), [a.reason for a in scales]
 

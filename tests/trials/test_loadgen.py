@@ -11,6 +11,7 @@ import pytest
 from controller.domain.slo import SLO
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.trials.loadgen.replay import LoadGenerator, plan_requests, run_plan, sample_lengths
+from tests.support.builders import shape
 
 
 def test_same_seed_same_request_sequence(small_shape: TrafficShape) -> None:
@@ -34,28 +35,21 @@ def test_lengths_follow_the_lognormal_and_caps() -> None:
 
 
 def test_prompts_have_exact_token_counts_and_fit_the_context() -> None:
-    shape = TrafficShape(
-        arrival_rate_rps=0,
-        concurrency=4,
-        prompt_tokens=LengthDistribution(mean=400, cv=1.0),
-        output_tokens=LengthDistribution(mean=100, cv=1.0),
+    traffic = shape(0, 4, 400, 100).model_copy(
+        update={
+            "prompt_tokens": LengthDistribution(mean=400, cv=1.0),
+            "output_tokens": LengthDistribution(mean=100, cv=1.0),
+        }
     )
-    plan = plan_requests(shape, num_requests=300, seed=1, max_model_len=512, token_id_range=(300, 4000))
+    plan = plan_requests(traffic, num_requests=300, seed=1, max_model_len=512, token_id_range=(300, 4000))
     for r in plan.requests:
         assert r.prompt_tokens + r.max_tokens <= 512
         assert all(300 <= t < 4000 for t in r.prompt_token_ids)
 
 
 def test_repetitive_share_and_shared_prefix() -> None:
-    shape = TrafficShape(
-        arrival_rate_rps=0,
-        concurrency=4,
-        prompt_tokens=LengthDistribution(mean=64),
-        output_tokens=LengthDistribution(mean=8),
-        repetitiveness=0.25,
-        prefix_share=0.5,
-    )
-    plan = plan_requests(shape, num_requests=400, seed=3)
+    traffic = shape(0, 4, 64, 8, repetitiveness=0.25).model_copy(update={"prefix_share": 0.5})
+    plan = plan_requests(traffic, num_requests=400, seed=3)
     share = sum(r.repetitive for r in plan.requests) / 400
     assert 0.18 < share < 0.32
     prefixes = {r.prompt_token_ids[:32] for r in plan.requests}
@@ -68,19 +62,14 @@ def test_repetitive_share_and_shared_prefix() -> None:
 
 
 def test_open_loop_arrivals_are_poisson_at_the_rate() -> None:
-    shape = TrafficShape(
-        arrival_rate_rps=20,
-        concurrency=5,
-        prompt_tokens=LengthDistribution(mean=16),
-        output_tokens=LengthDistribution(mean=8),
-    )
-    plan = plan_requests(shape, num_requests=4000, seed=5)
+    traffic = shape(20, 5, 16, 8)
+    plan = plan_requests(traffic, num_requests=4000, seed=5)
     assert plan.mode == "open"
     times = np.array([r.send_at_s for r in plan.requests])
     gaps = np.diff(times)
     assert abs(gaps.mean() - 1 / 20) / (1 / 20) < 0.05
     assert abs(gaps.std() / gaps.mean() - 1.0) < 0.06  # exponential gaps: cv 1
-    bursty = plan_requests(shape, num_requests=4000, seed=5, burstiness=0.25)
+    bursty = plan_requests(traffic, num_requests=4000, seed=5, burstiness=0.25)
     bgaps = np.diff([r.send_at_s for r in bursty.requests])
     assert bgaps.std() / bgaps.mean() > 1.7  # gamma(k=0.25): cv 2
 
@@ -134,14 +123,9 @@ def test_cancel_stops_the_run(make_fake_engine, small_shape: TrafficShape) -> No
 
 @pytest.mark.parametrize("mode", ["open", "closed"])
 def test_duration_cap_stops_issuing(make_fake_engine, mode: str) -> None:
-    shape = TrafficShape(
-        arrival_rate_rps=50,
-        concurrency=4,
-        prompt_tokens=LengthDistribution(mean=8),
-        output_tokens=LengthDistribution(mean=4),
-    )
+    traffic = shape(50, 4, 8, 4)
     with make_fake_engine() as engine:
-        plan = plan_requests(shape, num_requests=10_000, seed=1, mode=mode)  # type: ignore[arg-type]
+        plan = plan_requests(traffic, num_requests=10_000, seed=1, mode=mode)  # type: ignore[arg-type]
         report = run_plan(engine.endpoint, "fake", plan, max_duration_s=0.5)
     assert 0 < len(report.records) < 10_000
     assert not report.failed

@@ -11,30 +11,19 @@ from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
 from controller.domain.status import RolloutState, TargetStatus
-from controller.domain.traffic import LengthDistribution, TrafficShape
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
+from controller.domain.trial import TrialResult
+from tests.support import builders
+from tests.support.builders import shape
 
 TARGET = TargetRef(namespace="ml", name="llama", model="llama-8b")
-SHAPE = TrafficShape(
-    arrival_rate_rps=4,
-    concurrency=16,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=256),
-)
+SHAPE = shape(4, 16, 512, 256)
 CHOSEN = EngineConfig(speculative_method="ngram", num_speculative_tokens=3, max_num_seqs=256)
 
 
 def trial(config: EngineConfig, tps: float, ttft: float, tpot: float, goodput: float) -> TrialResult:
-    return TrialResult(
-        config=config,
-        shape=SHAPE,
-        slo=SLO(),
-        status=TrialStatus.MEASURED,
-        output_tokens_per_s=tps,
-        goodput_tokens_per_s=goodput,
-        ttft_s=Percentiles(p50=ttft / 2, p95=ttft, p99=ttft * 1.5),
-        tpot_s=Percentiles(p50=tpot / 2, p95=tpot, p99=tpot * 1.5),
-    )
+    spreads = {"ttft": (ttft / 2, ttft, ttft * 1.5), "tpot": (tpot / 2, tpot, tpot * 1.5)}
+    measured = builders.trial(config, SHAPE, slo=SLO(), goodput=goodput, throughput=0.0, completed=0, **spreads)
+    return measured.model_copy(update={"output_tokens_per_s": tps})
 
 
 def test_classify_by_code_and_forced_kind() -> None:
