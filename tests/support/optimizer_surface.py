@@ -12,14 +12,10 @@ from controller.domain.slo import SLO
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.policy import parse_policy
 from tests.support.builders import failed_trial, shape
+from tests.support.optimizer_space import MTP_SPACE
 
 POLICY = parse_policy(
-    "target: {gpu_family: blackwell, hybrid: true, has_mtp: true, gpu_memory_gib: 252}\n"
-    "space:\n"
-    "  speculative_method: [none, mtp]\n"
-    "  num_speculative_tokens: {min: 1, max: 3}\n"
-    "  async_scheduling: [true, false]\n"
-    "  mamba_ssm_cache_dtype: [float32, float16]\n"
+    MTP_SPACE + "  mamba_ssm_cache_dtype: [float32, float16]\n"
     "  mamba_backend: [triton, flashinfer]\n"
     "  max_num_seqs: [128, 256, 512]\n"
     "  max_num_batched_tokens: [4096, 8192, 16384]\n"

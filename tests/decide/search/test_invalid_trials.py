@@ -18,6 +18,7 @@ from controller.domain.proposal import AdvisorContext
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.policy import parse_policy
 from tests.support import builders
+from tests.support.optimizer_space import MTP_SPACE
 
 SLO_ = SLO(ttft_seconds=1.0, tpot_seconds=0.05)
 SHAPE = builders.shape(4.0, 16.0, 512, 128, cv=0.5)
@@ -73,15 +74,7 @@ def test_an_invalid_probe_holds_no_capacity(keeps_up: bool) -> None:
     assert holds(trial(FAST, 9000.0), keeps_up=keeps_up)
 
 
-POLICY = parse_policy(
-    "target: {gpu_family: blackwell, hybrid: true, has_mtp: true, gpu_memory_gib: 252}\n"
-    "space:\n"
-    "  speculative_method: [none, mtp]\n"
-    "  num_speculative_tokens: {min: 1, max: 3}\n"
-    "  async_scheduling: [true, false]\n"
-    "  max_num_seqs: [128, 256, 512]\n"
-    "  max_num_batched_tokens: [4096, 8192, 16384]\n"
-)
+POLICY = parse_policy(MTP_SPACE + "  max_num_seqs: [128, 256, 512]\n  max_num_batched_tokens: [4096, 8192, 16384]\n")
 
 
 def test_the_optimizer_does_not_learn_from_an_invalid_trial() -> None:
