@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 #: vLLM's default KV block size (tokens per block).
 DEFAULT_BLOCK_SIZE = 16
@@ -194,6 +195,34 @@ class EngineCounters:
     spec_draft_tokens: int = 0
     spec_accepted: int = 0
     spec_accepted_per_pos: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One step's batch while it is formed: the requests in it, in admission order, with their computed tokens,
+    whether each is prefilling and the tokens each gets this step."""
+
+    run: IntArray
+    comp: IntArray
+    prefilling: BoolArray
+    chunk: IntArray
+    preempted: int
+    may_admit: bool
+    budget: int
+    """Tokens of the step's budget left for admissions."""
+    queries: int = 0
+    hits: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Drafts:
+    """Speculative decoding in one step: tokens each decoding sequence emits (1 + accepted), and the counts."""
+
+    emitted: IntArray
+    drafts: int
+    draft_tokens: int
+    accepted: int
+    per_pos: IntArray
 
 
 StepObserver = Callable[["ReplicaEngine", StepResult], None]
@@ -509,23 +538,81 @@ class ReplicaEngine:
         if not self.has_work:
             return None
         t = self._t
-        bs = self.block_size
-        k = self.k
         t0 = self.now
+        batch = self._schedule_running()
+        if batch.may_admit:
+            self._admit_waiting(batch, t0)
+        run, comp, chunk = batch.run, batch.comp, batch.chunk
+        self._running = run
 
-        # 1. running requests, in admission order, share the token budget
+        # 4. how long the batch takes
+        active = chunk > 0
+        decoding = active & ~batch.prefilling
+        pre = active & batch.prefilling
+        n_decode = int(np.count_nonzero(decoding))
+        prefill_tokens = int(chunk[pre].sum())
+        if not np.any(active):
+            return self._reject_head(t0)
+        reps = t.rep[run[decoding]]
+        t1 = t0 + self._batch_seconds(comp, chunk, decoding, pre, reps, n_decode, prefill_tokens)
+
+        # 5. apply: prefill progress and first tokens, then decode: 1 + accepted tokens per sequence
+        pre_ids = run[pre]
+        t.computed[pre_ids] += chunk[pre]
+        done_pre = pre_ids[t.computed[pre_ids] >= t.target[pre_ids]]
+        first_ids = done_pre[t.generated[done_pre] == 0]
+        prompt_done = int(t.prompt[first_ids].sum())
+        if self.prefix_caching:
+            for rid in first_ids.tolist():
+                self._prefix_insert(rid)
+        drafts = self._speculate(chunk[decoding], reps, n_decode)
+        emit_ids, counts, itl = self._emit(done_pre, run[decoding], drafts.emitted, first_ids, t1)
+
+        # 6. finished requests leave the batch and free their KV
+        fin_ids = self._finish(run, emit_ids, t1)
+        self.now = t1
+        result = StepResult(
+            start=t0,
+            end=t1,
+            prefill_tokens=prefill_tokens,
+            decode_seqs=n_decode,
+            emitted_ids=emit_ids,
+            emitted_counts=counts,
+            itl=itl,
+            first_token_ids=first_ids,
+            finished_ids=fin_ids,
+            prompt_tokens_done=prompt_done,
+            preemptions=batch.preempted,
+            prefix_queries=batch.queries,
+            prefix_hits=batch.hits,
+            num_drafts=drafts.drafts,
+            num_draft_tokens=drafts.draft_tokens,
+            num_accepted=drafts.accepted,
+            accepted_per_pos=drafts.per_pos,
+            num_running=len(self._running),
+            num_waiting=len(self._waiting),
+            kv_usage=self.kv_usage,
+        )
+        self._count(result)
+        for observer in self._observers:
+            observer(self, result)
+        return result
+
+    def _schedule_running(self) -> _Batch:
+        """Steps 1 and 2: the running requests, in admission order, share the token budget; the KV cache keeps the
+        longest prefix of them that fits once the tail is preempted."""
+        t = self._t
+        bs = self.block_size
         run = self._running
         comp = t.computed[run]
         tgt = t.target[run]
         prefilling = comp < tgt
-        need = np.where(prefilling, tgt - comp, 1 + k)
+        need = np.where(prefilling, tgt - comp, 1 + self.k)
         before = np.cumsum(need) - need
         chunk = np.minimum(np.maximum(self.max_num_batched_tokens - before, 0), need)
         held = t.blocks[run]
-        sb = self.state_blocks
-        new_blocks = np.where(chunk > 0, np.maximum(-(-(comp + chunk) // bs) + sb - held, 0), 0)
+        new_blocks = np.where(chunk > 0, np.maximum(-(-(comp + chunk) // bs) + self.state_blocks - held, 0), 0)
 
-        # 2. KV: keep the longest prefix of the running list that fits once the tail is preempted
         free = self.total_blocks - self._used_blocks
         n_new = int(new_blocks.sum())
         if n_new <= free:
@@ -536,14 +623,7 @@ class ReplicaEngine:
             keep = int(np.count_nonzero(cum_new <= free + tail_held)) - 1
         n_preempted = len(run) - keep
         if n_preempted:
-            victims = run[keep:]
-            self._used_blocks -= int(t.blocks[victims].sum())
-            t.blocks[victims] = 0
-            t.computed[victims] = 0
-            t.target[victims] = t.prompt[victims] + t.generated[victims]
-            t.preempt[victims] += 1
-            t.state[victims] = _WAITING
-            self._waiting.extendleft(int(v) for v in victims[::-1])
+            self._preempt(run[keep:])
             run, comp, prefilling, chunk, held, new_blocks = (
                 run[:keep],
                 comp[:keep],
@@ -554,16 +634,32 @@ class ReplicaEngine:
             )
         t.blocks[run] = held + new_blocks
         self._used_blocks += int(new_blocks.sum())
-        budget = self.max_num_batched_tokens - int(chunk.sum())
-
-        # 3. admit waiting requests while budget, slots and KV allow
-        admitted: list[int] = []
-        admitted_chunks: list[int] = []
-        queries = hits_total = 0
-        n_run = len(run)
         # (like vLLM, no admissions in a step that had to preempt: the KV cache is what is short)
         may_admit = n_preempted == 0 or keep == 0
-        while may_admit and self._waiting and budget > 0 and n_run < self.max_num_seqs:
+        budget = self.max_num_batched_tokens - int(chunk.sum())
+        return _Batch(run, comp, prefilling, chunk, n_preempted, may_admit, budget)
+
+    def _preempt(self, victims: IntArray) -> None:
+        """Free the victims' KV and put them back at the head of the queue, to recompute what they had."""
+        t = self._t
+        self._used_blocks -= int(t.blocks[victims].sum())
+        t.blocks[victims] = 0
+        t.computed[victims] = 0
+        t.target[victims] = t.prompt[victims] + t.generated[victims]
+        t.preempt[victims] += 1
+        t.state[victims] = _WAITING
+        self._waiting.extendleft(int(v) for v in victims[::-1])
+
+    def _admit_waiting(self, batch: _Batch, t0: float) -> None:
+        """Step 3: admit waiting requests while budget, slots and KV allow; they join the batch prefilling."""
+        t = self._t
+        bs = self.block_size
+        sb = self.state_blocks
+        admitted: list[int] = []
+        admitted_chunks: list[int] = []
+        budget = batch.budget
+        n_run = len(batch.run)
+        while self._waiting and budget > 0 and n_run < self.max_num_seqs:
             rid = self._waiting[0]
             target = int(t.target[rid])
             hits = self._prefix_lookup(rid) if self.prefix_caching else 0
@@ -573,8 +669,8 @@ class ReplicaEngine:
                 break
             self._waiting.popleft()
             if self.prefix_caching:
-                queries += target
-                hits_total += hits
+                batch.queries += target
+                batch.hits += hits
             if t.generated[rid] == 0:
                 t.cached[rid] = hits
             t.computed[rid] = hits
@@ -589,22 +685,23 @@ class ReplicaEngine:
             n_run += 1
         if admitted:
             adm = np.asarray(admitted, np.int64)
-            run = np.concatenate((run, adm))
-            comp = np.concatenate((comp, t.computed[adm]))
-            prefilling = np.concatenate((prefilling, np.ones(len(adm), bool)))
-            chunk = np.concatenate((chunk, np.asarray(admitted_chunks, np.int64)))
-        self._running = run
+            batch.run = np.concatenate((batch.run, adm))
+            batch.comp = np.concatenate((batch.comp, t.computed[adm]))
+            batch.prefilling = np.concatenate((batch.prefilling, np.ones(len(adm), bool)))
+            batch.chunk = np.concatenate((batch.chunk, np.asarray(admitted_chunks, np.int64)))
 
-        # 4. how long the batch takes
-        active = chunk > 0
-        decoding = active & ~prefilling
-        pre = active & prefilling
-        n_decode = int(np.count_nonzero(decoding))
-        prefill_tokens = int(chunk[pre].sum())
-        if not np.any(active):
-            return self._reject_head(t0)
+    def _batch_seconds(
+        self,
+        comp: IntArray,
+        chunk: IntArray,
+        decoding: BoolArray,
+        pre: BoolArray,
+        reps: FloatArray,
+        n_decode: int,
+        prefill_tokens: int,
+    ) -> float:
+        """Step 4: the batch's time from the performance model."""
         mean_ctx = float(comp[decoding].sum()) / n_decode if n_decode else 0.0
-        reps = t.rep[run[decoding]]
         mean_rep = float(reps.sum()) / n_decode if n_decode else self.repetitiveness
         work = None
         if self._prefill_work and prefill_tokens:
@@ -618,37 +715,31 @@ class ReplicaEngine:
             repetitiveness=mean_rep,
             prefill_attention_work=work,
         )
-        t1 = t0 + max(float(timing.seconds), 1e-9)
+        return max(float(timing.seconds), 1e-9)
 
-        # 5. apply: prefill progress and first tokens
-        pre_ids = run[pre]
-        t.computed[pre_ids] += chunk[pre]
-        done_pre = pre_ids[t.computed[pre_ids] >= t.target[pre_ids]]
-        first_ids = done_pre[t.generated[done_pre] == 0]
-        prompt_done = int(t.prompt[first_ids].sum())
-        if self.prefix_caching:
-            for rid in first_ids.tolist():
-                self._prefix_insert(rid)
+    def _speculate(self, decode_chunks: IntArray, reps: FloatArray, n_decode: int) -> _Drafts:
+        """Speculative decoding: how many drafts each decoding sequence got accepted (none without a drafter)."""
+        k = self.k
+        if not (k and n_decode):
+            return _Drafts(np.ones(n_decode, np.int64), 0, 0, 0, np.zeros(k, np.int64))
+        drafts = np.minimum(decode_chunks - 1, k)
+        probs = self._probs_for(reps)
+        u = self._rng.random(n_decode)
+        accepted = np.minimum((u[:, None] < probs).sum(axis=1), drafts)
+        return _Drafts(
+            1 + accepted,
+            int(np.count_nonzero(drafts > 0)),
+            int(drafts.sum()),
+            int(accepted.sum()),
+            (accepted[:, None] > np.arange(k)[None, :]).sum(axis=0).astype(np.int64),
+        )
 
-        # decode: 1 + accepted tokens per sequence
-        dec_ids = run[decoding]
-        drafts_n = 0
-        draft_tokens = accepted_total = 0
-        per_pos = np.zeros(k, np.int64)
-        if k and n_decode:
-            drafts = np.minimum(chunk[decoding] - 1, k)
-            probs = self._probs_for(reps)
-            u = self._rng.random(n_decode)
-            accepted = np.minimum((u[:, None] < probs).sum(axis=1), drafts)
-            has = drafts > 0
-            drafts_n = int(np.count_nonzero(has))
-            draft_tokens = int(drafts.sum())
-            accepted_total = int(accepted.sum())
-            per_pos = (accepted[:, None] > np.arange(k)[None, :]).sum(axis=0).astype(np.int64)
-            dec_emit = 1 + accepted
-        else:
-            dec_emit = np.ones(n_decode, np.int64)
-
+    def _emit(
+        self, done_pre: IntArray, dec_ids: IntArray, dec_emit: IntArray, first_ids: IntArray, t1: float
+    ) -> tuple[IntArray, IntArray, FloatArray]:
+        """Tokens out at ``t1``: one per request whose prefill completed, 1 + accepted per decoding one (up to each
+        request's stop). The emitters, their counts and the inter-token gaps of those that had emitted before."""
+        t = self._t
         emit_ids = np.concatenate((done_pre, dec_ids))
         raw_emit = np.concatenate((np.ones(len(done_pre), np.int64), dec_emit))
         gen_before = t.generated[emit_ids]
@@ -664,10 +755,12 @@ class ReplicaEngine:
             times = self._token_times
             for rid, c in zip(emit_ids.tolist(), counts.tolist(), strict=True):
                 times[rid].extend([t1] * c)
+        return emit_ids, counts, itl
 
-        # 6. finished requests leave the batch and free their KV
-        fin_mask = t.generated[emit_ids] >= t.stop_at[emit_ids]
-        fin_ids = emit_ids[fin_mask]
+    def _finish(self, run: IntArray, emit_ids: IntArray, t1: float) -> IntArray:
+        """Step 6: requests that emitted their last token leave the batch and free their KV."""
+        t = self._t
+        fin_ids = emit_ids[t.generated[emit_ids] >= t.stop_at[emit_ids]]
         if len(fin_ids):
             t.state[fin_ids] = _FINISHED
             for rid in fin_ids.tolist():
@@ -677,48 +770,23 @@ class ReplicaEngine:
             self._used_blocks -= int(t.blocks[fin_ids].sum())
             t.blocks[fin_ids] = 0
             self._running = run[~np.isin(run, fin_ids)]
+        return fin_ids
 
-        self.now = t1
+    def _count(self, result: StepResult) -> None:
         c_ = self.counters
-        generated = int(counts.sum())
         c_.steps += 1
-        c_.prompt_tokens += prompt_done
-        c_.generation_tokens += generated
-        c_.preemptions += n_preempted
-        c_.prefix_queries += queries
-        c_.prefix_hits += hits_total
-        c_.finished += len(fin_ids)
-        c_.spec_drafts += drafts_n
-        c_.spec_draft_tokens += draft_tokens
-        c_.spec_accepted += accepted_total
-        for i in range(k):
+        c_.prompt_tokens += result.prompt_tokens_done
+        c_.generation_tokens += int(result.emitted_counts.sum())
+        c_.preemptions += result.preemptions
+        c_.prefix_queries += result.prefix_queries
+        c_.prefix_hits += result.prefix_hits
+        c_.finished += len(result.finished_ids)
+        c_.spec_drafts += result.num_drafts
+        c_.spec_draft_tokens += result.num_draft_tokens
+        c_.spec_accepted += result.num_accepted
+        per_pos = result.accepted_per_pos
+        for i in range(self.k):
             c_.spec_accepted_per_pos[i] += int(per_pos[i])
-
-        result = StepResult(
-            start=t0,
-            end=t1,
-            prefill_tokens=prefill_tokens,
-            decode_seqs=n_decode,
-            emitted_ids=emit_ids,
-            emitted_counts=counts,
-            itl=itl,
-            first_token_ids=first_ids,
-            finished_ids=fin_ids,
-            prompt_tokens_done=prompt_done,
-            preemptions=n_preempted,
-            prefix_queries=queries,
-            prefix_hits=hits_total,
-            num_drafts=drafts_n,
-            num_draft_tokens=draft_tokens,
-            num_accepted=accepted_total,
-            accepted_per_pos=per_pos,
-            num_running=len(self._running),
-            num_waiting=len(self._waiting),
-            kv_usage=self.kv_usage,
-        )
-        for observer in self._observers:
-            observer(self, result)
-        return result
 
     def _reject_head(self, now: float) -> StepResult:
         """Nothing fits: the head of the queue can never run (longer than the KV cache); fail it like vLLM would."""
