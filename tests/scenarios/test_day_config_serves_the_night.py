@@ -19,19 +19,14 @@ from controller.act.effects import TrialRecorded
 from controller.act.fold import fold
 from controller.clock import FakeClock
 from controller.decide import Rules, TuningRules
-from controller.domain import (
-    SLO,
-    STOCK,
-    EngineConfig,
-    Observation,
-    ScheduledConfig,
-    TargetStatus,
-    TimeWindow,
-    TrialResult,
-    TrialStatus,
-)
 from controller.domain.actions import RunTrial
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import Observation
 from controller.domain.phases import Phase
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.traffic import TimeWindow
+from controller.domain.trial import TrialResult, TrialStatus
 from tests.support import builders
 from tests.support.builders import scheduled, shape
 

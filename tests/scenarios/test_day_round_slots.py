@@ -17,18 +17,14 @@ from controller import decide
 from controller.act.effects import TrialRecorded
 from controller.act.fold import fold
 from controller.decide import Rules, ScalingRules, TuningRules
-from controller.domain import (
-    SLO,
-    STOCK,
-    EngineConfig,
-    Phase,
-    RunTrial,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-    TrialResult,
-)
+from controller.domain import RunTrial
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.phases import Phase
 from controller.domain.proposal import Proposal
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import TimeWindow, TrafficShape
+from controller.domain.trial import TrialResult
 from tests.support import builders
 from tests.support.builders import observed, shape
 

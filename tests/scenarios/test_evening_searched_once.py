@@ -17,17 +17,14 @@ from controller.act.effects import TrialRecorded
 from controller.act.fold import fold
 from controller.clock import FakeClock
 from controller.decide import Rules, TuningRules
-from controller.domain import (
-    SLO,
-    EngineConfig,
-    Observation,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-    TrialResult,
-)
 from controller.domain.actions import RunTrial
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation
 from controller.domain.proposal import Proposal
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import TimeWindow, TrafficShape
+from controller.domain.trial import TrialResult
 from tests.support import builders
 from tests.support.builders import scheduled, shape
 

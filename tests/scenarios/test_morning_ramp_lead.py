@@ -12,15 +12,12 @@ from datetime import UTC, datetime, timedelta
 from controller import decide
 from controller.clock import FakeClock
 from controller.decide import Rules, ScalingRules
-from controller.domain import (
-    SLO,
-    EngineConfig,
-    Observation,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-)
 from controller.domain.actions import Scale
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import TimeWindow, TrafficShape
 from tests.support.builders import scheduled
 from tests.support.builders import shape as traffic
 

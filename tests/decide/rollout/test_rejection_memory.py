@@ -11,23 +11,15 @@ import pytest
 
 from controller import decide
 from controller.decide import Rules, TuningRules
-from controller.domain import (
-    SLO,
-    STOCK,
-    EngineConfig,
-    LengthDistribution,
-    Observation,
-    Phase,
-    RolloutState,
-    ScheduledConfig,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-    TrialResult,
-)
 from controller.domain.actions import DeployCandidate, Notify, RequestApproval, Rollback
 from controller.domain.codes import Code
-from controller.domain.status import Approval, Rejection, TuningRound
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.phases import Phase
+from controller.domain.slo import SLO
+from controller.domain.status import Approval, Rejection, RolloutState, ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
+from controller.domain.trial import TrialResult
 from controller.policy import Policy
 from tests.support import builders
 from tests.support.builders import observed as observed_at

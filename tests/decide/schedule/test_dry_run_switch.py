@@ -12,18 +12,14 @@ import pytest
 
 from controller import decide
 from controller.decide import Rules, ScalingRules, TuningRules
-from controller.domain import (
-    SLO,
-    STOCK,
-    EngineConfig,
-    Observation,
-    Phase,
-    ScheduledConfig,
-    TargetStatus,
-    TimeWindow,
-)
 from controller.domain.actions import DeployCandidate, Notify, Promote, Rollback, Scale, SetWeights
 from controller.domain.codes import Code
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.phases import Phase
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.traffic import TimeWindow
 from tests.support.builders import observed as observed_at
 from tests.support.builders import scheduled, shape, variant
 
