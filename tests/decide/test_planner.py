@@ -10,23 +10,14 @@ import pytest
 from controller import decide
 from controller.decide import Rules, TuningRules
 from controller.decide.signals import drift as drifts
-from controller.domain import (
-    STOCK,
-    DeployCandidate,
-    EngineConfig,
-    LengthDistribution,
-    Notify,
-    Observation,
-    Percentiles,
-    Phase,
-    RunTrial,
-    Scale,
-    ScheduledConfig,
-    TargetStatus,
-    TrafficShape,
-    TrialStatus,
-)
+from controller.domain import DeployCandidate, Notify, RunTrial, Scale
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.phases import Phase
 from controller.domain.proposal import Proposal
+from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import Percentiles, TrialStatus
 from tests.support.builders import at_step, failed_trial, observed, scheduled, variant
 from tests.support.planner import (
     DAY,

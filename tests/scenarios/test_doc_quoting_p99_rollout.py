@@ -22,18 +22,12 @@ from controller.adapters.simulated.fleet import SimulatedMetrics
 from controller.clock import FakeClock
 from controller.decide import Rules
 from controller.decide.rollout import steps as rollout
-from controller.domain import (
-    DeployCandidate,
-    EngineConfig,
-    Percentiles,
-    Phase,
-    Promote,
-    Rollback,
-    SetWeights,
-    SpecDecodeStats,
-    TargetRef,
-    TrafficShape,
-)
+from controller.domain import DeployCandidate, Promote, Rollback, SetWeights, SpecDecodeStats
+from controller.domain.config import EngineConfig
+from controller.domain.observation import TargetRef
+from controller.domain.phases import Phase
+from controller.domain.traffic import TrafficShape
+from controller.domain.trial import Percentiles
 from controller.policy import load_policy
 from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.traffic.diurnal import DiurnalTraffic

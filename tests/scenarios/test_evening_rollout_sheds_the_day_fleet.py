@@ -12,15 +12,12 @@ import pytest
 
 from controller import decide
 from controller.decide import Rules, ScalingRules, TuningRules
-from controller.domain import (
-    SLO,
-    EngineConfig,
-    ScheduledConfig,
-    TargetStatus,
-    TimeWindow,
-)
 from controller.domain.actions import Scale
+from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.traffic import TimeWindow
 from tests.support.builders import at_step, observed, scheduled, shape
 
 DAY = TimeWindow(name="day", start_hour=8, end_hour=19)

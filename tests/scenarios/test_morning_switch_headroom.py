@@ -12,15 +12,11 @@ from pathlib import Path
 
 from controller.decide import Rules
 from controller.decide.rollout import steps as rollout
-from controller.domain import (
-    EngineConfig,
-    Observation,
-    Phase,
-    Promote,
-    Rollback,
-    SetWeights,
-    TrafficShape,
-)
+from controller.domain import Promote, Rollback, SetWeights
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.phases import Phase
+from controller.domain.traffic import TrafficShape
 from controller.policy import load_policy
 from tests.support.builders import shape as traffic
 from tests.support.builders import variant

@@ -24,19 +24,15 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
 from controller.decide import Rules, ScalingRules, ScheduleRules, TuningRules
 from controller.decide.signals.drift import DriftParams
-from controller.domain import (
-    SLO,
-    EngineConfig,
-    Observation,
-    ServedConfig,
-    TargetStatus,
-    TrafficShape,
-    TrialResult,
-)
+from controller.domain import ServedConfig
 from controller.domain.actions import DeployCandidate, SetWeights
-from controller.domain.observation import TargetRef
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation, TargetRef
 from controller.domain.phases import Phase
-from controller.domain.status import RolloutState
+from controller.domain.slo import SLO
+from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.traffic import TrafficShape
+from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
 from tests.support import builders

@@ -19,17 +19,14 @@ from controller.clock import FakeClock
 from controller.decide import Rules, ScalingRules, TuningRules
 from controller.decide.rules import DigestRules
 from controller.decide.schedule.account import static_reference, tally
-from controller.domain import (
-    SLO,
-    EngineConfig,
-    Observation,
-    TargetStatus,
-    TrafficShape,
-    TrialResult,
-)
 from controller.domain.actions import Notify
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation
 from controller.domain.phases import Phase
-from controller.domain.status import ScheduleAccount
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduleAccount, TargetStatus
+from controller.domain.traffic import TrafficShape
+from controller.domain.trial import TrialResult
 from tests.support.builders import plan_context, scheduled, shape
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, NIGHT_SHAPE, held_probe
 

@@ -10,12 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from controller import decide
-from controller.domain import (
-    EngineConfig,
-    Percentiles,
-    TargetStatus,
-    TrialResult,
-)
+from controller.domain.config import EngineConfig
+from controller.domain.status import TargetStatus
+from controller.domain.trial import Percentiles, TrialResult
 from tests.support.builders import observed, shape
 from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, day_entry, held_probe, night_entry
 

@@ -13,15 +13,12 @@ from datetime import UTC, datetime
 import pytest
 
 from controller import decide
-from controller.domain import (
-    DeployCandidate,
-    EngineConfig,
-    LengthDistribution,
-    Observation,
-    TargetStatus,
-    TrafficShape,
-    TrialResult,
-)
+from controller.domain import DeployCandidate
+from controller.domain.config import EngineConfig
+from controller.domain.observation import Observation
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import TrialResult
 from tests.support.builders import observed as observed_at
 from tests.support.builders import shape
 from tests.support.day_night import DAY_CONFIG, DAY_NIGHT_RULES, NIGHT_CONFIG, day_entry, held_probe, night_entry

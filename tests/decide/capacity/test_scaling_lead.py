@@ -10,13 +10,10 @@ from controller.decide import Rules, ScalingRules
 from controller.decide.capacity import scaling
 from controller.decide.capacity.sizing import leading_rate
 from controller.decide.context import PlanContext
-from controller.domain import (
-    EngineConfig,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-)
 from controller.domain.actions import Scale
+from controller.domain.config import EngineConfig
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import TimeWindow, TrafficShape
 from tests.support.builders import observed as observed_at
 from tests.support.builders import plan_context, scheduled
 from tests.support.builders import shape as traffic

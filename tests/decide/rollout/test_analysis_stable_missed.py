@@ -15,17 +15,12 @@ from controller import decide
 from controller.decide import RolloutRules, Rules, ScalingRules, TuningRules
 from controller.decide.rollout.analysis import analyse
 from controller.decide.tuning.selection import stable_missed_slo
-from controller.domain import (
-    SLO,
-    STOCK,
-    EngineConfig,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-    TrialResult,
-    TrialStatus,
-)
+from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import VariantStats
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import TimeWindow, TrafficShape
+from controller.domain.trial import TrialResult, TrialStatus
 from tests.support.builders import observed, scheduled, shape
 from tests.support.builders import trial as measured_trial
 from tests.support.builders import variant as variant_stats

@@ -9,18 +9,11 @@ import pytest
 from controller.decide import RolloutRules
 from controller.decide.rollout import steps as rollout
 from controller.decide.rollout.analysis import analyse
-from controller.domain import (
-    STOCK,
-    Approval,
-    DeployCandidate,
-    Phase,
-    Promote,
-    RequestApproval,
-    Rollback,
-    Scale,
-    SetWeights,
-    VariantStats,
-)
+from controller.domain import DeployCandidate, Promote, RequestApproval, Rollback, Scale, SetWeights
+from controller.domain.config import STOCK
+from controller.domain.observation import VariantStats
+from controller.domain.phases import Phase
+from controller.domain.status import Approval
 from tests.support.rollout_steps import CANDIDATE, RULES, SLO_, T0, advance, obs, start, stats
 
 

@@ -11,13 +11,11 @@ import pytest
 
 from controller import decide
 from controller.decide import Rules, ScalingRules, ScheduleRules, TuningRules
-from controller.domain import (
-    SLO,
-    EngineConfig,
-    ServedConfig,
-    TargetStatus,
-    TrialResult,
-)
+from controller.domain import ServedConfig
+from controller.domain.config import EngineConfig
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus
+from controller.domain.trial import TrialResult
 from tests.support.builders import observed, shape
 from tests.support.day_night import DAY, DAY_CONFIG, NIGHT, NIGHT_CONFIG, held_probe, night_entry
 

@@ -14,14 +14,9 @@ from controller.decide import RolloutRules
 from controller.decide.context import PlanContext, prewarm_lead_s, window_at
 from controller.decide.rollout.steps import rollout_span_s
 from controller.decide.schedule.switch import ramp_span_s, window_ahead
-from controller.domain import (
-    LengthDistribution,
-    Percentiles,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-    TrialResult,
-)
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
+from controller.domain.trial import Percentiles, TrialResult
 from tests.support.builders import observed, plan_context
 from tests.support.day_night import (
     DAY,

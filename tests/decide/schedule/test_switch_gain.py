@@ -11,19 +11,12 @@ from controller import decide
 from controller.decide import Rules, ScalingRules, TuningRules
 from controller.decide.context import PlanContext
 from controller.decide.schedule.switch import switch_gain
-from controller.domain import (
-    SLO,
-    STOCK,
-    EngineConfig,
-    LengthDistribution,
-    ScheduledConfig,
-    TargetStatus,
-    TimeWindow,
-    TrafficShape,
-    TrialResult,
-    TrialStatus,
-)
 from controller.domain.actions import RunTrial
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.slo import SLO
+from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
+from controller.domain.trial import TrialResult, TrialStatus
 from tests.support import builders
 from tests.support.builders import observed, plan_context, scheduled, shape
 

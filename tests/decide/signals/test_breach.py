@@ -16,16 +16,11 @@ from controller.decide.signals.breach import (
     chance_of_at_least,
     slo_breach,
 )
-from controller.domain import (
-    SLO,
-    STOCK,
-    EngineConfig,
-    Observation,
-    TargetStatus,
-    TimeWindow,
-    VariantStats,
-)
-from controller.domain.observation import DataProblem
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.observation import DataProblem, Observation, VariantStats
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus
+from controller.domain.traffic import TimeWindow
 from tests.support.builders import scheduled, shape
 
 P95_SLO = SLO(ttft_seconds=2.0, tpot_seconds=0.05)

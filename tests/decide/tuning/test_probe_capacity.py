@@ -9,15 +9,11 @@ import pytest
 from controller.decide import Rules, ScalingRules
 from controller.decide.context import PlanContext, scaled
 from controller.decide.tuning import probe
-from controller.domain import (
-    SLO,
-    STOCK,
-    Percentiles,
-    TargetStatus,
-    TimeWindow,
-    TrialResult,
-    TuningRound,
-)
+from controller.domain.config import STOCK
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus, TuningRound
+from controller.domain.traffic import TimeWindow
+from controller.domain.trial import Percentiles, TrialResult
 from tests.support import builders
 from tests.support.builders import plan_context, shape
 

@@ -10,15 +10,11 @@ import pytest
 from controller.decide import Rules, ScalingRules
 from controller.decide.context import PlanContext
 from controller.decide.tuning import probe
-from controller.domain import (
-    SLO,
-    STOCK,
-    EngineConfig,
-    TargetStatus,
-    TimeWindow,
-    TrialResult,
-    TuningRound,
-)
+from controller.domain.config import STOCK, EngineConfig
+from controller.domain.slo import SLO
+from controller.domain.status import TargetStatus, TuningRound
+from controller.domain.traffic import TimeWindow
+from controller.domain.trial import TrialResult
 from tests.support import builders
 from tests.support.builders import plan_context, shape
 

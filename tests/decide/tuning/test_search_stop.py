@@ -14,17 +14,13 @@ from controller.decide import Rules, TuningRules
 from controller.decide.search.optimizer import OptimizerAdvisor, expected_gain
 from controller.decide.tuning import rounds as tuning
 from controller.decide.tuning.economics import expected_excess_gain, trial_worth
-from controller.domain import (
-    EngineConfig,
-    LengthDistribution,
-    ScheduledConfig,
-    TargetStatus,
-    TrafficShape,
-    TrialResult,
-)
 from controller.domain.actions import RunTrial
+from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext, Proposal
+from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.traffic import LengthDistribution, TrafficShape
+from controller.domain.trial import TrialResult
 from tests.support.builders import observed as observed_at
 from tests.support.builders import plan_context, scheduled
 from tests.support.optimizer_space import CONFIGS, POLICY
