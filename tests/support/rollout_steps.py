@@ -38,19 +38,12 @@ def obs(candidate: VariantStats | None, stable: VariantStats | None = None) -> O
     return observed(SHAPE, T0 + timedelta(minutes=5), *variants)
 
 
-def start(needs_approval: bool = False, rules: RolloutRules = RULES) -> rollout.RolloutStep:
-    """The rollout's first step, from stock to ``CANDIDATE`` at ``T0``."""
-    return rollout.start(
-        rollout_id="r1",
-        from_config=STOCK,
-        to_config=CANDIDATE,
-        rules=rules,
-        now=T0,
-        reason="faster",
-        proposed_by="optimizer",
-        expected_gain=1.5,
-        needs_approval=needs_approval,
-    )
+def start(needs_approval: bool = False, rules: RolloutRules = RULES, **kw: Any) -> rollout.RolloutStep:
+    """The rollout's first step: from stock to ``CANDIDATE`` at ``T0``, the optimizer's for a 1.5x gain, unless
+    ``kw`` says otherwise (``rollout_id``, ``from_config``, ``to_config``, ``now``, ``candidate_replicas``...)."""
+    first: dict[str, Any] = {"rollout_id": "r1", "from_config": STOCK, "to_config": CANDIDATE, "now": T0}
+    why: dict[str, Any] = {"reason": "faster", "proposed_by": "optimizer", "expected_gain": 1.5}
+    return rollout.start(rules=rules, needs_approval=needs_approval, **(first | why | kw))
 
 
 def advance(

@@ -162,18 +162,7 @@ def test_bad_step_schedules_are_rejected(steps: tuple[int, ...]) -> None:
 
 def test_candidate_replicas_follow_the_weight_and_gate_each_step() -> None:
     rules = RolloutRules(steps=(25, 50, 100), bake_s=60, min_samples=10)
-    step = rollout.start(
-        rollout_id="r",
-        from_config=STOCK,
-        to_config=CANDIDATE,
-        rules=rules,
-        now=T0,
-        reason="x",
-        proposed_by="optimizer",
-        expected_gain=None,
-        needs_approval=False,
-        candidate_replicas=8,
-    )
+    step = start(rules=rules, rollout_id="r", reason="x", expected_gain=None, candidate_replicas=8)
     deploy = step.actions[0]
     assert isinstance(deploy, DeployCandidate) and deploy.replicas == 2  # 25% of 8
     assert step.rollout is not None
