@@ -39,6 +39,51 @@ class _Sent:
         self.at: float | None = None
 
 
+async def _read_stream(
+    resp: aiohttp.ClientResponse, rec: RequestRecord, start: float
+) -> tuple[int, float, int | None] | None:
+    """Read a streamed completion to its end, timing its token chunks into ``rec`` (TTFT, inter-token gaps).
+    Returns the token chunks, when the last came and the completion tokens of the final usage chunk (None without
+    one); None when the server streamed an error (``rec.error`` says which)."""
+    last = 0.0
+    chunks = 0
+    usage_tokens: int | None = None
+    done = False
+    # read the answer to its end: a response left unread past ``[DONE]`` (the chunked terminator
+    # still on the wire) cannot go back to the pool, so every request would open a new connection
+    async for raw in resp.content:
+        if done or not raw.startswith(b"data:"):
+            continue
+        data = raw[5:].strip()
+        if data == b"[DONE]":
+            done = True
+            continue
+        now = time.perf_counter()
+        if b'"choices":[{' in data and b'"usage":{' not in data and b'"error"' not in data:
+            choices: list[object] = [True]  # a token chunk: no need to parse it (hot path)
+            msg: dict[str, Any] = {}
+        else:
+            msg = json.loads(data)
+            if "error" in msg and "choices" not in msg:
+                rec.error = str(msg["error"])[:300]
+                return None
+            choices = msg.get("choices") or []
+        # every chunk with a choice carries generated tokens, even when they detokenize to ""
+        # (special or partial-UTF-8 tokens); token counts come from the final usage chunk
+        if choices:
+            if chunks == 0:
+                rec.ttft_s = now - start
+            else:
+                rec.itl_s.append(now - last)
+            chunks += 1
+            last = now
+        usage = msg.get("usage")
+        if usage:
+            usage_tokens = int(usage.get("completion_tokens", 0))
+            rec.prompt_tokens = int(usage.get("prompt_tokens", rec.prompt_tokens))
+    return chunks, last, usage_tokens
+
+
 class LoadGenerator:
     """Async streaming client. One instance drives one run against one endpoint."""
 
@@ -116,10 +161,6 @@ class LoadGenerator:
         sent = _Sent()
         start = time.perf_counter()
         rec.start_s = start - t0
-        last = 0.0
-        chunks = 0
-        usage_tokens: int | None = None
-        done = False
         try:
             async with session.post(
                 self.url,
@@ -130,38 +171,10 @@ class LoadGenerator:
                 if resp.status != 200:
                     rec.error = f"HTTP {resp.status}: {(await resp.text())[:300]}"
                     return rec
-                # read the answer to its end: a response left unread past ``[DONE]`` (the chunked terminator
-                # still on the wire) cannot go back to the pool, so every request would open a new connection
-                async for raw in resp.content:
-                    if done or not raw.startswith(b"data:"):
-                        continue
-                    data = raw[5:].strip()
-                    if data == b"[DONE]":
-                        done = True
-                        continue
-                    now = time.perf_counter()
-                    if b'"choices":[{' in data and b'"usage":{' not in data and b'"error"' not in data:
-                        choices: list[object] = [True]  # a token chunk: no need to parse it (hot path)
-                        msg: dict[str, Any] = {}
-                    else:
-                        msg = json.loads(data)
-                        if "error" in msg and "choices" not in msg:
-                            rec.error = str(msg["error"])[:300]
-                            return rec
-                        choices = msg.get("choices") or []
-                    # every chunk with a choice carries generated tokens, even when they detokenize to ""
-                    # (special or partial-UTF-8 tokens); token counts come from the final usage chunk
-                    if choices:
-                        if chunks == 0:
-                            rec.ttft_s = now - start
-                        else:
-                            rec.itl_s.append(now - last)
-                        chunks += 1
-                        last = now
-                    usage = msg.get("usage")
-                    if usage:
-                        usage_tokens = int(usage.get("completion_tokens", 0))
-                        rec.prompt_tokens = int(usage.get("prompt_tokens", rec.prompt_tokens))
+                read = await _read_stream(resp, rec, start)
+                if read is None:
+                    return rec
+                chunks, last, usage_tokens = read
             rec.e2e_s = (last if chunks else time.perf_counter()) - start
             rec.output_tokens = usage_tokens if usage_tokens is not None else chunks
             if chunks == 0 or rec.output_tokens == 0:
