@@ -3,22 +3,48 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from controller.decide import ApiPrice
 from controller.decide.capacity.sizing import (
     ProbeRules,
+    ScalingDecision,
     ScalingRules,
     desired_replicas,
     next_probe_factor,
     probe_bracket,
 )
-from controller.decide.tuning.economics import window_economics
+from controller.decide.tuning.economics import WindowEconomics, window_economics
 from tests.support.builders import scheduled, shape
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 RULES = ScalingRules(min_replicas=1, max_replicas=6, headroom=0.2, scale_down_stabilisation_s=600)
+
+
+def desire(
+    forecast: float, capacity: float, current: int, *, rules: ScalingRules = RULES, now: datetime = NOW, **kw: Any
+) -> ScalingDecision:
+    """The replicas ``forecast`` req/s needs at ``capacity`` req/s a replica, ``current`` running, at ``now``."""
+    return desired_replicas(
+        forecast_rps=forecast, capacity_rps_per_replica=capacity, current=current, rules=rules, now=now, **kw
+    )
+
+
+def economics(
+    window: str, gpu_hours: float, *, tokens: tuple[float, float, float], api: ApiPrice, gpu_usd_per_hour: float = 4.05
+) -> WindowEconomics:
+    """``window``'s economics over ``gpu_hours``; ``tokens``: input, output and the output the GPUs could have made."""
+    return window_economics(
+        window=window,
+        gpu_hours=gpu_hours,
+        gpu_usd_per_hour=gpu_usd_per_hour,
+        input_tokens=tokens[0],
+        output_tokens=tokens[1],
+        capacity_output_tokens=tokens[2],
+        api=api,
+    )
 
 
 @pytest.mark.parametrize(
@@ -42,45 +68,23 @@ def test_desired_replicas(
     replicas: int,
     says: str,
 ) -> None:
-    d = desired_replicas(
-        forecast_rps=forecast,
-        capacity_rps_per_replica=capacity,
-        current=current,
-        rules=RULES,
-        now=NOW,
-        below_since=below_since,
-        external_autoscaler=external,
-    )
+    d = desire(forecast, capacity, current, below_since=below_since, external_autoscaler=external)
     assert d.replicas == replicas
     assert says in d.reason
 
 
 def test_takeover_mode_scales_despite_an_hpa() -> None:
     rules = ScalingRules(external_autoscaler_mode="takeover")
-    d = desired_replicas(
-        forecast_rps=10,
-        capacity_rps_per_replica=5,
-        current=1,
-        rules=rules,
-        now=NOW,
-        external_autoscaler="ScaledObject/vllm",
-    )
+    d = desire(10, 5, 1, rules=rules, external_autoscaler="ScaledObject/vllm")
     assert d.replicas == 3 and "taking over from ScaledObject/vllm" in d.reason
 
 
 def test_stabilisation_window_is_carried_in_state() -> None:
-    first = desired_replicas(forecast_rps=0, capacity_rps_per_replica=5, current=3, rules=RULES, now=NOW)
+    first = desire(0, 5, 3)
     assert first.replicas == 3 and first.below_since == NOW
-    later = desired_replicas(
-        forecast_rps=0,
-        capacity_rps_per_replica=5,
-        current=3,
-        rules=RULES,
-        now=NOW + timedelta(seconds=601),
-        below_since=first.below_since,
-    )
+    later = desire(0, 5, 3, now=NOW + timedelta(seconds=601), below_since=first.below_since)
     assert later.replicas == 1
-    bounce = desired_replicas(forecast_rps=20, capacity_rps_per_replica=5, current=3, rules=RULES, now=NOW)
+    bounce = desire(20, 5, 3)
     assert bounce.below_since is None
 
 
@@ -92,29 +96,13 @@ def test_bad_scaling_rules(bad: dict[str, float]) -> None:
 
 def test_busy_gpu_beats_the_api_and_idle_gpu_loses() -> None:
     api = ApiPrice(input_per_million=0.30, output_per_million=1.20)
-    busy = window_economics(
-        window="day",
-        gpu_hours=8,
-        gpu_usd_per_hour=4.05,
-        input_tokens=200e6,
-        output_tokens=200e6,
-        capacity_output_tokens=250e6,
-        api=api,
-    )
+    busy = economics("day", 8, tokens=(200e6, 200e6, 250e6), api=api)
     assert busy.self_hosted_usd == pytest.approx(32.4)
     assert busy.api_usd == pytest.approx(60 + 240)
     assert not busy.api_is_cheaper and busy.saving == pytest.approx(1 - 32.4 / 300)
     assert busy.usd_per_million_output == pytest.approx(0.162)
     assert busy.utilisation == pytest.approx(0.8)
-    idle = window_economics(
-        window="night",
-        gpu_hours=7,
-        gpu_usd_per_hour=4.05,
-        input_tokens=2e6,
-        output_tokens=1e6,
-        capacity_output_tokens=200e6,
-        api=api,
-    )
+    idle = economics("night", 7, tokens=(2e6, 1e6, 200e6), api=api)
     assert idle.api_is_cheaper and "API cheaper" in idle.describe() and "0.5% utilised" in idle.describe()
 
 
@@ -122,29 +110,15 @@ def test_busy_gpu_beats_the_api_and_idle_gpu_loses() -> None:
 def test_no_api_price_gives_no_verdict(gpu_usd_per_hour: float) -> None:
     """An API price of 0 is no price set, not a free API: no "API cheaper", no saving against it."""
     free = ApiPrice(input_per_million=0.0, output_per_million=0.0)
-    e = window_economics(
-        window="day",
-        gpu_hours=8,
-        gpu_usd_per_hour=gpu_usd_per_hour,
-        input_tokens=200e6,
-        output_tokens=200e6,
-        capacity_output_tokens=250e6,
-        api=free,
-    )
+    e = economics("day", 8, tokens=(200e6, 200e6, 250e6), api=free, gpu_usd_per_hour=gpu_usd_per_hour)
     assert not e.api_is_cheaper and e.saving == 0.0
     assert "API cheaper" not in e.describe() and "no API price" in e.describe()
 
 
 def test_negative_inputs_are_rejected() -> None:
     with pytest.raises(ValueError):
-        window_economics(
-            window="w",
-            gpu_hours=-1,
-            gpu_usd_per_hour=1,
-            input_tokens=0,
-            output_tokens=0,
-            capacity_output_tokens=0,
-            api=ApiPrice(input_per_million=1, output_per_million=1),
+        economics(
+            "w", -1, tokens=(0, 0, 0), api=ApiPrice(input_per_million=1, output_per_million=1), gpu_usd_per_hour=1
         )
 
 
