@@ -10,7 +10,6 @@ took the process from 63 to 514 MiB, and ten could not fit.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from controller.crd.wire import parse_tuned_service
 from controller.policy.space import MAX_SPACE_COMBINATIONS
 from tests.support.kube_api import KubeAPIServer
 from tests.support.kube_operator import REPO, G, V, free_port, tuned_service
+from tests.support.operator_setup import operator_env
 
 pytestmark = [pytest.mark.kube, pytest.mark.security]
 
@@ -95,17 +95,7 @@ def test_ten_tenants_at_the_combination_limit_fit_the_charts_memory_limit(
         co.create_namespaced_custom_object(G, V, "prod", "tunedservices", body)
     limit = chart_memory_limit()
     port = free_port()
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(operator_kubeconfig),
-        "POD_NAME": "shiftlight-0",
-        "POD_NAMESPACE": "shiftlight",
-        "SHIFTLIGHT_HEALTH_PORT": str(port),
-        "SHIFTLIGHT_METRICS_PORT": str(port),
-        "SHIFTLIGHT_POLICY_DIR": str(policies),
-        "SHIFTLIGHT_TIME_SCALE": "300",
-        "SHIFTLIGHT_LOG_LEVEL": "warning",
-    }
+    env = operator_env(operator_kubeconfig, policies, port)
     log_path = tmp_path / "operator.log"
     log = log_path.open("w")
     proc = subprocess.Popen(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from controller.crd.models import parse_tuned_service
 from controller.domain.phases import Phase
 from tests.support.kube_api import KubeAPIServer
 from tests.support.kube_operator import REPO, G, V, free_port, tuned_service, wait_for
+from tests.support.operator_setup import operator_env
 
 pytestmark = pytest.mark.kube
 
@@ -34,17 +34,7 @@ def test_operator_process_leads_reconciles_and_releases_on_sigterm(
     co = client.CustomObjectsApi(api)
     co.create_namespaced_custom_object(G, V, "prod", "tunedservices", tuned_service(route=None))
     port = free_port()
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(operator_kubeconfig),
-        "POD_NAME": "shiftlight-0",
-        "POD_NAMESPACE": "shiftlight",
-        "SHIFTLIGHT_HEALTH_PORT": str(port),
-        "SHIFTLIGHT_METRICS_PORT": str(port),
-        "SHIFTLIGHT_POLICY_DIR": str(policy_dir),
-        "SHIFTLIGHT_TIME_SCALE": "300",
-        "SHIFTLIGHT_LOG_LEVEL": "warning",
-    }
+    env = operator_env(operator_kubeconfig, policy_dir, port)
     log = (tmp_path / "operator.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "controller.reactor.run"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT

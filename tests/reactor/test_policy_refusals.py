@@ -41,13 +41,8 @@ def accepted(api: client.ApiClient) -> dict[str, str]:
     return {k: conditions["Accepted"][k] for k in ("status", "reason", "message")}
 
 
-@pytest.mark.kube
-@pytest.mark.security
-def test_an_all_infeasible_space_at_the_limit_is_judged_once_per_text(
-    kube: KubeAPIServer, api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
-) -> None:
-    assert SearchSpace.model_validate(ALL_INFEASIBLE["space"]).product_size() == MAX_SPACE_COMBINATIONS  # legal
-    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+def create_on_infeasible_policy(core: client.CoreV1Api, co: client.CustomObjectsApi) -> None:
+    """``prod/workhorse`` on the all-infeasible policy, from ConfigMap ``prod/tuning``."""
     text = yaml.safe_dump(ALL_INFEASIBLE)
     core.create_namespaced_config_map(
         "prod", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="tuning"), data={"policy.yaml": text})
@@ -55,6 +50,16 @@ def test_an_all_infeasible_space_at_the_limit_is_judged_once_per_text(
     ts = tuned_service(route=None)
     ts["spec"]["policy"] = {"configMapRef": {"name": "tuning", "key": "policy.yaml"}}
     co.create_namespaced_custom_object(G, V, "prod", "tunedservices", ts)
+
+
+@pytest.mark.kube
+@pytest.mark.security
+def test_an_all_infeasible_space_at_the_limit_is_judged_once_per_text(
+    kube: KubeAPIServer, api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
+) -> None:
+    assert SearchSpace.model_validate(ALL_INFEASIBLE["space"]).product_size() == MAX_SPACE_COMBINATIONS  # legal
+    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    create_on_infeasible_policy(core, co)
     loop = kubernetes_loop(operator_kubeconfig, policy_dir)
     evaluated, remembered = POLICY_REFUSALS.evaluated, POLICY_REFUSALS.remembered
 
@@ -167,13 +172,7 @@ def test_a_refusal_recorded_in_status_answers_after_a_restart_without_judging_th
     kube: KubeAPIServer, api: client.ApiClient, operator_kubeconfig: Path, policy_dir: Path
 ) -> None:
     core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    text = yaml.safe_dump(ALL_INFEASIBLE)
-    core.create_namespaced_config_map(
-        "prod", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="tuning"), data={"policy.yaml": text})
-    )
-    ts = tuned_service(route=None)
-    ts["spec"]["policy"] = {"configMapRef": {"name": "tuning", "key": "policy.yaml"}}
-    co.create_namespaced_custom_object(G, V, "prod", "tunedservices", ts)
+    create_on_infeasible_policy(core, co)
     kubernetes_loop(operator_kubeconfig, policy_dir).cycle("prod", "workhorse")  # refused, recorded in status
     refused = accepted(api)
     assert refused["reason"] == "InvalidPolicy" and "sha256:" in refused["message"]

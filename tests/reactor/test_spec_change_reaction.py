@@ -20,22 +20,16 @@ from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import OperatorMetrics
 from controller.reactor.runtime import EventingCluster
 from controller.reactor.scheduler import CycleQueue, CycleScheduler
-from controller.reactor.settings import ConnectionSettings, LoopSettings, OperatorSettings
 from controller.reactor.simulator_backend import SimulatorBackend, TrialQueue
 from controller.trials.background import BackgroundLoadTester
 from tests.support.kube_operator import AlwaysLeader, G, V, tuned_service
+from tests.support.operator_setup import simulator_settings
 
 pytestmark = pytest.mark.kube
 
 
 def simulator_loop(kubeconfig: Path, policy_dir: Path, api: client.ApiClient, *, background: bool) -> ControlLoop:
-    settings = OperatorSettings(
-        connection=ConnectionSettings(kubeconfig=str(kubeconfig)),
-        policy_dir=policy_dir,
-        health_port=None,
-        metrics_port=None,
-        loop=LoopSettings(time_scale=300.0, idle_s=0.1, min_sleep_s=0.02),
-    )
+    settings = simulator_settings(kubeconfig, policy_dir)
     backend = SimulatorBackend(settings, api, background_trials=background)
     return ControlLoop(settings, api, backend, AlwaysLeader(), OperatorMetrics())
 

@@ -21,10 +21,10 @@ from controller.domain.phases import Phase
 from controller.errors import InvalidInput
 from controller.reactor.loop import ControlLoop
 from controller.reactor.metrics import OperatorMetrics
-from controller.reactor.settings import ConnectionSettings, LoopSettings, OperatorSettings
 from controller.reactor.simulator_backend import SimulatorBackend
 from tests.support.kube_api import KubeAPIServer
 from tests.support.kube_operator import AlwaysLeader, G, V, tuned_service
+from tests.support.operator_setup import simulator_settings
 
 pytestmark = pytest.mark.kube
 
@@ -61,13 +61,7 @@ def conditions(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def loop(operator_kubeconfig: Path, policy_dir: Path, operator_api: client.ApiClient) -> tuple[ControlLoop, Clock]:
-    settings = OperatorSettings(
-        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
-        policy_dir=policy_dir,
-        health_port=None,
-        metrics_port=None,
-        loop=LoopSettings(time_scale=300.0, idle_s=0.1, min_sleep_s=0.02),
-    )
+    settings = simulator_settings(operator_kubeconfig, policy_dir)
     clock = Clock()
     backend = SimulatorBackend(settings, operator_api, background_trials=False)  # trials inside the cycle
     return ControlLoop(settings, operator_api, backend, AlwaysLeader(), OperatorMetrics(), now=clock), clock

@@ -6,57 +6,22 @@ reason about; ``test_fleet_perf.py``-style behaviour that depends on the real mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from controller.clock import FakeClock
-from controller.domain import SLO, STOCK, EngineConfig, Percentiles, SpecDecodeStats, TrafficShape
+from controller.domain import SLO, STOCK, EngineConfig, Percentiles
 from controller.errors import InvalidInput, NotFound
 from controller.simulator.fleet.records import totals
 from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.percentiles import fraction_within, mixture_quantile
 from controller.simulator.traffic.diurnal import DiurnalTraffic
+from tests.support.toy_perf import ToyPerf
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, async_scheduling=True)
 BROKEN = EngineConfig(max_num_seqs=1)  # ToyPerf refuses it
-
-
-@dataclass(frozen=True)
-class ToyEstimate:
-    feasible: bool
-    reason: str
-    output_tokens_per_s: float
-    request_throughput: float
-    ttft_s: Percentiles | None
-    tpot_s: Percentiles | None
-    e2e_s: Percentiles | None
-    spec: SpecDecodeStats | None
-
-
-class ToyPerf:
-    """Throughput saturates as ``peak * c / (c + 32)``; stock peaks at 8,000 tok/s, speculative configs at 16,000."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def estimate(self, config: EngineConfig, shape: TrafficShape) -> ToyEstimate:
-        self.calls += 1
-        if config.max_num_seqs == 1:
-            return ToyEstimate(False, "max_num_seqs too small", 0, 0, None, None, None, None)
-        peak = 16_000.0 if config.speculative_method != "none" else 8_000.0
-        c = max(shape.concurrency, 1e-3)
-        tpot = (c + 32) / peak
-        ttft = shape.prompt_tokens.mean / 50_000 + tpot
-        e2e = ttft + shape.output_tokens.mean * tpot
-
-        def pct(x: float) -> Percentiles:
-            return Percentiles(p50=x, p95=1.5 * x, p99=2 * x)
-
-        spec = SpecDecodeStats(acceptance_rate=0.8, mean_acceptance_length=1.8) if config.k else None
-        return ToyEstimate(True, "", c / e2e * shape.output_tokens.mean, c / e2e, pct(ttft), pct(tpot), pct(e2e), spec)
 
 
 def make_fleet(

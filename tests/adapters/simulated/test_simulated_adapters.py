@@ -4,53 +4,24 @@ moves the fleet's weight, the cluster deploys cold variants and records timestam
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedMetrics, SimulatedRouter
 from controller.clock import FakeClock
-from controller.domain import STOCK, EngineConfig, Observation, Percentiles, SpecDecodeStats, TargetRef, TrafficShape
+from controller.domain import STOCK, EngineConfig, Observation, TargetRef
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput, MetricsUnavailable, NotFound
 from controller.ports import Cluster, MetricsSource, TrafficRouter
 from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.percentiles import mixture_quantile
 from controller.simulator.traffic.diurnal import DiurnalTraffic
+from tests.support.toy_perf import ToyPerf
 
 MONDAY = datetime(2026, 11, 30, tzinfo=UTC)
 T = TargetRef("llm", "workhorse", "nemotron")
 MTP1 = EngineConfig(speculative_method="mtp", num_speculative_tokens=1, async_scheduling=True)
-
-
-@dataclass(frozen=True)
-class ToyEstimate:
-    feasible: bool
-    reason: str
-    output_tokens_per_s: float
-    request_throughput: float
-    ttft_s: Percentiles | None
-    tpot_s: Percentiles | None
-    e2e_s: Percentiles | None
-    spec: SpecDecodeStats | None
-
-
-class ToyPerf:
-    """Throughput saturates as ``peak * c / (c + 32)``; stock peaks at 8,000 tok/s, speculative configs at 16,000."""
-
-    def estimate(self, config: EngineConfig, shape: TrafficShape) -> ToyEstimate:
-        peak = 16_000.0 if config.speculative_method != "none" else 8_000.0
-        c = max(shape.concurrency, 1e-3)
-        tpot = (c + 32) / peak
-        ttft = shape.prompt_tokens.mean / 50_000 + tpot
-        e2e = ttft + shape.output_tokens.mean * tpot
-
-        def pct(x: float) -> Percentiles:
-            return Percentiles(p50=x, p95=1.5 * x, p99=2 * x)
-
-        spec = SpecDecodeStats(acceptance_rate=0.8, mean_acceptance_length=1.8) if config.k else None
-        return ToyEstimate(True, "", c / e2e * shape.output_tokens.mean, c / e2e, pct(ttft), pct(tpot), pct(e2e), spec)
 
 
 def make(profile: str = "agents-flat", *, cold_start_s: float = 180.0) -> SimulatedFleet:
