@@ -26,6 +26,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -813,13 +814,7 @@ class PerformanceModel:
             mem += read * (cal.engine.decode_attention_scale if cal.engine is not None else 1.0)
             fixed += m.attention_layers * att.fixed_s
         if prefill_tokens and m.attention_layers:
-            flops = p.attn_flops_per_work * prefill_work  # per layer
-            on_cache = prefill_work > prefill_tokens * prefill_tokens / 2.0 + 1.0
-            curve = cal.prefill_attention.cached if on_cache else cal.prefill_attention.fresh
-            attention = m.attention_layers * flops * p.attn_peak_flop_s / curve.at(flops)
-            if cal.engine is not None and p.kv_fp8:  # prefill attention on the fp8 cache
-                attention *= cal.engine.fp8_kv_prefill_attention_scale
-            cmp += attention
+            cmp += self._calibrated_prefill_attention(p, cal, prefill_tokens, prefill_work)
         # activations and the new tokens' KV: written and read once, at the bandwidth a layer's small kernels
         # reached together (or the copy ceiling); each small kernel at its measured time for this many tokens
         ops = cal.layer_ops
@@ -842,6 +837,16 @@ class PerformanceModel:
         elif prefill_tokens:  # piecewise graphs: attention and Mamba layers run eagerly between graph pieces
             gpu += (m.attention_layers + m.mamba_layers) * (cal.overhead.eager_kernel_s - cal.overhead.graph_kernel_s)
         return gpu, mem, cmp
+
+    def _calibrated_prefill_attention(self, p: _Plan, cal: Calibration, prefill_tokens: int, work: float) -> float:
+        """Compute time of the prompt chunks' attention on the measured curve (fresh or on a cached prefix)."""
+        flops = p.attn_flops_per_work * work  # per layer
+        on_cache = work > prefill_tokens * prefill_tokens / 2.0 + 1.0
+        curve = cal.prefill_attention.cached if on_cache else cal.prefill_attention.fresh
+        attention = self.model.attention_layers * flops * p.attn_peak_flop_s / curve.at(flops)
+        if cal.engine is not None and p.kv_fp8:  # prefill attention on the fp8 cache
+            attention *= cal.engine.fp8_kv_prefill_attention_scale
+        return attention
 
     # ----- bounds -------------------------------------------------------------------------------------------
     def single_stream_bound_tokens_per_s(self, config: EngineConfig) -> float:
@@ -890,36 +895,7 @@ class PerformanceModel:
         def run(running: float) -> dict[str, float]:
             return self._steady(config, p, running, tau, p_comp, prompt_mean, out_mean, mean_ctx, kv_cap_final, r)
 
-        if shape.concurrency > 0:
-            n_sys = shape.concurrency
-            running = min(n_sys, limit)
-            st = run(running)
-            waiting = n_sys - running
-            lam = st["lam"]
-            queue_wait = waiting / lam if lam > 0 else 0.0
-        elif shape.arrival_rate_rps > 0:
-            rate = shape.arrival_rate_rps
-            top = run(limit)
-            if rate >= top["lam"]:
-                st, running = top, limit
-                lam = top["lam"]
-                waiting = (rate - lam) * OVERLOAD_HORIZON_S
-                queue_wait = waiting / lam if lam > 0 else OVERLOAD_HORIZON_S
-            else:
-                lo, hi = 0.0, limit
-                for _ in range(50):
-                    mid = (lo + hi) / 2
-                    if run(mid)["lam"] < rate:
-                        lo = mid
-                    else:
-                        hi = mid
-                running = hi
-                st = run(running)
-                lam, waiting, queue_wait = rate, 0.0, 0.0
-        else:  # no traffic: what a lone request would see, zero throughput
-            st = run(1.0)
-            running, waiting, lam, queue_wait = 0.0, 0.0, 0.0, 0.0
-
+        st, running, waiting, lam, queue_wait = _operating_point(shape, run, limit)
         t_step, t_pref = st["t"], st["t_prefill"]
         tpot_mean = t_step / tau
         if self.prefill_fixes and running > 0:
@@ -1059,6 +1035,39 @@ class PerformanceModel:
             preemptions_per_s=0.0,
             spec=None,
         )
+
+
+def _operating_point(
+    shape: TrafficShape, run: Callable[[float], dict[str, float]], limit: float
+) -> tuple[dict[str, float], float, float, float, float]:
+    """Where a replica settles under ``shape`` (``run``: the fluid steady state with that many requests running):
+    the steady state, requests running and waiting, the completion rate and the queue wait. A closed loop runs its
+    streams up to ``limit``; an open one runs as many as its arrival rate needs (bisected), or ``limit`` with a
+    growing queue when the rate is beyond the replica."""
+    if shape.concurrency > 0:
+        n_sys = shape.concurrency
+        running = min(n_sys, limit)
+        st = run(running)
+        waiting = n_sys - running
+        lam = st["lam"]
+        return st, running, waiting, lam, waiting / lam if lam > 0 else 0.0
+    if shape.arrival_rate_rps > 0:
+        rate = shape.arrival_rate_rps
+        top = run(limit)
+        if rate >= top["lam"]:
+            lam = top["lam"]
+            waiting = (rate - lam) * OVERLOAD_HORIZON_S
+            return top, limit, waiting, lam, waiting / lam if lam > 0 else OVERLOAD_HORIZON_S
+        lo, hi = 0.0, limit
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            if run(mid)["lam"] < rate:
+                lo = mid
+            else:
+                hi = mid
+        return run(hi), hi, 0.0, rate, 0.0
+    # no traffic: what a lone request would see, zero throughput
+    return run(1.0), 0.0, 0.0, 0.0, 0.0
 
 
 # ----- the field-note table -------------------------------------------------------------------------------------
