@@ -27,6 +27,7 @@ An infeasible config (the performance model says vLLM would refuse it or run out
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from controller.domain.config import EngineConfig
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, SpecDecodeStats, TrialResult, TrialStatus
 from controller.ports import TrialRequest
-from controller.simulator.engine import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_MODEL_LEN, ReplicaEngine
+from controller.simulator.engine import DEFAULT_BLOCK_SIZE, DEFAULT_MAX_MODEL_LEN, ReplicaEngine, StepResult
 from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
 
@@ -137,15 +138,21 @@ class _Trial:
     def run(self) -> TrialResult:
         req = self.request
         budget = req.budget
-        engine = self.engine
         warmup = budget.warmup_s
         end = warmup + budget.duration_s
         streams = self.shape.closed_loop_streams()  # as on a canary: 4.4 requests in flight run on 5 streams
         k = self.config.num_speculative_tokens
-
         open_loop = req.loop == "open" and self.shape.arrival_rate_rps > 0
-        if open_loop:  # Poisson arrivals at the shape's rate for the whole trial, whatever the replica keeps up with
-            gaps = np.random.default_rng([req.seed, 0xA221])
+        self._start_load(open_loop, end, streams)
+        tally = _Tally(per_pos=np.zeros(k, np.int64), window_end=end)
+        self._drive(tally, open_loop, warmup)
+        return self._result(tally, open_loop, streams)
+
+    def _start_load(self, open_loop: bool, end: float, streams: int) -> None:
+        """Open loop: Poisson arrivals at the shape's rate for the whole trial, whatever the replica keeps up with;
+        closed loop: one request per stream."""
+        if open_loop:
+            gaps = np.random.default_rng([self.request.seed, 0xA221])
             at = float(gaps.exponential(1.0 / self.shape.arrival_rate_rps))
             while at < end:
                 self._submit(arrival=at)
@@ -153,43 +160,39 @@ class _Trial:
         else:
             for _ in range(streams):
                 self._submit()
-        generated = 0
-        preemptions = 0
-        drafts = draft_tokens = accepted = 0
-        per_pos = np.zeros(k, np.int64)
-        kv_peak = 0.0
-        itl: list[npt.NDArray[np.float64]] = []
-        measured = 0
-        window_end = end
-        steps = 0
-        while engine.now < window_end:
+
+    def _drive(self, tally: _Tally, open_loop: bool, warmup: float) -> None:
+        """Step the engine to the window's end (or its request budget), tallying the steps after warm-up; a closed
+        loop sends a new request for each that finished."""
+        engine = self.engine
+        max_requests = self.request.budget.max_requests
+        while engine.now < tally.window_end:
             result = engine.step()
             if result is None:  # idle until the next open-loop arrival (closed loops always have work)
                 nxt = engine.next_arrival()
-                if nxt is None or nxt >= window_end:
+                if nxt is None or nxt >= tally.window_end:
                     break
                 engine.idle_until(nxt)
                 continue
-            steps += 1
-            if warmup < result.end <= window_end:
-                generated += result.generated_tokens
-                preemptions += result.preemptions
-                drafts += result.num_drafts
-                draft_tokens += result.num_draft_tokens
-                accepted += result.num_accepted
-                if k:
-                    per_pos += result.accepted_per_pos
-                kv_peak = max(kv_peak, result.kv_usage)
-                itl.append(result.itl)
-                for rid in result.finished_ids.tolist():
-                    if self.arrivals[rid] >= warmup:
-                        measured += 1
-                if measured >= budget.max_requests:
-                    window_end = result.end
+            tally.steps += 1
+            if warmup < result.end <= tally.window_end:
+                tally.add(result, self.arrivals, warmup)
+                if tally.measured >= max_requests:
+                    tally.window_end = result.end
             if not open_loop:
                 for _ in range(len(result.finished_ids)):
                     self._submit()
 
+    def _result(self, tally: _Tally, open_loop: bool, streams: int) -> TrialResult:
+        req = self.request
+        budget = req.budget
+        engine = self.engine
+        warmup = budget.warmup_s
+        k = self.config.num_speculative_tokens
+        window_end = tally.window_end
+        generated, preemptions, steps = tally.generated, tally.preemptions, tally.steps
+        drafts, draft_tokens, accepted, per_pos = tally.drafts, tally.draft_tokens, tally.accepted, tally.per_pos
+        kv_peak, itl = tally.kv_peak, tally.itl
         duration = max(min(engine.now, window_end) - warmup, 1e-9)
         cols = engine.finished_arrays()
         in_window = (cols["finish"] > warmup) & (cols["finish"] <= window_end + 1e-12)
@@ -265,3 +268,35 @@ class _Trial:
                 + (f" ({len(late)} still waiting past the TTFT bound)" if len(late) else ""),
             ),
         )
+
+
+@dataclass
+class _Tally:
+    """What the steps after warm-up added up to, and where the measuring window ends."""
+
+    per_pos: npt.NDArray[np.int64]
+    window_end: float
+    generated: int = 0
+    preemptions: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    kv_peak: float = 0.0
+    itl: list[npt.NDArray[np.float64]] = field(default_factory=list)
+    measured: int = 0
+    """Requests that arrived after warm-up and finished."""
+    steps: int = 0
+
+    def add(self, result: StepResult, arrivals: list[float], warmup: float) -> None:
+        self.generated += result.generated_tokens
+        self.preemptions += result.preemptions
+        self.drafts += result.num_drafts
+        self.draft_tokens += result.num_draft_tokens
+        self.accepted += result.num_accepted
+        if len(self.per_pos):
+            self.per_pos += result.accepted_per_pos
+        self.kv_peak = max(self.kv_peak, result.kv_usage)
+        self.itl.append(result.itl)
+        for rid in result.finished_ids.tolist():
+            if arrivals[rid] >= warmup:
+                self.measured += 1
