@@ -146,16 +146,7 @@ class EngineConfig(BaseModel):
             args += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
         if self.async_scheduling is not None:
             args.append("--async-scheduling" if self.async_scheduling else "--no-async-scheduling")
-        if self.mamba_ssm_cache_dtype != "auto" or "--mamba-ssm-cache-dtype" in explicit:
-            args += ["--mamba-ssm-cache-dtype", self.mamba_ssm_cache_dtype]
-        if self.mamba_cache_stochastic_rounding:
-            args.append("--enable-mamba-cache-stochastic-rounding")
-        elif "--enable-mamba-cache-stochastic-rounding" in explicit:
-            args.append("--no-enable-mamba-cache-stochastic-rounding")
-        if self.mamba_cache_philox_rounds is not None:
-            args += ["--mamba-cache-philox-rounds", str(self.mamba_cache_philox_rounds)]
-        if self.mamba_backend is not None:
-            args += ["--mamba-backend", self.mamba_backend]
+        args += self._mamba_args(explicit)
         if self.max_num_seqs is not None:
             args += ["--max-num-seqs", str(self.max_num_seqs)]
         if self.max_num_batched_tokens is not None:
@@ -170,6 +161,21 @@ class EngineConfig(BaseModel):
             args += ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}"]
         if self.tensor_parallel_size != 1 or "--tensor-parallel-size" in explicit:
             args += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
+        return args
+
+    def _mamba_args(self, explicit: frozenset[str]) -> list[str]:
+        """The Mamba state cache's flags (``vllm_args``)."""
+        args: list[str] = []
+        if self.mamba_ssm_cache_dtype != "auto" or "--mamba-ssm-cache-dtype" in explicit:
+            args += ["--mamba-ssm-cache-dtype", self.mamba_ssm_cache_dtype]
+        if self.mamba_cache_stochastic_rounding:
+            args.append("--enable-mamba-cache-stochastic-rounding")
+        elif "--enable-mamba-cache-stochastic-rounding" in explicit:
+            args.append("--no-enable-mamba-cache-stochastic-rounding")
+        if self.mamba_cache_philox_rounds is not None:
+            args += ["--mamba-cache-philox-rounds", str(self.mamba_cache_philox_rounds)]
+        if self.mamba_backend is not None:
+            args += ["--mamba-backend", self.mamba_backend]
         return args
 
     def serve_command(self, model: str, *, served_model_name: str | None = None, port: int = 8000) -> list[str]:
