@@ -29,6 +29,13 @@ class Helm:
             raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
         return result
 
+    def schema_refusal(self, *args: str) -> str:
+        """What ``helm template`` says when the chart's values schema refuses the values ``args`` set."""
+        result = self.run("template", "sl", str(CHART), *args, check=False)
+        assert result.returncode != 0
+        assert "values don't meet the specifications of the schema" in result.stderr
+        return result.stderr
+
     def template(self, *args: str, crds: bool = True) -> list[dict[str, Any]]:
         extra = ["--include-crds"] if crds else []
         out = self.run("template", "sl", str(CHART), "--namespace", "shiftlight", *extra, *args).stdout

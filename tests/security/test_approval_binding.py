@@ -51,11 +51,15 @@ def test_an_approval_of_this_rollout_and_its_config_moves_traffic() -> None:
     assert go.phase is Phase.ROLLING_OUT and go.code == "approved"
 
 
-@pytest.mark.parametrize(
+#: An approval or rejection for another rollout, or for another config than the one awaiting it.
+MISMATCHES = pytest.mark.parametrize(
     "mismatch",
     [{"rollout_id": "r-an-earlier-rollout"}, {"config_key": EngineConfig(max_num_seqs=7).key()}],
     ids=["another rollout", "another to_config"],
 )
+
+
+@MISMATCHES
 def test_a_mismatched_approval_does_not_promote(mismatch: dict[str, str]) -> None:
     state = awaiting()
     held = advance(decided(state, "approved", **mismatch))
@@ -63,11 +67,7 @@ def test_a_mismatched_approval_does_not_promote(mismatch: dict[str, str]) -> Non
     assert held.code != "approved"
 
 
-@pytest.mark.parametrize(
-    "mismatch",
-    [{"rollout_id": "r-an-earlier-rollout"}, {"config_key": EngineConfig(max_num_seqs=7).key()}],
-    ids=["another rollout", "another to_config"],
-)
+@MISMATCHES
 def test_a_mismatched_rejection_does_not_reject(mismatch: dict[str, str]) -> None:
     state = awaiting()
     assert advance(decided(state, "rejected")).code == "rejected"

@@ -9,7 +9,6 @@ from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
 from controller.domain.proposal import AdvisorContext
 from controller.domain.slo import SLO
-from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import AdvisorUnavailable, ClusterConflict
 from controller.ports import TrialRequest
@@ -27,17 +26,13 @@ from controller.testing.faults import (
     wire_roundtrip,
 )
 from controller.testing.memory import InMemoryCluster, InMemoryRouter
+from tests.support.builders import shape
 from tests.support.faults import SimWorld
 
 pytestmark = pytest.mark.faults
 
 TARGET = TargetRef("prod", "workhorse", "m")
-SHAPE = TrafficShape(
-    arrival_rate_rps=2,
-    concurrency=16,
-    prompt_tokens=LengthDistribution(mean=512),
-    output_tokens=LengthDistribution(mean=256),
-)
+SHAPE = shape(2, 16, 512, 256)
 REQUEST = TrialRequest(target=TARGET, config=EngineConfig(max_num_seqs=256), shape=SHAPE, slo=SLO())
 
 

@@ -17,6 +17,7 @@ from controller.domain.observation import TargetRef
 from controller.errors import ClusterConflict, InvalidInput, NotFound
 from tests.support.kube_api import KubeAPI, running_kube_api
 from tests.support.kube_operator import http_route
+from tests.support.manifests import apply_manifests
 from tests.support.paths import MANIFESTS
 
 pytestmark = pytest.mark.kube
@@ -172,24 +173,13 @@ def test_translate_api_errors() -> None:
 MANIFESTS = MANIFESTS
 
 
-def _apply(api: client.ApiClient, docs: list[dict[str, object]]) -> None:
-    for doc in docs:
-        kind = doc["kind"]
-        if kind == "Deployment":
-            client.AppsV1Api(api).create_namespaced_deployment("prod", client.V1Deployment.model_validate(doc))
-        elif kind == "Service":
-            client.CoreV1Api(api).create_namespaced_service("prod", client.V1Service.model_validate(doc))
-        elif kind == "ConfigMap":
-            client.CoreV1Api(api).create_namespaced_config_map("prod", client.V1ConfigMap.model_validate(doc))
-
-
 def test_candidate_is_derived_from_the_users_deployment_and_promote_keeps_the_users_labels(
     api: client.ApiClient, operator_api: client.ApiClient
 ) -> None:
     docs = [d for d in yaml.safe_load_all((MANIFESTS / "config-file.yaml").read_text()) if d]
     for d in docs:
         d["metadata"]["namespace"] = "prod"
-    _apply(api, docs)
+    apply_manifests(api, docs)
     cluster = KubeCluster(
         operator_api,
         template_deployment="deepseek-r1-distill-llama-8b",
@@ -224,7 +214,7 @@ def test_a_shell_string_deployment_is_refused_and_nothing_is_deployed(
     api: client.ApiClient, operator_api: client.ApiClient
 ) -> None:
     docs = [d for d in yaml.safe_load_all((MANIFESTS / "shell-string.yaml").read_text()) if d]
-    _apply(api, docs)
+    apply_manifests(api, docs)
     cluster = KubeCluster(operator_api, template_deployment="mistral-7b", container="mistral-7b")
     with pytest.raises(InvalidInput) as err:
         cluster.deploy(T, "candidate", CFG, 1)

@@ -23,6 +23,8 @@ from controller.errors import InvalidInput
 from controller.reactor.kubernetes_backend import route_through_pools
 from controller.trials.cache import CachedTrials
 from tests.support.crd_schema import schema_errors
+from tests.support.manifests import apply_manifests
+from tests.support.operator_setup import kubernetes_settings
 from tests.support.paths import KUBE_DATA
 
 pytestmark = pytest.mark.kube
@@ -38,20 +40,6 @@ JSON = dict[str, Any]
 
 def _stack() -> list[JSON]:
     return [d for d in yaml.safe_load_all(STACK.read_text()) if d]
-
-
-def _apply(api: client.ApiClient, docs: list[JSON]) -> None:
-    co = client.CustomObjectsApi(api)
-    for doc in docs:
-        kind = doc["kind"]
-        if kind == "Deployment":
-            client.AppsV1Api(api).create_namespaced_deployment("prod", client.V1Deployment.model_validate(doc))
-        elif kind == "Service":
-            client.CoreV1Api(api).create_namespaced_service("prod", client.V1Service.model_validate(doc))
-        elif kind == "InferencePool":
-            co.create_namespaced_custom_object(*POOLS, doc)
-        elif kind == "HTTPRoute":
-            co.create_namespaced_custom_object(*ROUTES, doc)
 
 
 def _pool(api: client.ApiClient, name: str) -> JSON | None:
@@ -86,6 +74,12 @@ def _ref(name: str, weight: int) -> JSON:
     return {"group": POOL_GROUP, "kind": POOL_KIND, "name": name, "weight": weight}
 
 
+def _on_the_stack(api: client.ApiClient, operator_api: client.ApiClient) -> tuple[KubeCluster, GatewayRouter]:
+    """The user's InferencePool stack applied, and the operator's cluster and router over it."""
+    apply_manifests(api, _stack())
+    return _rollout(operator_api)
+
+
 def _rollout(operator_api: client.ApiClient) -> tuple[KubeCluster, GatewayRouter]:
     cluster = KubeCluster(
         operator_api,
@@ -112,7 +106,7 @@ def _rollout(operator_api: client.ApiClient) -> tuple[KubeCluster, GatewayRouter
 def test_candidate_pool_weights_across_two_pools_and_promote_removes_it(
     api: client.ApiClient, operator_api: client.ApiClient
 ) -> None:
-    _apply(api, _stack())
+    apply_manifests(api, _stack())
     stable_before = _pool(api, "qwen-pool")
     cluster, router = _rollout(operator_api)
     assert router.use_gateway and router.get_weight(T) == 0
@@ -170,8 +164,7 @@ def test_candidate_pool_weights_across_two_pools_and_promote_removes_it(
 def test_rollback_puts_the_route_back_on_the_stable_pool_and_removes_the_candidate_pool(
     api: client.ApiClient, operator_api: client.ApiClient
 ) -> None:
-    _apply(api, _stack())
-    cluster, router = _rollout(operator_api)
+    cluster, router = _on_the_stack(api, operator_api)
     router.set_weight(T, 25)
     assert _pool(api, "qwen-pool-candidate") is not None
     router.set_weight(T, 0)  # what a Rollback does, then the candidate is retired
@@ -185,8 +178,7 @@ def test_rollback_puts_the_route_back_on_the_stable_pool_and_removes_the_candida
 def test_a_changed_stable_pool_is_followed_by_the_candidate_pool(
     api: client.ApiClient, operator_api: client.ApiClient
 ) -> None:
-    _apply(api, _stack())
-    _, router = _rollout(operator_api)
+    _, router = _on_the_stack(api, operator_api)
     router.set_weight(T, 5)
     co = client.CustomObjectsApi(api)
     stable = co.get_namespaced_custom_object(*POOLS, "qwen-pool")
@@ -203,8 +195,7 @@ def test_a_changed_stable_pool_is_followed_by_the_candidate_pool(
 
 
 def test_pool_selectors_split_candidate_and_stable_pods(api: client.ApiClient, operator_api: client.ApiClient) -> None:
-    _apply(api, _stack())
-    _, router = _rollout(operator_api)
+    _, router = _on_the_stack(api, operator_api)
     router.set_weight(T, 50)
     stable_pool, candidate_pool = _pool(api, "qwen-pool"), _pool(api, "qwen-pool-candidate")
     assert stable_pool is not None and candidate_pool is not None
@@ -233,7 +224,7 @@ def test_a_pool_without_endpoint_picker_gets_a_candidate_pool_without_one(
     for doc in docs:
         if doc["kind"] == "InferencePool":
             del doc["spec"]["endpointPickerRef"]
-    _apply(api, [d for d in docs if not d["metadata"]["name"].startswith("qwen-pool-epp")])
+    apply_manifests(api, [d for d in docs if not d["metadata"]["name"].startswith("qwen-pool-epp")])
     _, router = _rollout(operator_api)
     router.set_weight(T, 25)
     candidate = _pool(api, "qwen-pool-candidate")
@@ -252,7 +243,7 @@ def test_a_picker_without_pool_name_flag_is_refused_and_nothing_changes(
     for doc in docs:
         if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "qwen-pool-epp":
             doc["spec"]["template"]["spec"]["containers"][0]["args"] = ["--endpoint-selector", "app=qwen"]
-    _apply(api, docs)
+    apply_manifests(api, docs)
     before = copy.deepcopy(_refs(api))
     _, router = _rollout(operator_api)
     with pytest.raises(InvalidInput) as err:
@@ -273,22 +264,14 @@ def test_the_kubernetes_backend_keeps_candidates_and_trials_out_of_the_stable_po
     from controller.adapters.kube.canary.progress import ReportingLoadTester
     from controller.crd.models import parse_tuned_service
     from controller.reactor.kubernetes_backend import KubernetesBackend
-    from controller.reactor.settings import ConnectionSettings, OperatorSettings
     from controller.trials.runner import TrialRunner
+    from tests.support.kube_operator import G, V, tuned_service
 
-    from .conftest import G, V, tuned_service
-
-    _apply(api, _stack())
+    apply_manifests(api, _stack())
     ts = tuned_service(route="qwen-route")
     ts["spec"]["workload"] = {"deployments": ["qwen"], "service": "qwen", "httpRoute": "qwen-route"}
     body = client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, "prod", "tunedservices", ts)
-    settings = OperatorSettings(
-        backend="kubernetes",
-        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
-        policy_dir=policy_dir,
-        health_port=None,
-        metrics_port=None,
-    )
+    settings = kubernetes_settings(operator_kubeconfig, policy_dir)
     operator_api = config.new_client_from_config(str(operator_kubeconfig))
     spec, _ = parse_tuned_service(body)
     target = TargetRef(namespace="prod", name="workhorse", model=spec.model.name)
@@ -315,7 +298,7 @@ def test_the_simulator_mirror_leaves_a_pool_backed_route_alone(
 ) -> None:
     """The simulator backend mirrors weights onto the user's route; with InferencePool backends there are no
     candidate pods for a candidate pool to select, so the mirror changes nothing in the cluster."""
-    _apply(api, _stack())
+    apply_manifests(api, _stack())
     before = _refs(api)
     mirror = GatewayRouter(
         operator_api,

@@ -9,7 +9,6 @@ others are kept; engine log tails are bounded in lines and bytes wherever the op
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,62 +17,30 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
 from controller.adapters.kube.canary.progress import TrialCRReporter
 from controller.adapters.kube.canary.results import INDEX_KEY, cache_name, data_key
 from controller.adapters.kube.crs import trial_name_for
 from controller.adapters.kube.manifests import event_manifest
 from controller.adapters.kube.status import StatusStore
 from controller.crd.models import parse_tuned_service
-from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
+from controller.domain import SLO, EngineConfig, TargetRef, TrialStatus
 from controller.domain.trial import Percentiles, QualityReport, TrialResult
-from controller.ports import LoadTester, TrialBudget, TrialRequest
+from controller.ports import LoadTester, TrialRequest
 from controller.reactor.kubernetes_backend import KubernetesBackend
 from controller.reactor.runtime import TargetRuntime
 from controller.reactor.settings import ConnectionSettings, OperatorSettings
 from controller.trials.cache import TrialCache
-from controller.trials.engine.launchers import Launch
 from controller.trials.runner import TrialRunner
+from tests.support.canary import BUDGET, NS, SHAPE, CountingLauncher, tune_on_preset
 from tests.support.fake_engine import FakeEngine
 from tests.support.kube_api import KubeAPIServer
-from tests.support.kube_operator import G, V, production_deployment, tuned_service
+from tests.support.kube_operator import G, V
 
 pytestmark = pytest.mark.kube
 
-NS = "prod"
-SHAPE = TrafficShape(
-    arrival_rate_rps=0,
-    concurrency=4,
-    prompt_tokens=LengthDistribution(mean=32),
-    output_tokens=LengthDistribution(mean=8),
-)
-BUDGET = TrialBudget(duration_s=20, warmup_s=0, max_requests=12, startup_timeout_s=5)
 SLO_NOW = SLO(ttft_seconds=2, tpot_seconds=0.1)
 FP8 = EngineConfig(kv_cache_dtype="fp8")  # lossy: the policy's quality gate covers it
 P = Percentiles(p50=0.001, p95=0.002, p99=0.003)
-
-
-class CountingLauncher:
-    """Stands in for the canary Pods: hands out the fake engine and counts every launch."""
-
-    source = "kubernetes"
-
-    def __init__(self, engine: FakeEngine) -> None:
-        self.engine = engine
-        self.launches: list[EngineConfig] = []
-
-    def __call__(self, manifest: KubernetesTrialManifest) -> CountingLauncher:
-        return self
-
-    def start(self, config: EngineConfig, *, timeout_s: float | None = None) -> Launch:
-        self.launches.append(config)
-        return Launch(self.engine.endpoint, "fake", True, 0.1)
-
-    def logs(self, launch: Launch) -> tuple[str, ...]:
-        return ()
-
-    def stop(self, launch: Launch) -> None:
-        pass
 
 
 GATE_REPORT = QualityReport(exact_match_rate=1.0, mean_logprob_divergence=0.0, prompts=4, passed=True)
@@ -91,24 +58,8 @@ class RecordingGate:
 
 
 @pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    with FakeEngine() as e:
-        yield e
-
-
-@pytest.fixture
 def tuned(api: client.ApiClient, policy_dir: Path) -> dict[str, Any]:
-    client.AppsV1Api(api).create_namespaced_deployment(
-        NS, client.V1Deployment.model_validate(production_deployment(tensor_parallel=1))
-    )
-    (policy_dir / "kv.yaml").write_text(
-        "version: 1\nname: kv\nspace:\n  kv_cache_dtype: [auto, fp8]\n  max_num_seqs: [64, 128]\n"
-    )
-    ts = tuned_service(route=None)
-    ts["spec"]["workload"]["container"] = "vllm"
-    ts["spec"]["policy"] = {"preset": "kv"}
-    body: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, NS, "tunedservices", ts)
-    return body
+    return tune_on_preset(api, policy_dir, "kv", "  kv_cache_dtype: [auto, fp8]\n  max_num_seqs: [64, 128]\n")
 
 
 def operator_runtime(

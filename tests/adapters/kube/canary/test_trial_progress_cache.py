@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,80 +15,33 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from controller.adapters.kube.canary.manifest import KubernetesTrialManifest
 from controller.adapters.kube.canary.progress import ProgressUpdate, ReportingLoadTester, TrialCRReporter
 from controller.adapters.kube.canary.results import INDEX_KEY, ConfigMapResultStore, EntrySigner, cache_name, data_key
 from controller.adapters.kube.crs import trial_name_for
 from controller.crd.models import parse_tuned_service
-from controller.domain import SLO, EngineConfig, LengthDistribution, TargetRef, TrafficShape, TrialStatus
+from controller.domain import SLO, EngineConfig, TargetRef, TrialStatus
 from controller.domain.trial import Percentiles, TrialResult
-from controller.ports import TrialBudget, TrialRequest
+from controller.ports import TrialRequest
 from controller.reactor.kubernetes_backend import KubernetesBackend
 from controller.reactor.runtime import TargetRuntime
-from controller.reactor.settings import ConnectionSettings, OperatorSettings
+from controller.reactor.settings import OperatorSettings
 from controller.trials.background import BackgroundLoadTester
 from controller.trials.cache import CachedTrials, TrialCache
 from controller.trials.engine.launchers import Launch
 from controller.trials.runner import TrialRunner
+from tests.support.canary import BUDGET, NS, SHAPE, CountingLauncher, canary_settings, tune_on_preset
 from tests.support.fake_engine import FakeEngine
 from tests.support.kube_api import KubeAPIServer
-from tests.support.kube_operator import G, V, production_deployment, tuned_service
+from tests.support.kube_operator import G, V
 
 pytestmark = pytest.mark.kube
 
-NS = "prod"
 TRIALS = f"{G}/{V}/trials"
-SHAPE = TrafficShape(
-    arrival_rate_rps=0,
-    concurrency=4,
-    prompt_tokens=LengthDistribution(mean=32),
-    output_tokens=LengthDistribution(mean=8),
-)
-BUDGET = TrialBudget(duration_s=20, warmup_s=0, max_requests=12, startup_timeout_s=5)
-
-
-class CountingLauncher:
-    """Stands in for the canary Pods: hands out the fake engine and counts every launch."""
-
-    source = "kubernetes"
-
-    def __init__(self, engine: FakeEngine) -> None:
-        self.engine = engine
-        self.launches: list[EngineConfig] = []
-        self.manifests: list[KubernetesTrialManifest] = []
-
-    def __call__(self, manifest: KubernetesTrialManifest) -> CountingLauncher:
-        self.manifests.append(manifest)
-        return self
-
-    def start(self, config: EngineConfig, *, timeout_s: float | None = None) -> Launch:
-        self.launches.append(config)
-        return Launch(self.engine.endpoint, "fake", True, 0.1)
-
-    def logs(self, launch: Launch) -> tuple[str, ...]:
-        return ()
-
-    def stop(self, launch: Launch) -> None:
-        pass
-
-
-@pytest.fixture
-def engine() -> Iterator[FakeEngine]:
-    with FakeEngine() as e:
-        yield e
 
 
 @pytest.fixture
 def tuned(api: client.ApiClient, policy_dir: Path) -> dict[str, Any]:
-    client.AppsV1Api(api).create_namespaced_deployment(
-        NS, client.V1Deployment.model_validate(production_deployment(tensor_parallel=1))
-    )
-    (policy_dir / "plain.yaml").write_text("version: 1\nname: plain\nspace:\n  max_num_seqs: [64, 128]\n")
-    ts = tuned_service(route=None)
-    ts["spec"]["workload"]["container"] = "vllm"
-    ts["spec"]["policy"] = {"preset": "plain"}
-    body: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(G, V, NS, "tunedservices", ts)
-    return body
+    return tune_on_preset(api, policy_dir, "plain", "  max_num_seqs: [64, 128]\n")
 
 
 CACHE_KEY = b"k" * 32  # the admin's trial cache key (a mounted Secret in the chart)
@@ -103,15 +55,7 @@ def operator_instance(
     admin's trial cache key file."""
     key_file = policy_dir.parent / "trial-cache-key"
     key_file.write_bytes(CACHE_KEY + b"\n")
-    settings = OperatorSettings(
-        backend="kubernetes",
-        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
-        policy_dir=policy_dir,
-        health_port=None,
-        metrics_port=None,
-        trial_progress_interval_s=0.0,
-        trial_cache_key_file=key_file,
-    )
+    settings = canary_settings(operator_kubeconfig, policy_dir, trial_cache_key_file=key_file)
     operator_api = config.new_client_from_config(str(operator_kubeconfig))
     spec, _ = parse_tuned_service(body)
     target = TargetRef(namespace=NS, name="workhorse", model=spec.model.name)
@@ -385,14 +329,7 @@ def test_the_cycle_starts_a_canary_trial_and_polls_it_on_one_worker_per_tuned_se
     the caller free (its handle polls None), and a new generation of the TunedService queues its trials on the
     same worker rather than starting a second canary engine beside the first."""
     launcher = GatedLauncher(engine)
-    settings = OperatorSettings(
-        backend="kubernetes",
-        connection=ConnectionSettings(kubeconfig=str(operator_kubeconfig)),
-        policy_dir=policy_dir,
-        health_port=None,
-        metrics_port=None,
-        trial_progress_interval_s=0.0,
-    )
+    settings = canary_settings(operator_kubeconfig, policy_dir)
     backend = KubernetesBackend(
         settings, config.new_client_from_config(str(operator_kubeconfig)), trial_launcher=launcher
     )
