@@ -19,7 +19,7 @@ from controller.crd.models import TunedServiceSpec, parse_tuned_service, summari
 from controller.decide import ApiPrice, describe_account, schedule_economics
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.evidence import trial_name
-from controller.domain.status import Reason, TargetStatus
+from controller.domain.status import Reason, RolloutState, TargetStatus, TuningRound
 from controller.domain.text import block, one_line
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
@@ -227,19 +227,9 @@ def explain_text(body: Mapping[str, Any]) -> Text:
     if shape is not None:
         out.append(f"Traffic shape it was tuned for: {safe(shape.describe())}\n")
     if status.rollout is not None:
-        r = status.rollout
-        out.append(f"Proposed by {safe(r.proposed_by)}: {safe(r.reason)}\n")
-        if r.expected_gain:
-            out.append(f"Expected gain: {r.expected_gain:.2f}x\n")
-        for a in r.approvals:
-            out.append(f"{safe(a.decision.capitalize())} by {safe(a.by)} at {a.at.isoformat()} (step {a.step + 1})\n")
+        _explain_rollout(out, status.rollout)
     if status.tuning is not None:
-        t = status.tuning
-        out.append(f"Tuning round {safe(t.id)} ({safe(t.window)}): {safe(t.reason)}\n")
-        for key, who, why in zip(t.trial_keys, t.trial_proposers, t.trial_reasons, strict=False):
-            run = next((r for r in status.trials if r.config.key() == key), None)  # each trial by its Trial's name
-            which = trial_name(name_, run.config, run.shape) if run else f"of config {key} (no result yet)"
-            out.append(f"  trial {safe(which)} proposed by {safe(who)}: {safe(why)}\n")
+        _explain_tuning(out, status, status.tuning, name_)
     if status.trials:
         best = max(status.trials, key=lambda t: t.objective())
         out.append(f"Evidence ({len(status.trials)} trials; best first):\n", style="bold")
@@ -258,6 +248,22 @@ def explain_text(body: Mapping[str, Any]) -> Text:
         for reason in status.last_reasons[-5:]:
             out.append(f"  - {reason_line(reason)}\n")
     return out
+
+
+def _explain_rollout(out: SafeText, r: RolloutState) -> None:
+    out.append(f"Proposed by {safe(r.proposed_by)}: {safe(r.reason)}\n")
+    if r.expected_gain:
+        out.append(f"Expected gain: {r.expected_gain:.2f}x\n")
+    for a in r.approvals:
+        out.append(f"{safe(a.decision.capitalize())} by {safe(a.by)} at {a.at.isoformat()} (step {a.step + 1})\n")
+
+
+def _explain_tuning(out: SafeText, status: TargetStatus, t: TuningRound, name: str) -> None:
+    out.append(f"Tuning round {safe(t.id)} ({safe(t.window)}): {safe(t.reason)}\n")
+    for key, who, why in zip(t.trial_keys, t.trial_proposers, t.trial_reasons, strict=False):
+        run = next((r for r in status.trials if r.config.key() == key), None)  # each trial by its Trial's name
+        which = trial_name(name, run.config, run.shape) if run else f"of config {key} (no result yet)"
+        out.append(f"  trial {safe(which)} proposed by {safe(who)}: {safe(why)}\n")
 
 
 def reason_line(reason: Reason) -> str:
