@@ -21,9 +21,9 @@ from controller.domain.config import EngineConfig
 from controller.domain.observation import VariantStats
 from controller.domain.phases import Phase
 from controller.domain.proposal import Proposal
-from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.status import ScheduledConfig, TargetStatus
 from controller.domain.traffic import TrafficShape
-from tests.support.week_traffic import SLO_5S, WINDOWS, agents, documents, entry, plan, stable_seen
+from tests.support.week_traffic import SLO_5S, WINDOWS, agents, documents, entry, plan, stable_seen, tuning_round
 
 pytestmark = pytest.mark.faults
 
@@ -140,15 +140,9 @@ def test_capacity_scaling_keeps_running_while_a_window_is_retuned() -> None:
     config = EngineConfig(speculative_method="mtp", num_speculative_tokens=3, max_num_seqs=128)
     fleet = agents(37.0, 890.0)
     window = next(w for w in WINDOWS if w.name == "morning-ramp")
-    round_ = TuningRound(
-        id="morning-ramp-1",
-        window="morning-ramp",
-        shape=fleet.model_copy(update={"window": window}),
-        started_at=now - timedelta(minutes=5),
-        reason="SLO breach",
-        trial_keys=(config.key(),),
-        trial_proposers=("baseline",),
-        trial_reasons=("baseline",),
+    ramp_shape = fleet.model_copy(update={"window": window})
+    round_ = tuning_round(
+        "morning-ramp-1", ramp_shape, now - timedelta(minutes=5), "SLO breach", (config, "baseline", "baseline")
     )
     ramp = entry("morning-ramp", config, fleet, capacity=20.0, tuned_at=now - timedelta(hours=2), fleet_rate_rps=12.0)
     status = TargetStatus(

@@ -12,10 +12,11 @@ from controller import decide
 from controller.domain.actions import Scale
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.status import ScheduledConfig, TargetStatus
 from controller.domain.traffic import TrafficShape
-from controller.domain.trial import Percentiles, TrialResult, TrialStatus
-from tests.support.week_traffic import SLO_5S, WINDOWS, agents, documents, entry, plan, stable_seen
+from controller.domain.trial import TrialResult
+from tests.support.builders import trial
+from tests.support.week_traffic import SLO_5S, WINDOWS, agents, documents, entry, plan, stable_seen, tuning_round
 
 pytestmark = pytest.mark.faults
 
@@ -25,19 +26,17 @@ DOCUMENTS = documents(0.29, 26.0)
 
 
 def _measured(config: EngineConfig, shape: TrafficShape, goodput_rps: float) -> TrialResult:
-    p = Percentiles(p50=0.05, p95=0.08, p99=0.1)
-    return TrialResult(
-        config=config,
-        shape=shape,
+    spreads = {"ttft": (0.05, 0.08, 0.1), "tpot": (0.01, 0.02, 0.03)}
+    goodput = goodput_rps * 512
+    return trial(
+        config,
+        shape,
         slo=SLO_5S,
-        status=TrialStatus.MEASURED,
+        goodput=goodput,
+        throughput=goodput_rps,
         completed=1000,
-        output_tokens_per_s=goodput_rps * 512,
         goodput_rps=goodput_rps,
-        goodput_tokens_per_s=goodput_rps * 512,
-        request_throughput=goodput_rps,
-        ttft_s=p,
-        tpot_s=Percentiles(p50=0.01, p95=0.02, p99=0.03),
+        **spreads,
     )
 
 
@@ -51,16 +50,8 @@ def test_fleet_rate_of_a_tuned_window_uses_the_replicas_the_round_was_measured_w
     now = datetime(2026, 12, 1, 11, 0, tzinfo=UTC)
     window = next(w for w in WINDOWS if w.name == "day")
     shape = decide.per_replica(AGENTS, 4).model_copy(update={"window": window})
-    round_ = TuningRound(
-        id="day-1",
-        window="day",
-        shape=shape,
-        started_at=now - timedelta(minutes=20),
-        reason="SLO breach",
-        trial_keys=(STOCK.key(), CONFIG.key()),
-        trial_proposers=("baseline", "optimizer"),
-        trial_reasons=("baseline", "trial 2"),
-    )
+    trials = ((STOCK, "baseline", "baseline"), (CONFIG, "optimizer", "trial 2"))
+    round_ = tuning_round("day-1", shape, now - timedelta(minutes=20), "SLO breach", *trials)
     status = TargetStatus(
         phase=Phase.TRIALLING,
         replicas=16,  # scaled up while the round ran

@@ -13,7 +13,7 @@ from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, VariantStats
 from controller.domain.proposal import Proposal
 from controller.domain.slo import SLO
-from controller.domain.status import ScheduledConfig, TargetStatus
+from controller.domain.status import ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.simulator.traffic.diurnal import DiurnalTraffic
 from tests.support.builders import observed, scheduled
@@ -50,6 +50,24 @@ def entry(
     """``window``'s schedule entry: ``config`` at 7000 tok/s against stock's 3000, ``capacity`` req/s a replica."""
     return scheduled(
         window, config, shape, goodput=7000, stock_goodput=3000, capacity_rps=capacity, tuned_at=tuned_at, **fields
+    )
+
+
+def tuning_round(
+    round_id: str, shape: TrafficShape, started_at: datetime, reason: str, *trials: tuple[EngineConfig, str, str]
+) -> TuningRound:
+    """Round ``round_id`` of the window ``shape`` was seen in, started at ``started_at`` for ``reason``, with a trial of
+    each (config, proposer, reason) in ``trials``."""
+    assert shape.window is not None
+    return TuningRound(
+        id=round_id,
+        window=shape.window.name,
+        shape=shape,
+        started_at=started_at,
+        reason=reason,
+        trial_keys=tuple(config.key() for config, _, _ in trials),
+        trial_proposers=tuple(proposer for _, proposer, _ in trials),
+        trial_reasons=tuple(why for _, _, why in trials),
     )
 
 
