@@ -159,14 +159,31 @@ class Probe:
             return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", required=True, help="JSON file with the layer shapes to time")
     ap.add_argument("--out", required=True, help="directory for raw.json")
     ap.add_argument("--quick", action="store_true", help="tiny sweeps, to check the script runs")
     ap.add_argument("--e2e", action="store_true", help="also time end-to-end decode steps of the dense stack")
     ap.add_argument("--replays", type=int, default=15)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def _device(torch: Any) -> dict[str, Any]:
+    """The GPU the probe runs on, and the PyTorch and CUDA versions."""
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "name": props.name,
+        "sms": props.multi_processor_count,
+        "memory_bytes": props.total_memory,
+        "l2_bytes": getattr(props, "L2_cache_size", 0),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
 
     import importlib  # the CPU side imports this module's helpers without torch
 
@@ -188,18 +205,10 @@ def main(argv: list[str] | None = None) -> int:
         shapes: dict[str, Any] = json.load(fh)
     os.makedirs(args.out, exist_ok=True)
     torch.manual_seed(0)
-    props = torch.cuda.get_device_properties(0)
     quick = args.quick
     t_start = time.time()
     raw: dict[str, Any] = {
-        "device": {
-            "name": props.name,
-            "sms": props.multi_processor_count,
-            "memory_bytes": props.total_memory,
-            "l2_bytes": getattr(props, "L2_cache_size", 0),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-        },
+        "device": _device(torch),
         "driver": _driver(),
         "started_unix": t_start,
         "quick": quick,

@@ -83,22 +83,34 @@ def decode_steps(
                 x = x + (F.silu(g_) * u_) @ dn_w[i]
             logits.copy_(x @ lm)
 
-        for impl, attn in (("sdpa", F.scaled_dot_product_attention), ("unfused", unfused_attention)):
-            fn = lambda attn=attn, step=step: step(attn=attn)  # noqa: E731
-            t = time_graph(fn, 1)
-            row: dict[str, Any] = {
-                "impl": impl,
-                "batch": b,
-                "query": q,
-                "context": ctx,
-                "layers": layers,
-                "kv_buffers": n_buf,
-            }
-            if b == 1 and q == 1:
-                row["eager_seconds"] = time_eager(fn, 1)
-            if not torch.isfinite(logits).all():
-                raise SystemExit("e2e step produced non-finite logits")
-            add("e2e", t, **row)
-            log(f"e2e {impl} B={b} q={q} ctx={ctx}: {t * 1e3:.3f} ms ({time.time() - t_start:.0f} s)")
+        case = {"batch": b, "query": q, "context": ctx, "layers": layers, "kv_buffers": n_buf}
+        impls = (("sdpa", F.scaled_dot_product_attention), ("unfused", unfused_attention))
+        _time_step(torch, step, logits, impls, case, add, time_graph, time_eager, log, t_start)
         del kc, vc, x0, logits
         torch.cuda.empty_cache()
+
+
+def _time_step(
+    torch: Any,
+    step: Any,
+    logits: Any,
+    impls: tuple[tuple[str, Any], ...],
+    case: dict[str, int],
+    add: Any,
+    time_graph: Any,
+    time_eager: Any,
+    log: Any,
+    t_start: float,
+) -> None:
+    """Time one case's decode step with each attention implementation (graphed; eager too for one sequence)."""
+    b, q, ctx = case["batch"], case["query"], case["context"]
+    for impl, attn in impls:
+        fn = lambda attn=attn, step=step: step(attn=attn)  # noqa: E731
+        t = time_graph(fn, 1)
+        row: dict[str, Any] = {"impl": impl, **case}
+        if b == 1 and q == 1:
+            row["eager_seconds"] = time_eager(fn, 1)
+        if not torch.isfinite(logits).all():
+            raise SystemExit("e2e step produced non-finite logits")
+        add("e2e", t, **row)
+        log(f"e2e {impl} B={b} q={q} ctx={ctx}: {t * 1e3:.3f} ms ({time.time() - t_start:.0f} s)")

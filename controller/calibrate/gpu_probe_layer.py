@@ -30,6 +30,17 @@ def layer_ops_kernels(query: int) -> int:
     return 2 * 8 + 2 + 2 + 2 + (2 if query > 1 else 0)
 
 
+def _check_layer_ops(p: Any, rms: Any, s: dict[str, Any], b: int, q: int, e2e: dict[str, Any], pad: int) -> None:
+    """The timed ops compute what they should: the cache write copies the new keys, the RMSNorm matches float64."""
+    torch = p.torch
+    hq, hkv, hd = e2e["num_heads"], e2e["num_kv_heads"], e2e["head_dim"]
+    k_src = s["qkv"][:, hq * hd : hq * hd + hkv * hd].reshape(b, q, hkv, hd).transpose(1, 2)
+    p.check("layer_ops_cache_write", p.rel_err(s["kc"][:, :, pad:], k_src), 1e-6)
+    x2 = s["x"]
+    ref = x2.double() * torch.rsqrt(x2.double().pow(2).mean(-1, keepdim=True) + 1e-6) * s["n1"].double()
+    p.check("layer_ops_rmsnorm", p.rel_err(rms(x2, s["n1"]), ref))
+
+
 def layer_parts(p: Any, e2e: dict[str, Any], tok_sweep: list[int]) -> None:
     """Two primitives of one dense decoder layer (the end-to-end stack's own code, ``gpu_probe_e2e.py``):
 
@@ -88,11 +99,7 @@ def layer_parts(p: Any, e2e: dict[str, Any], tok_sweep: list[int]) -> None:
         counted = p.count_kernels(ops)
         t = p.time_graph(ops, reps)
         if (b, q) == cases[0]:
-            k_src = sets[-1]["qkv"][:, hq * hd : hq * hd + hkv * hd].reshape(b, q, hkv, hd).transpose(1, 2)
-            p.check("layer_ops_cache_write", p.rel_err(sets[-1]["kc"][:, :, pad:], k_src), 1e-6)
-            x2 = sets[-1]["x"]
-            ref = x2.double() * torch.rsqrt(x2.double().pow(2).mean(-1, keepdim=True) + 1e-6) * sets[-1]["n1"].double()
-            p.check("layer_ops_rmsnorm", p.rel_err(rms(x2, sets[-1]["n1"]), ref))
+            _check_layer_ops(p, rms, sets[-1], b, q, e2e, pad)
         p.add(
             "layer_ops",
             t,
