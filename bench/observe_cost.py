@@ -20,6 +20,7 @@ import statistics
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -45,6 +46,80 @@ def synthetic_targets(n: int) -> list[SyntheticTarget]:
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class Window:
+    """The targets observed and the window each observe() reads."""
+
+    refs: list[TargetRef]
+    start: datetime
+    end: datetime
+
+
+def observe_cycle(source: PrometheusMetrics, window: Window, n: int, threads: int = 1) -> tuple[float, int]:
+    """One cycle of one observe() per target over the first ``n`` targets: its seconds and its queries."""
+    before = source.queries_total
+    began = time.perf_counter()
+
+    def one(ref: TargetRef) -> None:
+        report = source.report(ref, start=window.start, end=window.end)
+        assert report.shape.arrival_rate_rps > 0
+
+    if threads == 1:
+        for ref in window.refs[:n]:
+            one(ref)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, window.refs[:n]))
+    return time.perf_counter() - began, source.queries_total - before
+
+
+def per_target_cycles(
+    settings: PrometheusSettings, window: Window, counts: list[int], repeat: int
+) -> dict[int, tuple[float, float]]:
+    """Cycles of one observe() per target (the MetricsSource path), then the largest count on 4 threads: the
+    queries per target and the median seconds per cycle of each count."""
+    largest = counts[-1]
+    source = PrometheusMetrics(settings)
+    observe_cycle(source, window, min(5, largest))  # warm connections and Prometheus caches
+    result: dict[int, tuple[float, float]] = {}
+    print(f"{'targets':>8} {'queries/target':>15} {'s/cycle':>9} {'min-max':>13} {'ms/target':>10}")
+    for n in counts:
+        runs = [observe_cycle(source, window, n) for _ in range(repeat)]
+        seconds = [r[0] for r in runs]
+        queries = runs[0][1] / n
+        median = statistics.median(seconds)
+        result[n] = (queries, median)
+        print(
+            f"{n:>8} {queries:>15.1f} {median:>9.2f} {min(seconds):>6.2f}-{max(seconds):<6.2f}"
+            f" {1000 * median / n:>10.1f}"
+        )
+    parallel = PrometheusMetrics(settings)
+    p_seconds, _ = observe_cycle(parallel, window, largest, threads=4)
+    print(f"per-target queries on 4 threads: {largest} targets in {p_seconds:.2f} s")
+    return result
+
+
+def fleet_cycles(settings: PrometheusSettings, window: Window, counts: list[int], repeat: int) -> None:
+    """Cycles of one report_many() over the fleet."""
+    fleet = PrometheusMetrics(settings)
+    print(f"{'fleet':>8} {'queries/target':>15} {'s/cycle':>9} {'min-max':>13} {'ms/target':>10}")
+    for n in counts:
+        runs = []
+        for _ in range(repeat):
+            before = fleet.queries_total
+            began = time.perf_counter()
+            reports = fleet.report_many(window.refs[:n], start=window.start, end=window.end)
+            runs.append((time.perf_counter() - began, fleet.queries_total - before))
+            failed = [str(r) for r in reports.values() if isinstance(r, Exception)]
+            assert not failed, failed[:3]
+        seconds = [r[0] for r in runs]
+        median = statistics.median(seconds)
+        print(
+            f"{n:>8} {runs[0][1] / n:>15.3f} {median:>9.2f} {min(seconds):>6.2f}-{max(seconds):<6.2f}"
+            f" {1000 * median / n:>10.1f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,60 +152,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         settings = PrometheusSettings(url=prometheus.url, max_staleness_s=args.minutes * 60 + 3600)
         window_end = datetime.fromtimestamp(end - 15, UTC)
-        window_start = window_end - timedelta(seconds=args.window_s)
-        refs = [TargetRef(t.namespace, t.model_name, t.model_name) for t in targets]
-
-        def cycle(source: PrometheusMetrics, n: int, threads: int = 1) -> tuple[float, int]:
-            before = source.queries_total
-            began = time.perf_counter()
-
-            def one(ref: TargetRef) -> None:
-                report = source.report(ref, start=window_start, end=window_end)
-                assert report.shape.arrival_rate_rps > 0
-
-            if threads == 1:
-                for ref in refs[:n]:
-                    one(ref)
-            else:
-                with ThreadPoolExecutor(threads) as pool:
-                    list(pool.map(one, refs[:n]))
-            return time.perf_counter() - began, source.queries_total - before
-
-        source = PrometheusMetrics(settings)
-        cycle(source, min(5, largest))  # warm connections and Prometheus caches
-        result: dict[int, tuple[float, float]] = {}
-        print(f"{'targets':>8} {'queries/target':>15} {'s/cycle':>9} {'min-max':>13} {'ms/target':>10}")
-        for n in counts:
-            runs = [cycle(source, n) for _ in range(args.repeat)]
-            seconds = [r[0] for r in runs]
-            queries = runs[0][1] / n
-            median = statistics.median(seconds)
-            result[n] = (queries, median)
-            print(
-                f"{n:>8} {queries:>15.1f} {median:>9.2f} {min(seconds):>6.2f}-{max(seconds):<6.2f}"
-                f" {1000 * median / n:>10.1f}"
-            )
-        parallel = PrometheusMetrics(settings)
-        p_seconds, _ = cycle(parallel, largest, threads=4)
-        print(f"per-target queries on 4 threads: {largest} targets in {p_seconds:.2f} s")
-
-        fleet = PrometheusMetrics(settings)
-        print(f"{'fleet':>8} {'queries/target':>15} {'s/cycle':>9} {'min-max':>13} {'ms/target':>10}")
-        for n in counts:
-            runs = []
-            for _ in range(args.repeat):
-                before = fleet.queries_total
-                began = time.perf_counter()
-                reports = fleet.report_many(refs[:n], start=window_start, end=window_end)
-                runs.append((time.perf_counter() - began, fleet.queries_total - before))
-                failed = [str(r) for r in reports.values() if isinstance(r, Exception)]
-                assert not failed, failed[:3]
-            seconds = [r[0] for r in runs]
-            median = statistics.median(seconds)
-            print(
-                f"{n:>8} {runs[0][1] / n:>15.3f} {median:>9.2f} {min(seconds):>6.2f}-{max(seconds):<6.2f}"
-                f" {1000 * median / n:>10.1f}"
-            )
+        window = Window(
+            [TargetRef(t.namespace, t.model_name, t.model_name) for t in targets],
+            window_end - timedelta(seconds=args.window_s),
+            window_end,
+        )
+        result = per_target_cycles(settings, window, counts, args.repeat)
+        fleet_cycles(settings, window, counts, args.repeat)
         queries, seconds = result[largest]
         print("(the line below is the MetricsSource path: one observe() per target)")
         print(f"observe: {largest} targets, {queries:.1f} queries/target, {seconds:.2f} s/cycle")
