@@ -393,7 +393,7 @@ def max_streams(endpoint: str, streams: int, requests: int) -> tuple[int, int, f
     return report.max_in_flight, errors, took
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="llama-3.1-8b")
     parser.add_argument("--gpu", default="h200")
@@ -413,47 +413,55 @@ def main() -> int:
     )
     parser.add_argument("--skip-sim", action="store_true", help="only the real engine (the sim figures read nan)")
     parser.add_argument("--no-pin", action="store_true", help="leave the engine and the clients on all cores")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def simulator_comparison(args: argparse.Namespace, tokenizer: Path, tmp: Path) -> tuple[float, float, int]:
+    """Against the simulator: throughput ratio and TTFT p50 difference to vllm bench (medians of the rounds), and
+    the most streams sustained without an error."""
+    proc, endpoint = start_simulator(args)
+    try:
+        shape = TrafficShape(
+            arrival_rate_rps=args.rate,
+            concurrency=args.concurrency,
+            prompt_tokens=LengthDistribution(mean=256, cv=0.5, maximum=2048),
+            output_tokens=LengthDistribution(mean=128, cv=0.5, maximum=1024),
+        )
+        full = plan_requests(shape, num_requests=args.requests, seed=7, token_id_range=(300, 32000))
+        plan = dataclasses.replace(  # both tools send the same requests: keep those vllm bench accepts
+            full, requests=tuple(r for r in full.requests if sharegpt_valid(r.prompt_tokens, r.max_tokens))
+        )
+        print(f"simulator {args.model} on {args.gpu} at {endpoint}; shape: {shape.describe()}, {plan.mode} loop")
+        run_plan(endpoint, MODEL_NAME, plan)  # warm-up: one full unmeasured pass (first passes run slow)
+        ratios, ttft_diffs = compare(
+            Comparison(endpoint, MODEL_NAME, plan, shape, tokenizer, tmp, engine_pgid=proc.pid), args.rounds
+        )
+        ratio = statistics.median(ratios)
+        ttft_diff = statistics.median(ttft_diffs)
+        print(f"  sim: throughput ratio {ratio:.3f}x, TTFT p50 diff {ttft_diff:+.1f}%")
+        print(f"streams: {args.streams} concurrent, {args.stream_requests} requests of 128 in / 64 out")
+        in_flight, errors, took = max_streams(endpoint, args.streams, args.stream_requests)
+        print(f"  max in flight {in_flight}, errors {errors}, {took:.1f} s")
+        return ratio, ttft_diff, in_flight if errors == 0 else 0
+    finally:
+        stop_process_group(proc)
+
+
+def main() -> int:
+    args = arguments()
     global ENGINE_CPUS, CLIENT_CPUS
     if args.no_pin:
         ENGINE_CPUS = CLIENT_CPUS = None
     if CLIENT_CPUS is not None:
         os.sched_setaffinity(0, CLIENT_CPUS)  # this script reads the clients' results: it stays off the engine's core
 
-    ratio = ttft_diff = float("nan")
+    ratio = float("nan")
     sustained = 0
     with tempfile.TemporaryDirectory(prefix="shiftlight-bench-") as tmpdir:
         tmp = Path(tmpdir)
         tokenizer = build_tiny_model(ROOT / ".cache" / "shiftlight" / "tiny-seed0", seed=0)
         if not args.skip_sim:
-            proc, endpoint = start_simulator(args)
-            try:
-                shape = TrafficShape(
-                    arrival_rate_rps=args.rate,
-                    concurrency=args.concurrency,
-                    prompt_tokens=LengthDistribution(mean=256, cv=0.5, maximum=2048),
-                    output_tokens=LengthDistribution(mean=128, cv=0.5, maximum=1024),
-                )
-                full = plan_requests(shape, num_requests=args.requests, seed=7, token_id_range=(300, 32000))
-                plan = dataclasses.replace(  # both tools send the same requests: keep those vllm bench accepts
-                    full, requests=tuple(r for r in full.requests if sharegpt_valid(r.prompt_tokens, r.max_tokens))
-                )
-                print(
-                    f"simulator {args.model} on {args.gpu} at {endpoint}; shape: {shape.describe()}, {plan.mode} loop"
-                )
-                run_plan(endpoint, MODEL_NAME, plan)  # warm-up: one full unmeasured pass (first passes run slow)
-                ratios, ttft_diffs = compare(
-                    Comparison(endpoint, MODEL_NAME, plan, shape, tokenizer, tmp, engine_pgid=proc.pid), args.rounds
-                )
-                ratio = statistics.median(ratios)
-                ttft_diff = statistics.median(ttft_diffs)
-                print(f"  sim: throughput ratio {ratio:.3f}x, TTFT p50 diff {ttft_diff:+.1f}%")
-                print(f"streams: {args.streams} concurrent, {args.stream_requests} requests of 128 in / 64 out")
-                in_flight, errors, took = max_streams(endpoint, args.streams, args.stream_requests)
-                print(f"  max in flight {in_flight}, errors {errors}, {took:.1f} s")
-                sustained = in_flight if errors == 0 else 0
-            finally:
-                stop_process_group(proc)
+            ratio, _, sustained = simulator_comparison(args, tokenizer, tmp)
         real_ratios, real_ttft = real_engine(args, tokenizer, tmp)
     real = statistics.median(real_ratios)
     worst = max(real_ratios, key=lambda r: abs(r - 1.0))
