@@ -357,13 +357,7 @@ def _line(tool: str, got: dict[str, Any], truth: dict[str, Any]) -> str:
     )
 
 
-def main() -> int:
-    if len(sys.argv) > 1 and sys.argv[1] == "serve":
-        serve(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
-        return 0
-    if len(sys.argv) > 1 and sys.argv[1] == "vllm-client":
-        vllm_client(sys.argv[2])
-        return 0
+def _arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--streams", type=int, default=256)
     ap.add_argument("--requests", type=int, default=0, help="requests per run (0: 4 x streams)")
@@ -383,32 +377,48 @@ def main() -> int:
         default="",
         help="vllm's benchmarks/lib/endpoint_request_func.py, loaded by path (for a --vllm-python without vllm)",
     )
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def _plan(streams: int, n: int, output_tokens: int) -> Any:
+    """``n`` closed-loop requests of 512 prompt tokens (sent as text: one word per token) and ``output_tokens``."""
     import dataclasses
 
     from controller.domain.traffic import LengthDistribution, TrafficShape
-    from controller.trials.engine.launchers import default_engine_python, free_port, stop_process_group
     from controller.trials.loadgen.plan import plan_requests
+
+    out_len = LengthDistribution(mean=output_tokens, cv=0.0, maximum=output_tokens)
+    shape = TrafficShape(
+        arrival_rate_rps=0,
+        concurrency=streams,
+        prompt_tokens=LengthDistribution(mean=512, cv=0.0, maximum=512),
+        output_tokens=out_len,
+    )
+    plan = plan_requests(shape, num_requests=n, seed=5, token_id_range=(3, 4000), max_model_len=4096)
+    texts = [" ".join(f"t{i}" for i in r.prompt_token_ids) for r in plan.requests]
+    return dataclasses.replace(
+        plan, requests=tuple(dataclasses.replace(r, prompt_text=t) for r, t in zip(plan.requests, texts, strict=True))
+    )
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "serve":
+        serve(int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]))
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "vllm-client":
+        vllm_client(sys.argv[2])
+        return 0
+    args = _arguments()
+
+    from controller.trials.engine.launchers import default_engine_python, free_port, stop_process_group
 
     usable = _usable()
     engine_cpus = {usable[0]} if len(usable) >= 2 else None
     client_cpus = {usable[-1]} if len(usable) >= 2 else None
     if client_cpus:
         os.sched_setaffinity(0, client_cpus)
-    out_len = LengthDistribution(mean=args.output_tokens, cv=0.0, maximum=args.output_tokens)
-    shape = TrafficShape(
-        arrival_rate_rps=0,
-        concurrency=args.streams,
-        prompt_tokens=LengthDistribution(mean=512, cv=0.0, maximum=512),
-        output_tokens=out_len,
-    )
     n = args.requests or 4 * args.streams
-    plan = plan_requests(shape, num_requests=n, seed=5, token_id_range=(3, 4000), max_model_len=4096)
-    texts = [" ".join(f"t{i}" for i in r.prompt_token_ids) for r in plan.requests]
-    plan = dataclasses.replace(
-        plan, requests=tuple(dataclasses.replace(r, prompt_text=t) for r, t in zip(plan.requests, texts, strict=True))
-    )
+    plan = _plan(args.streams, n, args.output_tokens)
     port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
