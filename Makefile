@@ -8,13 +8,18 @@ ENGINE_STAMP := $(ENGINE_VENV)/.installed
 SEARCH_VENV := .venv-search
 SEARCH_STAMP := $(SEARCH_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit engine search-libs tools image bench clean
+.PHONY: demo test check lint typecheck engine search-libs tools image bench clean
 
 demo: $(STAMP)
 	$(PY) -m controller.cli.main demo --out out/demo
 
+# The whole suite (lint, mypy --strict, every test over all cores): at most 20 minutes on 2 cores.
 test: $(STAMP) engine tools image
 	bash scripts/test.sh
+
+# The fast tier (lint, mypy --strict, the tests that need no server, engine or image and are not slow): minutes.
+check: $(STAMP)
+	bash scripts/test.sh check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +45,8 @@ $(SEARCH_STAMP): scripts/install-search-libs.sh pyproject.toml
 tools:
 	bash scripts/install-tools.sh
 
-# The operator's OCI image, without a daemon or a registry (buildah + mmdebstrap): out/image/shiftlight-VERSION.oci.tar
+# The operator's OCI image, without a daemon or a registry (buildah + mmdebstrap): out/image/shiftlight-VERSION.oci.tar,
+# cached by a hash of its inputs in $${XDG_CACHE_HOME:-$$HOME/.cache}/shiftlight/image (no rebuild when none changed).
 image: $(STAMP)
 	PYTHON=$(PY) bash scripts/build-image.sh
 
@@ -49,9 +55,6 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
-
-unit: $(STAMP)
-	$(PY) -m pytest -q -m "not vllm and not prometheus and not kube and not helm and not image"
 
 clean:
 	rm -rf $(VENV) $(ENGINE_VENV) out .mypy_cache .pytest_cache .ruff_cache

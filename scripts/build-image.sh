@@ -4,6 +4,12 @@
 #   2. runtime: a Debian bookworm root filesystem made by mmdebstrap, with the wheelhouse installed offline into
 #      /opt/venv by buildah (vfs storage, chroot isolation); uid 65532, entrypoint `shiftlight`.
 # Writes out/image/shiftlight-<version>.oci.tar (an OCI archive: `skopeo copy oci-archive:... docker://...`).
+#
+# The archive is keyed by a sha256 over its inputs (the files of controller/, policies/, pyproject.toml, README.md,
+# Containerfile and this script that git tracks or would track, with their content on disk) and kept in
+# ${XDG_CACHE_HOME:-$HOME/.cache}/shiftlight/image/<hash>.oci.tar, outside the checkout: a clean clone on the same
+# machine links the cached archive instead of building it again. out/image/shiftlight-<version>.oci.sha256 names
+# the inputs' hash of the archive next to it. `--print-hash` prints the inputs' hash and exits.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,6 +21,29 @@ name="ghcr.io/shiftlight/shiftlight:$version"
 archive="$out/shiftlight-$version.oci.tar"
 export STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot
 
+# The inputs' hash: one line per file (the sha256 of its content and its path), sorted by path, hashed again.
+inputs=(controller policies pyproject.toml README.md Containerfile scripts/build-image.sh)
+input_files() {
+  if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$root" ls-files -z --cached --others --exclude-standard -- "${inputs[@]}"
+  else
+    find "${inputs[@]}" -type f -not -path '*/__pycache__/*' -print0
+  fi
+}
+inputs_hash() {
+  input_files | LC_ALL=C sort -zu | while IFS= read -r -d '' f; do
+    if [ -f "$f" ]; then printf '%s\0' "$f"; fi  # a tracked file deleted on disk is no input
+  done | xargs -0 -r sha256sum -- | sha256sum | cut -d' ' -f1
+}
+hash=$(inputs_hash)
+if [ "${1:-}" = "--print-hash" ]; then
+  echo "$hash"
+  exit 0
+fi
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/shiftlight/image"
+cached="$cache/$hash.oci.tar"
+stamp="$out/shiftlight-$version.oci.sha256"
+
 if ! command -v buildah >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>&1; then
   echo "installing buildah and mmdebstrap (Debian packages)"
   export DEBIAN_FRONTEND=noninteractive
@@ -22,9 +51,15 @@ if ! command -v buildah >/dev/null 2>&1 || ! command -v mmdebstrap >/dev/null 2>
   apt-get install -y -qq --no-install-recommends buildah mmdebstrap uidmap >/dev/null
 fi
 
-# Up to date: nothing that goes into the image changed since the archive was written.
-if [ -f "$archive" ] && [ -z "$(find controller policies pyproject.toml README.md scripts/build-image.sh -newer "$archive" -print -quit)" ]; then
-  echo "image: $archive is up to date"
+# Up to date: an archive of exactly these inputs was built before, here or in another checkout on this machine.
+if [ -f "$cached" ]; then
+  mkdir -p "$out"
+  if [ ! "$archive" -ef "$cached" ]; then
+    rm -f "$archive"
+    ln "$cached" "$archive" 2>/dev/null || cp "$cached" "$archive"
+  fi
+  echo "$hash" >"$stamp"
+  echo "image: $archive is up to date (inputs $hash, cached in $cache)"
   exit 0
 fi
 
@@ -72,8 +107,12 @@ buildah config \
   "$ctr"
 buildah commit --quiet --rm "$ctr" "$name" >/dev/null
 trap - EXIT
-rm -f "$archive"
-buildah push --quiet "$name" "oci-archive:$archive:$name"
+rm -f "$archive" "$stamp"
+mkdir -p "$cache"
+buildah push --quiet "$name" "oci-archive:$cached.partial:$name"
 buildah rmi "$name" >/dev/null  # the archive is the artifact; keep no copy in local storage
+mv -f "$cached.partial" "$cached"
+ln "$cached" "$archive" 2>/dev/null || cp "$cached" "$archive"
+echo "$hash" >"$stamp"
 rm -rf "$work"
 echo "image: $archive ($name, $(du -m "$archive" | cut -f1) MiB, built in $(( $(date +%s) - started )) s)"

@@ -3,7 +3,7 @@ noise). The agent must fall back to the optimizer cleanly, and nothing unvalidat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,20 +14,19 @@ from controller.advisor.endpoints import AdvisorEndpoint
 from controller.decide.search.guardrails import check_proposals
 from controller.domain.proposal import AdvisorContext
 from controller.policy import LlmSettings, Policy
-from tests.support.vllm_server import VllmServer, build_tiny_model, running_vllm
+from tests.support.vllm_server import VllmServer
 
 from .conftest import measure
 
 
-@pytest.fixture(scope="module")
-def tiny_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    model_dir = build_tiny_model(tmp_path_factory.mktemp("advisor-tiny"), seed=0)
-    # the tiny model has 2048 positions; the later --max-model-len wins over the test default of 512
-    with running_vllm(model_dir, ["--max-model-len", "2048"]) as server:
-        yield server
+@pytest.fixture
+def tiny_server(engine_server: VllmServer) -> VllmServer:
+    """The session's shared stock server (tests.support.vllm_server): the tiny model's whole 2048 positions."""
+    return engine_server
 
 
 @pytest.mark.vllm
+@pytest.mark.engine
 def test_noise_from_a_real_endpoint_falls_back_and_nothing_unvalidated_runs(
     tiny_server: VllmServer, policy: Policy, make_context: Callable[..., AdvisorContext], tmp_path: Path
 ) -> None:

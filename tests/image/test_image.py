@@ -29,7 +29,7 @@ from kubernetes import client
 from tests.support.kube_api import KubeAPIServer
 from tests.support.kube_operator import REPO, G, V, free_port, tuned_service, wait_for
 
-pytestmark = [pytest.mark.image, pytest.mark.kube]
+pytestmark = [pytest.mark.image, pytest.mark.kube, pytest.mark.slow]
 
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 ARCHIVE = REPO / "out" / "image" / f"shiftlight-{VERSION}.oci.tar"
@@ -75,14 +75,14 @@ class Image:
 
 
 def build_image() -> None:
-    """`make image` builds the archive before the suite runs; a plain pytest run on a fresh checkout builds it here."""
+    """The archive of the current inputs: `make image` builds it before the suite runs and the script then only links
+    the archive cached under the inputs' hash; a plain pytest run, or one after an edit, builds it here."""
     subprocess.run(["bash", str(REPO / "scripts" / "build-image.sh")], check=True, cwd=REPO)
 
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
-    if not ARCHIVE.exists():
-        build_image()
+    build_image()
     storage = tmp_path_factory.mktemp("buildah")
     probe = Image(storage, "", Path(), {})
     container = subprocess.run(

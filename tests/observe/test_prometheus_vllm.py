@@ -24,7 +24,7 @@ from tests.observe.support import NGRAM, LoadResult, bucket_index, client_quanti
 from tests.support.prometheus_server import ScrapeTarget, running_prometheus
 from tests.support.vllm_server import VllmServer
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.vllm]
+pytestmark = [pytest.mark.prometheus, pytest.mark.vllm, pytest.mark.engine, pytest.mark.slow]
 
 RATE, PROMPT, OUTPUT, LOAD_S = 4.0, 128, 128, 40.0
 

@@ -4,14 +4,17 @@ The operator's code talks to the fake API as its own user (``operator_api``, ``o
 set things up and look at them as an admin (``api``). Every call the operator's user makes is recorded and must
 be listed in ``tests/helm/operator-api-calls.json``, which the chart's least-privilege test checks the rendered
 RBAC against. ``SHIFTLIGHT_RECORD_API_CALLS=1`` rewrites that file from the calls of the tests that ran (run all of
-``tests/reactor`` and ``tests/adapters/kube`` then).
+``tests/reactor`` and ``tests/adapters/kube`` then). Under pytest-xdist each worker writes its calls to a folder
+the controller names, and the controller checks (or writes) them all together once the workers are done.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,18 +98,72 @@ class CallLog:
         ]
         path.write_text(json.dumps({"calls": entries}, indent=1) + "\n")
 
+    def dump(self, path: Path) -> None:
+        """This process's calls per test, for the process that checks them all (pytest-xdist's controller)."""
+        path.write_text(json.dumps({test: sorted(calls) for test, calls in self.by_test.items()}))
 
-@pytest.fixture(scope="session")
-def api_calls() -> Iterator[CallLog]:
-    log = CallLog()
-    yield log
+    def merge(self, path: Path) -> None:
+        for test, calls in json.loads(path.read_text()).items():
+            self.by_test.setdefault(test, set()).update((v, g, r, s) for v, g, r, s in calls)
+
+
+def check_or_record(log: CallLog) -> str | None:
+    """At the end of a session: rewrite ``CALLS_FILE`` when recording, else what is wrong with it (or None)."""
     if os.environ.get("SHIFTLIGHT_RECORD_API_CALLS") == "1":
         log.write()
-        return
+        return None
     stale = log.stale()
-    assert not stale, (
-        f"{CALLS_FILE.name} lists API calls the operator no longer makes (drop them, and their RBAC): {stale}"
-    )
+    if stale:
+        return f"{CALLS_FILE.name} lists API calls the operator no longer makes (drop them, and their RBAC): {stale}"
+    return None
+
+
+CALLS_DIR = pytest.StashKey[Path]()
+CALLS_DIR_INPUT = "shiftlight_api_calls_dir"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist's controller, as it starts a worker: the folder the worker leaves its operator calls in."""
+    config = node.config
+    if CALLS_DIR not in config.stash:
+        config.stash[CALLS_DIR] = Path(tempfile.mkdtemp(prefix="shiftlight-api-calls-"))
+    node.workerinput[CALLS_DIR_INPUT] = str(config.stash[CALLS_DIR])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """pytest-xdist's controller: the calls of all workers together against ``CALLS_FILE``, once."""
+    directory = session.config.stash.get(CALLS_DIR, None)
+    if directory is None:
+        return
+    try:
+        dumps = sorted(directory.glob("*.json"))
+        if not dumps:
+            return
+        log = CallLog()
+        for dump in dumps:
+            log.merge(dump)
+        problem = check_or_record(log)
+        if problem:
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:
+                reporter.write_line(f"ERROR: {problem}", red=True, bold=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def api_calls(request: pytest.FixtureRequest) -> Iterator[CallLog]:
+    log = CallLog()
+    yield log
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput is not None and CALLS_DIR_INPUT in workerinput:
+        # a pytest-xdist worker saw only its share of the tests: the controller checks all of them together
+        log.dump(Path(workerinput[CALLS_DIR_INPUT]) / f"{workerinput['workerid']}.json")
+        return
+    problem = check_or_record(log)
+    assert problem is None, problem
 
 
 @pytest.fixture

@@ -11,6 +11,16 @@ Usage (any test area)::
 The server runs in the engine venv (``$SHIFTLIGHT_ENGINE_PYTHON``, default ``.venv-engine/bin/python``) with
 ``--enforce-eager --dtype float32 --max-model-len 512`` and an offline, quiet environment. It takes 25-65 s to
 become ready on 2 CPU cores and ~3 GB of memory: share one per test session.
+
+This module is also a pytest plugin (``-p tests.support.vllm_server`` in pyproject's addopts), with the session
+fixtures every area shares:
+
+- ``tiny_model``: the seed-0 tiny model, built once;
+- ``engine_server``: ONE stock server on it for every test that needs only "an engine" (default flags; the model's
+  whole 2048 positions, so long advisor prompts fit). Tests that need special flags start their own.
+
+Every test that uses ``engine_server`` or carries the ``engine`` marker runs on one pytest-xdist worker (the group
+``engine``, see ``tests/conftest.py``): the shared server starts once, and no two engines compete for the cores.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from controller.domain.config import EngineConfig
 from controller.domain.invocation import parse_invocation
@@ -98,3 +110,17 @@ def running_vllm(
         yield VllmServer(launch.endpoint, served_model_name, launch.pid, launch.startup_s)
     finally:
         launcher.stop(launch)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seed-0 tiny model (random weights, float32), built once per session (per worker under pytest-xdist)."""
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-seed0"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def engine_server(tiny_model: Path) -> Iterator[VllmServer]:
+    """The one stock vLLM server of the session: tiny seed-0 model, default flags, ``--max-model-len 2048`` (the
+    model's positions; the later flag wins over the test default of 512)."""
+    with running_vllm(tiny_model, ["--max-model-len", "2048"]) as server:
+        yield server

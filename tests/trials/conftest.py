@@ -1,4 +1,4 @@
-"""Fixtures for the trial tests: the tiny model, a shared real vLLM server, and a fast fake engine."""
+"""Fixtures for the trial tests: the seed-1 tiny model, the shared real vLLM server, and a fast fake engine."""
 
 from __future__ import annotations
 
@@ -9,12 +9,7 @@ import pytest
 
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from tests.support.fake_engine import FakeEngine
-from tests.support.vllm_server import VllmServer, build_tiny_model, running_vllm
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny-seed0"), seed=0)
+from tests.support.vllm_server import VllmServer, build_tiny_model
 
 
 @pytest.fixture(scope="session")
@@ -23,10 +18,10 @@ def tiny_model_seed1(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def baseline_server(tiny_model: Path) -> Iterator[VllmServer]:
-    """One stock vLLM server for the whole session (quality baseline, bench, helper checks)."""
-    with running_vllm(tiny_model) as server:
-        yield server
+def baseline_server(engine_server: VllmServer) -> VllmServer:
+    """The stock vLLM server of the session (quality baseline, bench, helper checks): the shared ``engine_server``
+    on the seed-0 ``tiny_model`` (both from ``tests.support.vllm_server``)."""
+    return engine_server
 
 
 SMALL_SHAPE = TrafficShape(

@@ -28,7 +28,7 @@ from controller.trials.runner import RunnerSettings, TrialRunner
 from controller.trials.verdict.quality import QualityGate
 from tests.support.vllm_server import VllmServer, cache_root
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.engine, pytest.mark.slow]
 
 TARGET = TargetRef("ml", "chat", "tiny")
 BUDGET = TrialBudget(duration_s=60, warmup_s=10, max_requests=64, startup_timeout_s=240)

@@ -27,9 +27,9 @@ from controller.trials.engine.log import root_cause
 from controller.trials.runner import TrialRunner
 from tests.support.kube_api import KubeAPIServer
 from tests.support.kube_operator import G, V, tuned_service
-from tests.support.vllm_server import build_tiny_model, cache_root
+from tests.support.vllm_server import cache_root
 
-pytestmark = [pytest.mark.kube, pytest.mark.vllm]
+pytestmark = [pytest.mark.kube, pytest.mark.vllm, pytest.mark.engine, pytest.mark.slow]
 
 NS = "prod"
 SHAPE = TrafficShape(
@@ -42,11 +42,10 @@ REFUSAL = "NotImplementedError: FP8 KV cache requires head_size divisible by 32 
 
 
 @pytest.fixture(scope="module")
-def head80_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def head80_model(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Path:
     """The tiny Llama with 80-wide attention heads (dummy weights: the checkpoint's shapes no longer match)."""
-    built = build_tiny_model(tmp_path_factory.mktemp("tiny-seed0"), seed=0)
     out = tmp_path_factory.mktemp("tiny-head80")
-    shutil.copytree(built, out, dirs_exist_ok=True)
+    shutil.copytree(tiny_model, out, dirs_exist_ok=True)
     config = json.loads((out / "config.json").read_text())
     config["head_dim"] = 80
     (out / "config.json").write_text(json.dumps(config))
