@@ -613,6 +613,12 @@ def foreign_section(
         for seed in range(seeds):
             for got in transfer_runs(surface, slo, seed).values():
                 hits.setdefault(TRANSFER, {}).setdefault(surface.name, []).append(got)
+    _print_foreign(hits, wall, library_seeds)
+    return hits
+
+
+def _print_foreign(hits: dict[str, dict[str, list[float]]], wall: dict[str, list[float]], library_seeds: int) -> None:
+    """The foreign surfaces' table: trials to 3% per strategy, the libraries' wall time, then by surface."""
     print(f"\n{'no prior: strategy':28s} {'runs':>5s} {'median':>7s} {'p90':>6s} {'worst':>6s} {'reached':>8s}")
     for name, per in hits.items():
         allh = [x for v in per.values() for x in v]
@@ -637,7 +643,6 @@ def foreign_section(
                 f"{sname:28s} {len(h):5d} "
                 + " ".join(f"{x:>{w}s}" for x, w in zip(_summary(h, FOREIGN_MAX_TRIALS), (7, 6, 6, 8), strict=True))
             )
-    return hits
 
 
 def calibration_section(seeds: int) -> list[float]:
