@@ -109,7 +109,9 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
-from controller.decide import OptimizerAdvisor, Rules, ScalingRules, scaled
+from controller.crd.tuned_service import ReplicaBounds
+from controller.cycle import CycleSettings, CycleSpec, cycle_for
+from controller.decide import OptimizerAdvisor, scaled
 from controller.domain.actions import Scale
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
@@ -119,8 +121,9 @@ from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable
 from controller.policy import Policy, load_policy, profile_feasibility
+from controller.policy.scaling import ProbeLoop
 from controller.ports import LoadTester, TrialRequest
-from controller.reconcile import Ports, Reconciler
+from controller.reconcile import Ports
 from controller.simulator import perf as perf_module
 from controller.simulator.fleet.records import FleetTick
 from controller.simulator.fleet.service import SimulatedFleet
@@ -143,7 +146,9 @@ class WeekSettings:
     days: float = 7.0
     model: str = "nemotron-3-super-nvfp4"
     gpu: str = "gb300-dgx-station"
-    policy_path: Path = REPO / "policies" / "v1" / "hybrid-mtp-workstation.yaml"
+    policy_path: Path = REPO / "bench" / "policies" / "week-workstation.yaml"
+    """The policy the week runs (approval, trial budget, rollout bake and samples, scaling headroom, capacity probe
+    loop): ``bench/policies/week-*.yaml``."""
     profile: str | TrafficProfile = "coding-agents"
     cycle_s: float = 300.0
     cold_start_s: float = 180.0
@@ -152,22 +157,18 @@ class WeekSettings:
     hpa_utilisation: float = 0.8
     hpa_tolerance: float = 0.1
     hpa_scale_down_window_s: float = 300.0
-    headroom: float = 0.25
-    scale_down_stabilisation_s: float = 900.0
-    bake_s: float = 600.0
-    min_samples: int = 100
-    max_trials: int = 6
-    trial_duration_s: float = 120.0
-    probe_loop: str = "open"
+    probe_loop: ProbeLoop | None = None
+    """``--probe-loop``: the capacity probes' loop instead of the policy's ``scaling.capacity_probe_loop``."""
     shiftlight_scaling: str = "both"
 
 
 #: Three fleets. ``workstation``: the field notes' hybrid MTP model on one DGX-Station-class GPU per replica, a few
 #: replicas at peak. ``dense-fleet``: a dense 8B model on H200s, ~10 replicas at peak, with lookup speculation
 #: (ngram) in its search space, which pays on the night's repetitive long documents and costs on the day's agents.
-#: Its capacity probes replay closed loops (``capacity_probe_loop = "closed"``), as a user whose production breaches
-#: below open-loop probes would set it: the fleet holds each replica at the streams routed to it, and a lookup
-#: drafter that finishes documents early passes an open-loop probe at rates it cannot carry at that concurrency.
+#: Its capacity probes replay closed loops (its policy's ``scaling.capacity_probe_loop: closed``), as a user whose
+#: production breaches below open-loop probes would set it: the fleet holds each replica at the streams routed to
+#: it, and a lookup drafter that finishes documents early passes an open-loop probe at rates it cannot carry at that
+#: concurrency.
 #: ``doc-quoting``: field note 2's class of setup, a 27B hybrid MTP model (4-bit) on RTX 3090s, chat by day and
 #: document quoting at night (the ``chat-quoting`` traffic profile), with MTP and long lookup drafts in its space.
 #: Two more populations, written before any decide code was changed for them (issue 29), with other window
@@ -290,29 +291,26 @@ SCENARIOS: dict[str, WeekSettings] = {
     "dense-fleet": WeekSettings(
         model="llama-3.1-8b",
         gpu="h200",
-        policy_path=REPO / "policies" / "v1" / "dense-8b-h200.yaml",
+        policy_path=REPO / "bench" / "policies" / "week-dense-8b-h200.yaml",
         load_scale=16.0,
         max_replicas=32,
-        probe_loop="closed",
     ),
     "doc-quoting": WeekSettings(
         model="qwen3.6-27b-int4",
         gpu="rtx-3090",
-        policy_path=REPO / "policies" / "v1" / "doc-quoting-3090.yaml",
+        policy_path=REPO / "bench" / "policies" / "week-doc-quoting-3090.yaml",
         profile="chat-quoting",
         load_scale=1.0,
         max_replicas=32,
-        probe_loop="closed",
     ),
     "rag-batch": WeekSettings(
         model="llama-3.1-8b",
         gpu="h200",
-        policy_path=REPO / "policies" / "v1" / "dense-8b-h200.yaml",
+        policy_path=REPO / "bench" / "policies" / "week-dense-8b-h200.yaml",
         profile=RAG_BATCH,
         seed=31,
         load_scale=4.0,
         max_replicas=32,
-        probe_loop="closed",
     ),
     "support-afternoon": WeekSettings(
         profile=SUPPORT_AFTERNOON,
@@ -522,11 +520,12 @@ class CountingLoadTester:
 
 # ----- the policy, the performance model, the ideal schedules --------------------------------------------------------
 def week_policy(s: WeekSettings) -> Policy:
+    """The scenario's policy file (``bench/policies/``) for its model and GPU; ``--probe-loop`` replaces its capacity
+    probes' loop."""
     policy = load_policy(s.policy_path).for_target(model=s.model, gpu=s.gpu)
-    budget = policy.trial_budget.model_copy(
-        update={"max_trials": s.max_trials, "trial_duration_s": s.trial_duration_s, "warmup_s": 10.0}
-    )
-    policy = policy.model_copy(update={"approval": "auto", "trial_budget": budget})
+    if s.probe_loop is not None:
+        scaling = policy.scaling.model_copy(update={"capacity_probe_loop": s.probe_loop})
+        policy = policy.model_copy(update={"scaling": scaling})
     return policy.with_feasibility(profile_feasibility(policy))
 
 
@@ -607,6 +606,7 @@ def _slot(hour_of_week: int) -> tuple[int, int]:
 
 def ideal_sizing(perf: PerformanceModel, policy: Policy, s: WeekSettings) -> IdealSizing:
     traffic = week_traffic(s)
+    headroom = policy.scaling.headroom  # the headroom Shiftlight plans with covers the traffic's noise
     configs = [STOCK, *policy.space.configs(policy.feasibility)]
     replicas: dict[int, dict[tuple[int, int], int]] = {i: {} for i in range(len(configs))}
     caps: dict[tuple[object, ...], list[float]] = {}  # per-replica streams depend on the mix, not on the load
@@ -630,13 +630,13 @@ def ideal_sizing(perf: PerformanceModel, policy: Policy, s: WeekSettings) -> Ide
             other = [q for q in quarters if q.concurrency > 0 and mix_moved(q, mid)]
             for i, cap in enumerate(at_mid):
                 need = ideal_replicas(
-                    peak if mid.concurrency > 0 else 0.0, cap, headroom=s.headroom, lo=s.min_replicas, hi=s.max_replicas
+                    peak if mid.concurrency > 0 else 0.0, cap, headroom=headroom, lo=s.min_replicas, hi=s.max_replicas
                 )
                 for q in other:
                     need = max(
                         need,
                         ideal_replicas(
-                            q.concurrency, streams(q)[i], headroom=s.headroom, lo=s.min_replicas, hi=s.max_replicas
+                            q.concurrency, streams(q)[i], headroom=headroom, lo=s.min_replicas, hi=s.max_replicas
                         ),
                     )
                 replicas[i][(day, hour)] = need
@@ -838,22 +838,15 @@ def run_shiftlight(
         forecaster=SimulatedForecaster(fleet.traffic),
     )
     capacity = scaling_mode == "capacity"
-    scaling = ScalingRules(
-        min_replicas=s.min_replicas,
-        max_replicas=s.max_replicas,
-        headroom=s.headroom,
-        scale_down_stabilisation_s=s.scale_down_stabilisation_s,
-    )
     target = TargetRef("bench", "shiftlight", s.model)
     if not capacity:  # an HPA owns the replicas: Shiftlight sees it and defers (it still tunes for elastic replicas)
         cluster.autoscalers[str(target)] = "HorizontalPodAutoscaler/vllm"
-    rules = Rules.from_policy(policy, fleet.traffic.windows, scaling=scaling)
-    rules = replace(
-        rules,
-        rollout=replace(rules.rollout, bake_s=s.bake_s, min_samples=s.min_samples),
-        capacity_probe_loop="open" if s.probe_loop == "open" else "closed",
+    # the policy file sizes the replicas (headroom, scale-down stabilisation) and loads the capacity probes;
+    # the scenario bounds them, as a TunedService's spec.replicas does
+    spec = CycleSpec(
+        windows=fleet.traffic.windows, replicas=ReplicaBounds(min_replicas=s.min_replicas, max_replicas=s.max_replicas)
     )
-    reconciler = Reconciler(ports, policy, rules=rules, observe_window_s=s.cycle_s)
+    reconciler = cycle_for(spec, policy, CycleSettings(observe_window_s=s.cycle_s), ports)
     status = TargetStatus(replicas=first_replicas)
     busiest = peak_shape(fleet.traffic)
     targets: dict[str, float] = {}

@@ -28,11 +28,9 @@ from controller.domain.codes import Code
 from controller.domain.observation import Observation, TargetRef
 from controller.domain.proposal import Proposal
 from controller.domain.status import Reason, TargetStatus
-from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult
 from controller.errors import MetricsUnavailable, ShiftlightError, TemporaryError
 from controller.observe.window_forecasts import window_forecasts
-from controller.policy import Policy
 from controller.ports import (
     Advisor,
     Clock,
@@ -83,7 +81,6 @@ def screened_proposals(
     status: TargetStatus,
     *,
     rules: Rules,
-    policy: Policy,
     advisor: Advisor,
     fallback: Advisor | None,
 ) -> tuple[list[Proposal], list[str]]:
@@ -104,10 +101,10 @@ def screened_proposals(
             return [], [f"advisor failed ({exc}); no fallback configured"]
         notes.append(f"advisor failed ({exc}); the optimizer proposes instead")
         raw = list(fallback.propose(ctx))
-    accepted, rejected = screen(raw, status, policy=policy, max_accept=per_cycle)
+    accepted, rejected = screen(raw, status, rules=rules, max_accept=per_cycle)
     if not accepted and rejected and fallback is not None:
         notes.append("every proposal was rejected; the optimizer proposes instead")
-        more, more_rejected = screen(list(fallback.propose(ctx)), status, policy=policy, max_accept=per_cycle)
+        more, more_rejected = screen(list(fallback.propose(ctx)), status, rules=rules, max_accept=per_cycle)
         accepted, rejected = more, rejected + more_rejected
     return accepted, notes + rejected
 
@@ -126,28 +123,28 @@ class _Acted:
 
 
 class Reconciler:
-    """Runs observe -> screen -> decide -> act for one target per call. Keeps only decisions whose trials still run."""
+    """Runs observe -> screen -> decide -> act for one target per call. Keeps only decisions whose trials still run.
+
+    Everything it knows of the policy is in ``rules`` (:meth:`Rules.from_policy`); the operator, the demo and the
+    benches build it through :func:`controller.cycle.cycle_for`."""
 
     def __init__(
         self,
         ports: Ports,
-        policy: Policy,
+        rules: Rules,
         *,
-        windows: Sequence[TimeWindow] = (),
         observe_window_s: float = 300.0,
         trial_seed: int = 0,
-        rules: decide.Rules | None = None,
         on_trial: Callable[[TrialResult], None] | None = None,
         gpu_price: evidence.GpuPrice | None = None,
     ) -> None:
         """``gpu_price``: what a GPU-hour costs, for a decision's cost in its notice (None: GPU-hours only)."""
         self.ports = ports
-        self.policy = policy
         self.gpu_price = gpu_price
-        self.rules = rules or Rules.from_policy(policy, windows)
+        self.rules = rules
         self.observe_window_s = observe_window_s
         self.on_trial = on_trial
-        budget = policy.trial_budget
+        tuning = rules.tuning
         self.executor = Executor(
             ActPorts(
                 router=ports.router, cluster=ports.cluster, notifier=ports.notifier, load_tester=ports.load_tester
@@ -155,9 +152,9 @@ class Reconciler:
             TrialSettings(
                 slo=self.rules.slo,
                 budget=TrialBudget(
-                    duration_s=budget.trial_duration_s,
-                    warmup_s=budget.warmup_s,
-                    startup_timeout_s=budget.startup_timeout_s,
+                    duration_s=tuning.trial_duration_s,
+                    warmup_s=tuning.trial_warmup_s,
+                    startup_timeout_s=tuning.trial_startup_timeout_s,
                 ),
                 seed=trial_seed,
             ),
@@ -191,7 +188,6 @@ class Reconciler:
             target,
             status,
             rules=self.rules,
-            policy=self.policy,
             advisor=self.ports.advisor,
             fallback=self.ports.fallback_advisor,
         )
@@ -204,7 +200,7 @@ class Reconciler:
             proposals=proposals,
             rules=self.rules,
             now=now,
-            is_lossy=self.policy.is_lossy,
+            is_lossy=self.rules.is_lossy,
             candidate_ready_replicas=candidate_ready,
             external_autoscaler=self._external_autoscaler(target),
             forecast=forecast,
@@ -215,7 +211,7 @@ class Reconciler:
             decision.actions,
             service=target.name,
             status=decision.status,
-            lossy_reasons=self.policy.lossy_reasons,
+            lossy_reasons=self.rules.lossy_reasons,
             windows=self.rules.windows,
             gpu_price=self.gpu_price,
         )
@@ -238,7 +234,7 @@ class Reconciler:
             decided,
             dry_run=self.rules.tuning.dry_run,
             approval=self.rules.tuning.approval,
-            is_lossy=self.policy.is_lossy,
+            is_lossy=self.rules.is_lossy,
         )
 
     def _interrupted(

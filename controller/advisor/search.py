@@ -16,7 +16,7 @@ from controller.advisor.tools import (
     read_traffic_and_slo,
     read_trial_history,
 )
-from controller.decide import OptimizerAdvisor, budget_left, check_proposals
+from controller.decide import OptimizerAdvisor, Rules, budget_left, check_proposals
 from controller.domain.config import EngineConfig
 from controller.domain.trial import TrialResult
 from controller.policy import Policy
@@ -27,6 +27,8 @@ class SearchNodes:
 
     def __init__(self, policy: Policy, optimizer: OptimizerAdvisor, trial_runner: TrialRunner | None) -> None:
         self.policy = policy
+        rules = Rules.from_policy(policy)
+        self.space, self.budget = rules.space, rules.tuning  # what the guardrails check proposals against
         self.optimizer = optimizer
         self.trial_runner = trial_runner
 
@@ -37,8 +39,8 @@ class SearchNodes:
         evidence["failure_logs"] = read_failure_logs(ctx.history)
         evidence["policy"] = read_policy(self.policy)
         evidence["budget"] = {
-            "trials_left": budget_left(self.policy, ctx.history),
-            "proposals_wanted": max(1, min(ctx.max_proposals, budget_left(self.policy, ctx.history) or 1)),
+            "trials_left": budget_left(self.budget, ctx.history),
+            "proposals_wanted": max(1, min(ctx.max_proposals, budget_left(self.budget, ctx.history) or 1)),
         }
         best = best_measured(ctx.history)
         evidence["best_config"] = config_knobs(best.config) if best else None
@@ -70,7 +72,12 @@ class SearchNodes:
         ctx = state_context(state)
         proposals = [proposal(c) for c in state.get("candidates", [])]
         verdict = check_proposals(
-            proposals, policy=self.policy, active=ctx.active, history=ctx.history, max_accept=ctx.max_proposals
+            proposals,
+            space=self.space,
+            budget=self.budget,
+            active=ctx.active,
+            history=ctx.history,
+            max_accept=ctx.max_proposals,
         )
         best = best_measured(ctx.history)
         evidence = {
@@ -143,7 +150,7 @@ class SearchNodes:
         history = list(state.get("history", []))
         ran: list[TrialResult] = list(ctx.history)
         for p in state.get("accepted", []):
-            if budget_left(self.policy, ran) <= 0:
+            if budget_left(self.budget, ran) <= 0:
                 break
             result = self.trial_runner(EngineConfig.model_validate(p["config"]))
             ran.append(result)
@@ -153,7 +160,7 @@ class SearchNodes:
     def analyse(self, state: AgentState) -> dict[str, Any]:
         ctx = state_context(state)
         stop = state.get("answer_action") == AgentAction.STOP.value and not state.get("use_optimizer")
-        route = "observe" if budget_left(self.policy, ctx.history) > 0 and not stop else "decide"
+        route = "observe" if budget_left(self.budget, ctx.history) > 0 and not stop else "decide"
         return {"route": route}
 
 

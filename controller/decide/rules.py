@@ -10,10 +10,14 @@ from controller.decide.signals import drift as drifts
 from controller.domain import rollout_defaults as defaults
 from controller.domain import trial_defaults, tuning_defaults
 from controller.domain.approval import ApprovalMode
+from controller.domain.config import EngineConfig
 from controller.domain.rollout_defaults import MissingDataAction
 from controller.domain.slo import SLO
 from controller.domain.traffic import TimeWindow
-from controller.policy.models import Policy
+from controller.policy import scaling as scaling_defaults
+from controller.policy.models import DEFAULT_LOSSY, LossyRule, Policy, lossy_reasons
+from controller.policy.scaling import ProbeLoop
+from controller.policy.space import SearchSpace
 
 DEFAULT_WINDOWS: tuple[TimeWindow, ...] = (TimeWindow(name="all-day", start_hour=0, end_hour=24),)
 
@@ -79,9 +83,9 @@ class RolloutRules:
 class ScalingRules:
     min_replicas: int = 1
     max_replicas: int = 8
-    headroom: float = 0.2
+    headroom: float = scaling_defaults.HEADROOM
     """Spare capacity kept above the forecast (0.2 = plan for 120% of the forecast load)."""
-    scale_down_stabilisation_s: float = 900.0
+    scale_down_stabilisation_s: float = scaling_defaults.SCALE_DOWN_STABILISATION_SECONDS
     """Desired replicas must stay below the current count this long before replicas are removed."""
     external_autoscaler_mode: ExternalMode = "defer"
     lead_s: float = 600.0
@@ -124,6 +128,13 @@ class ApiPrice:
 class TuningRules:
     max_trials: int = trial_defaults.MAX_TRIALS
     """Trials per tuning round, the baseline and the stock reference included."""
+    canary_gpu_minutes: float = trial_defaults.CANARY_GPU_MINUTES
+    """Canary GPU-minutes a round's trials may use together (the guardrails refuse a proposal beyond them)."""
+    trial_duration_s: float = trial_defaults.DURATION_S
+    """One trial's measured window."""
+    trial_warmup_s: float = trial_defaults.WARMUP_S
+    trial_startup_timeout_s: float = trial_defaults.STARTUP_TIMEOUT_S
+    """How long a trial's engine may take to start before the trial fails."""
     trials_per_cycle: int = 2
     min_gain: float = 1.0 + tuning_defaults.MIN_GAIN
     """A candidate must beat the active config's goodput by this factor to be rolled out."""
@@ -139,6 +150,11 @@ class TuningRules:
     trial_startup_s: float = 180.0
     """GPU-seconds a trial holds before it measures (the engine's cold start and warm-up) when its results report
     none: what each trial costs on the canary pool besides its measurement."""
+
+    @property
+    def trial_minutes(self) -> float:
+        """Canary minutes one trial is budgeted at, per GPU (its warm-up and measured window)."""
+        return (self.trial_duration_s + self.trial_warmup_s) / 60.0
 
 
 @dataclass(frozen=True)
@@ -204,7 +220,7 @@ class Rules:
     digest: DigestRules | None = None
     capacity_probe: ProbeRules = field(default_factory=ProbeRules)
     """The capacity search: first multiple of the round's load, precision, trial and concurrency caps."""
-    capacity_probe_loop: Literal["open", "closed"] = "open"
+    capacity_probe_loop: ProbeLoop = scaling_defaults.CAPACITY_PROBE_LOOP
     """Probes replay Poisson arrivals at the probed rate (as production's arrivals test a replica), or a closed loop
     at the probed concurrency."""
     reactive_scale_interval_s: float = 900.0
@@ -231,6 +247,19 @@ class Rules:
     """Sequence slots of one replica (the largest ``max_num_seqs`` the search space allows): with managed replicas,
     a round replays the window's load spread over the fewest replicas whose slots hold it, so configs are compared
     near the per-replica load the fleet will be sized for, not at whatever the replica count happens to be."""
+    space: SearchSpace = field(default_factory=lambda: Policy().space)
+    """The configs a proposal may be: the policy's search space, bound to its constraints between knobs and its
+    memory fit (:meth:`~controller.policy.space.SearchSpace.violations`)."""
+    lossy: tuple[LossyRule, ...] = DEFAULT_LOSSY
+    """Which configs can change model output (the policy's ``quality_gate.lossy``): they need the quality gate,
+    and with ``manual-for-lossy`` approval a human."""
+
+    def lossy_reasons(self, config: EngineConfig) -> list[str]:
+        """Why ``config`` can change model output (empty: it cannot)."""
+        return lossy_reasons(self.lossy, config)
+
+    def is_lossy(self, config: EngineConfig) -> bool:
+        return bool(self.lossy_reasons(config))
 
     @classmethod
     def from_policy(
@@ -238,15 +267,29 @@ class Rules:
         policy: Policy,
         windows: Sequence[TimeWindow] = (),
         *,
-        scaling: ScalingRules | None = None,
+        replicas: tuple[int, int] | None = None,
         digest: DigestRules | None = None,
     ) -> Rules:
-        """The user's policy (and the target's windows and replica bounds) as the planner's rules."""
+        """The user's policy (and the target's windows and replica bounds) as the planner's rules: the one
+        translation of a :class:`Policy` into what decide reads. ``replicas``: the (min, max) replicas Shiftlight
+        manages, sized by the policy's ``scaling`` section (None: it leaves the replica count alone)."""
         thresholds = policy.rollout.thresholds
+        scaling = None
+        if replicas is not None:
+            scaling = ScalingRules(
+                min_replicas=replicas[0],
+                max_replicas=replicas[1],
+                headroom=policy.scaling.headroom,
+                scale_down_stabilisation_s=policy.scaling.scale_down_stabilisation_seconds,
+            )
         return cls(
             slo=policy.slo,
             tuning=TuningRules(
                 max_trials=policy.trial_budget.max_trials,
+                canary_gpu_minutes=policy.trial_budget.canary_gpu_minutes,
+                trial_duration_s=policy.trial_budget.trial_duration_s,
+                trial_warmup_s=policy.trial_budget.warmup_s,
+                trial_startup_timeout_s=policy.trial_budget.startup_timeout_s,
                 min_gain=1.0 + policy.min_gain,
                 approval=policy.approval,
                 dry_run=policy.dry_run,
@@ -267,5 +310,8 @@ class Rules:
             windows=tuple(windows) or DEFAULT_WINDOWS,
             scaling=scaling,
             digest=digest,
+            capacity_probe_loop=policy.scaling.capacity_probe_loop,
             design_slots=policy.largest_max_num_seqs(),
+            space=policy.space,
+            lossy=tuple(policy.quality_gate.lossy),
         )

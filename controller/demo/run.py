@@ -6,14 +6,15 @@ report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated.loadtester import SimulatedLoadTester
 from controller.clock import FakeClock
-from controller.decide import ApiPrice, DigestRules, OptimizerAdvisor, Rules
+from controller.cycle import CycleSettings, CycleSpec, cycle_for
+from controller.decide import ApiPrice, DigestRules, OptimizerAdvisor
 from controller.demo.model import DemoSettings, TimelinePoint
 from controller.demo.progress import OnHour, hour_progress
 from controller.demo.report import DemoReport, build_report
@@ -22,7 +23,7 @@ from controller.domain.observation import TargetRef
 from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from controller.policy import Policy, load_policy, profile_feasibility
-from controller.reconcile import Ports, Reconciler
+from controller.reconcile import Ports
 from controller.simulator.fleet.records import FleetTick
 from controller.simulator.fleet.service import SimulatedFleet
 from controller.simulator.perf import PerformanceModel
@@ -47,9 +48,11 @@ class DemoRun:
 
 
 def demo_policy(settings: DemoSettings) -> Policy:
-    """The policy file, pointed at the simulated model and GPU, with automatic approval so the demo runs alone."""
+    """The policy file, pointed at the simulated model and GPU, with automatic approval so the demo runs alone, and
+    the demo's rollout bake and sample count (a simulated day's rollouts judged on its own traffic)."""
     policy = load_policy(settings.policy_path).for_target(model=settings.model, gpu=settings.gpu)
-    policy = policy.model_copy(update={"approval": "auto"})
+    rollout = policy.rollout.model_copy(update={"bake_seconds": settings.bake_s, "min_samples": settings.min_samples})
+    policy = policy.model_copy(update={"approval": "auto", "rollout": rollout})
     return policy.with_feasibility(profile_feasibility(policy))
 
 
@@ -92,15 +95,15 @@ def simulate_day(settings: DemoSettings, *, on_hour: OnHour | None = None) -> De
             output_per_million=settings.api_output_usd_per_million,
         ),
     )
-    rules = Rules.from_policy(policy, traffic.windows, digest=digest)
-    rules = replace(rules, rollout=replace(rules.rollout, bake_s=settings.bake_s, min_samples=settings.min_samples))
     run = DemoRun(settings, policy, fleet, notifier, cluster)
     target = TargetRef(namespace="demo", name="workhorse", model=settings.model)
 
     def record_trial(result: TrialResult) -> None:
         run.trials.append((clock.now(), result))
 
-    reconciler = Reconciler(ports, policy, rules=rules, observe_window_s=settings.cycle_s, on_trial=record_trial)
+    # the demo's replicas stay as the fleet starts them: no replica bounds for Shiftlight to manage
+    cycle = CycleSettings(observe_window_s=settings.cycle_s, digest=digest, on_trial=record_trial)
+    reconciler = cycle_for(CycleSpec(windows=traffic.windows), policy, cycle, ports)
     end = DEMO_START + timedelta(hours=settings.hours)
     stock_cache: dict[tuple[object, ...], float] = {}
     hour = DEMO_START

@@ -44,6 +44,7 @@ from controller.policy.models import (
     RolloutPolicy,
     TrialBudgetPolicy,
 )
+from controller.policy.scaling import ScalingPolicy
 from controller.policy.space import (
     MAX_SPACE_COMBINATIONS,
     Feasibility,
@@ -88,6 +89,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "RolloutPolicy",
+    "ScalingPolicy",
     "SearchSpace",
     "Target",
     "TrialBudgetPolicy",

@@ -4,6 +4,7 @@ rollout, approval and LLM settings, and the checks a :class:`Policy` answers (in
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -23,6 +24,7 @@ from controller.domain.config import (
 from controller.domain.slo import SLO
 from controller.errors import InvalidInput
 from controller.policy.llm import LlmSettings
+from controller.policy.scaling import ScalingPolicy
 from controller.policy.space import _STRICT, MAMBA_KNOBS, Feasibility, SearchSpace
 from controller.policy.targeting import Override, Target
 
@@ -92,6 +94,11 @@ DEFAULT_LOSSY: tuple[LossyRule, ...] = (
         reason="long speculative drafts (garbage output reported with k=7 + async, vLLM #46669)",
     ),
 )
+
+
+def lossy_reasons(rules: Sequence[LossyRule], config: EngineConfig) -> list[str]:
+    """Why ``config`` is lossy under ``rules`` (empty: it is not)."""
+    return [r.reason or f"{r.knob}={getattr(config, r.knob)!r}" for r in rules if r.matches(config)]
 
 
 class QualityGate(BaseModel):
@@ -208,6 +215,7 @@ class Policy(BaseModel):
         default=tuning_defaults.MIN_GAIN, ge=0, description="relative goodput gain a candidate needs to roll out"
     )
     rollout: RolloutPolicy = Field(default_factory=RolloutPolicy)
+    scaling: ScalingPolicy = Field(default_factory=ScalingPolicy)
     approval: ApprovalMode = tuning_defaults.APPROVAL
     llm: LlmSettings = Field(default_factory=LlmSettings)
     dry_run: bool = Field(default=tuning_defaults.DRY_RUN, description="compute and report decisions, roll out nothing")
@@ -353,9 +361,7 @@ class Policy(BaseModel):
         return self.space.contains(config, fixed_ok=active) + self.constraint_violations(config)
 
     def lossy_reasons(self, config: EngineConfig) -> list[str]:
-        return [
-            r.reason or f"{r.knob}={getattr(config, r.knob)!r}" for r in self.quality_gate.lossy if r.matches(config)
-        ]
+        return lossy_reasons(self.quality_gate.lossy, config)
 
     def is_lossy(self, config: EngineConfig) -> bool:
         """True when ``config`` can change model output and must pass the quality gate."""

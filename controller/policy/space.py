@@ -276,6 +276,11 @@ class SearchSpace(BaseModel):
                 break
         return [cfg for _, cfg in sorted(picked.values(), key=lambda p: p[0])]
 
+    def violations(self, config: EngineConfig) -> list[str]:
+        """Reasons ``config`` breaks a constraint between knobs or a target trait of the policy this space belongs
+        to (memory fit included when the policy carries a feasibility oracle); empty for a space of no policy."""
+        return self._checker(config) if self._checker is not None else []
+
     def contains(self, config: EngineConfig, *, fixed_ok: EngineConfig | None = None) -> list[str]:
         """Reasons ``config`` uses values outside this space (knobs the space does not list must keep the base
         value, or ``fixed_ok``'s value)."""

@@ -26,15 +26,18 @@ from controller.adapters.kube.pod_template import baseline_config
 from controller.adapters.notify.recording import NopNotifier
 from controller.adapters.routing.gateway import GatewayRouter
 from controller.crd.models import TunedServiceSpec
-from controller.decide import DigestRules, Rules, ScalingRules
+from controller.cycle import CycleSettings, cycle_for
+from controller.decide import DigestRules
+from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
-from controller.ports import LoadTester, Notifier
+from controller.policy import Policy
+from controller.ports import Clock, LoadTester, Notifier
 from controller.reactor.gpu_price import api_price, gpu_price
 from controller.reactor.policy_refusals import POLICY_REFUSALS
 from controller.reactor.policy_source import resolve_policy
 from controller.reactor.runtime import TargetRuntime
 from controller.reactor.settings import OperatorSettings
-from controller.reconcile import Ports, Reconciler
+from controller.reconcile import Ports
 from controller.trials.background import BackgroundLoadTester
 from controller.trials.cache import CachedTrials, TrialCache
 from controller.trials.engine.launchers import Launcher
@@ -85,36 +88,61 @@ class KubernetesBackend:
         self._evicting = threading.Lock()
 
     def runtime(self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any]) -> TargetRuntime:
-        from controller.advisor.factory import advisors_for
-        from controller.clock import SystemClock
-        from controller.observe.profile_forecaster import ProfileForecaster
-        from controller.observe.prometheus import PrometheusMetrics
-
+        """The TunedService's runtime for its generation (built once): its cluster and router, the policy rebased
+        on the config its pods run today, the ports, and the cycle :func:`~controller.cycle.cycle_for` builds."""
         meta = body["metadata"]
         key = (target.namespace, target.name, str(meta.get("uid", "")), meta.get("generation"))
         if key in self._runtimes:
             return self._runtimes[key]
         policy = resolve_policy(self.api, self.settings, spec, body)
-        events = self.events
+        cluster = self._cluster(target, spec)
+        running, policy = self._rebased(target, cluster, policy)
+        router, selectors = self._router(target, spec, meta, cluster)
+        ports = self._ports(target, spec, body, policy, cluster, router, selectors)
+        self._evict(target.namespace, target.name, keep_uid=key[2])  # earlier generations, an earlier object
+        # the cycle starts a canary trial and polls it (a Pod starting vLLM takes minutes) instead of waiting for it
+        worker = self._trial_worker(key[:3], target)
+        background = replace(ports, load_tester=BackgroundLoadTester(ports.load_tester, executor=worker))
+        # the daily digest, and a decision's cost in Slack at the GPU-hour price (None: GPU-hours only)
+        settings = CycleSettings(digest=digest_rules(spec, self.settings), gpu_price=gpu_price(spec, self.settings))
+        reconciler = cycle_for(spec, policy, settings, background)
+        runtime = TargetRuntime(reconciler=reconciler, initial_config=running, ports=ports, notifier=ports.notifier)
+        self._runtimes[key] = runtime
+        return runtime
+
+    def _cluster(self, target: TargetRef, spec: TunedServiceSpec) -> KubeCluster:
+        """The workload's Deployments, Services and Events; a pod template Shiftlight cannot rewrite is refused
+        here, before anything is deployed."""
         cluster = KubeCluster(
             self.api,
             port=spec.workload.port,
             template_deployment=spec.workload.deployments[0],
             candidate_service=f"{spec.workload.service}-candidate",
-            events=events,
+            events=self.events,
             container=spec.workload.container,
             served_model_name=spec.model.served_model_name,
             stable_service=spec.workload.service,
         )
-        cluster.check_template(target)  # a pod template Shiftlight cannot rewrite: refused, nothing deployed
-        # the config the user's pods run today: the starting point, and the value of every knob the policy does not
-        # tune (a Deployment's own --tensor-parallel-size stays as it is)
+        cluster.check_template(target)
+        return cluster
+
+    def _rebased(self, target: TargetRef, cluster: KubeCluster, policy: Policy) -> tuple[EngineConfig | None, Policy]:
+        """The config the user's pods run today (None: none found), and the policy based on it: the starting point,
+        and the value of every knob the policy does not tune (a Deployment's own --tensor-parallel-size stays)."""
         source = cluster.pod_source(target)
         running = baseline_config(source, fallback_model=target.model) if source is not None else None
         if running is not None:
             based, on = policy, running
             judged = ("rebased", hashlib.sha256(based.model_dump_json().encode()).hexdigest(), on.key())
             policy = POLICY_REFUSALS.judged(judged, lambda: based.based_on(on), namespace=target.namespace)
+        return running, policy
+
+    def _router(
+        self, target: TargetRef, spec: TunedServiceSpec, meta: Mapping[str, Any], cluster: KubeCluster
+    ) -> tuple[GatewayRouter, tuple[dict[str, str], ...]]:
+        """The HTTPRoute weights (replica-ratio fallback), and the label sets that something other than the
+        Deployment and its Service selects engine pods by (a router's own discovery selector, an InferencePool's):
+        candidate and trial pods are kept out of them."""
         router = GatewayRouter(
             self.api,
             cluster,
@@ -123,18 +151,59 @@ class KubernetesBackend:
             candidate_service=f"{spec.workload.service}-candidate",
             owner=tuned_service_owner(target, meta),
         )
-        # the label sets that something other than the Deployment and its Service selects engine pods by: a
-        # router's own discovery selector, an InferencePool's; candidate and trial pods are kept out of them
         foreign_selectors: tuple[dict[str, str], ...] = spec.workload.router_selectors
         cluster.selectors = (*cluster.selectors, *foreign_selectors)
         if router.use_gateway:
             cluster.on_promote.append(lambda t: router.set_weight(t, 0))  # all traffic to the new stable
             foreign_selectors = (*foreign_selectors, *route_through_pools(cluster, router, target))
+        return router, foreign_selectors
+
+    def _ports(
+        self,
+        target: TargetRef,
+        spec: TunedServiceSpec,
+        body: Mapping[str, Any],
+        policy: Policy,
+        cluster: KubeCluster,
+        router: GatewayRouter,
+        selectors: tuple[dict[str, str], ...],
+    ) -> Ports:
+        """Prometheus metrics and the load forecast drawn from them, the canary trials (cached), the advisors."""
+        from controller.advisor.factory import advisors_for
+        from controller.clock import SystemClock
+        from controller.observe.profile_forecaster import ProfileForecaster
+        from controller.observe.prometheus import PrometheusMetrics
+
         # the URL, timeout, token file, TLS and variant labels the admin set (errors name their variable)
         prom = self.settings.prometheus_settings()
         advisors = advisors_for(policy, self.settings.llm_advisors)
         metrics: PrometheusMetrics = self.settings.metrics_source(prom, slo=policy.slo)
         clock = SystemClock()
+        load_tester = self._load_tester(target, spec, body, policy, cluster, selectors, clock)
+        return Ports(
+            metrics=metrics,
+            forecaster=ProfileForecaster.from_prometheus(metrics),
+            load_tester=load_tester,
+            router=router,
+            advisor=advisors.advisor,
+            fallback_advisor=advisors.fallback,
+            notifier=self.notifier or NopNotifier(),
+            cluster=cluster,
+            clock=clock,
+        )
+
+    def _load_tester(
+        self,
+        target: TargetRef,
+        spec: TunedServiceSpec,
+        body: Mapping[str, Any],
+        policy: Policy,
+        cluster: KubeCluster,
+        selectors: tuple[dict[str, str], ...],
+        clock: Clock,
+    ) -> LoadTester:
+        """Canary trial Pods, each reporting its progress in its Trial CR, behind the TunedService's trial cache."""
+        meta = body["metadata"]
         runner = canary_trials(
             self.api,
             target,
@@ -144,7 +213,7 @@ class KubernetesBackend:
             default_node_selector=self.settings.canary_node_selector,
             default_tolerations=self.settings.canary_tolerations,
             policy=policy,
-            selectors=foreign_selectors,
+            selectors=selectors,
             launcher=self.trial_launcher,
         )
         cache = TrialCache(
@@ -171,7 +240,7 @@ class KubernetesBackend:
         # a cached result answers a request only when it holds for it: its config, shape bucket, SLO, engine image
         # and model, and a passed quality report for a config the quality gate covers; a hit starts nothing (its
         # Trial CR is recorded with the result)
-        load_tester: LoadTester = CachedTrials(
+        return CachedTrials(
             reported,
             cache,
             key=runner.key,
@@ -179,36 +248,13 @@ class KubernetesBackend:
             gate=lambda: runner.quality_gate,  # a cached report is judged again against the gate's thresholds now
             on_hit=reporting.recorded if reporting is not None else None,
         )
-        ports = Ports(
-            metrics=metrics,
-            forecaster=ProfileForecaster.from_prometheus(metrics),
-            load_tester=load_tester,
-            router=router,
-            advisor=advisors.advisor,
-            fallback_advisor=advisors.fallback,
-            notifier=self.notifier or NopNotifier(),
-            cluster=cluster,
-            clock=clock,
-        )
-        scaling = ScalingRules(min_replicas=spec.replicas.min_replicas, max_replicas=spec.replicas.max_replicas)
-        rules = Rules.from_policy(policy, spec.schedule, scaling=scaling, digest=digest_rules(spec, self.settings))
-        self._evict(target.namespace, target.name, keep_uid=key[2])  # earlier generations, an earlier object
-        worker = self._trial_workers.get(key[:3])
+
+    def _trial_worker(self, key: tuple[str, str, str], target: TargetRef) -> ThreadPoolExecutor:
+        """The TunedService's one trial worker, kept across its generations."""
+        worker = self._trial_workers.get(key)
         if worker is None:
-            worker = self._trial_workers[key[:3]] = ThreadPoolExecutor(1, thread_name_prefix=f"trial-{target.name}")
-        # the cycle starts a canary trial and polls it (a Pod starting vLLM takes minutes) instead of waiting for it
-        background = replace(ports, load_tester=BackgroundLoadTester(load_tester, executor=worker))
-        # a decision's cost in Slack at the GPU-hour price (None: GPU-hours only)
-        price = gpu_price(spec, self.settings)
-        reconciler = Reconciler(background, policy, windows=spec.schedule, rules=rules, gpu_price=price)
-        runtime = TargetRuntime(
-            reconciler=reconciler,
-            initial_config=running,
-            ports=ports,
-            notifier=ports.notifier,
-        )
-        self._runtimes[key] = runtime
-        return runtime
+            worker = self._trial_workers[key] = ThreadPoolExecutor(1, thread_name_prefix=f"trial-{target.name}")
+        return worker
 
     def _evict(self, namespace: str, name: str, *, keep_uid: str | None) -> None:
         """Drop the runtimes of ``namespace/name`` (a new generation replaces them; its in-flight decision goes with

@@ -22,7 +22,7 @@ from controller.adapters.kube.events import KubeEvents
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.routing.gateway import GatewayRouter, gateway_installed
 from controller.crd.models import TunedServiceSpec
-from controller.decide import Rules
+from controller.cycle import CycleSettings, CycleSpec, cycle_for
 from controller.domain.codes import Code
 from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
@@ -30,7 +30,7 @@ from controller.ports import LoadTester, Notifier, TrafficRouter
 from controller.reactor.policy_source import resolve_policy
 from controller.reactor.runtime import EventingCluster, MirroredRouter, TargetRuntime
 from controller.reactor.settings import OperatorSettings
-from controller.reconcile import Ports, Reconciler
+from controller.reconcile import Ports
 from controller.trials.background import BackgroundLoadTester
 
 if TYPE_CHECKING:
@@ -193,12 +193,17 @@ class SimulatorBackend:
         *,
         notifier: Notifier | None = None,
         background_trials: bool = True,
+        forecast: bool = True,
     ) -> None:
         """``background_trials``: trials run on each TunedService's worker thread beside the cycle (as the
         ``kubernetes`` backend's canary Pods do); False runs each inside the cycle that starts it (a cycle's outcome
-        then depends on nothing but the calls made, as tests driving ``loop.cycle`` need)."""
+        then depends on nothing but the calls made, as tests driving ``loop.cycle`` need). ``forecast``: each
+        window's load is forecast from the simulated traffic (what weeks of its history would show, as the
+        ``kubernetes`` backend's forecast draws on Prometheus' history), so windows are tuned ahead and pre-warmed;
+        False: no forecast."""
         self.settings = settings
         self.background_trials = background_trials
+        self.forecast = forecast
         self.api = api
         self.notifier = notifier
         self._runtimes: dict[tuple[str, str, str], TargetRuntime] = {}
@@ -274,7 +279,12 @@ class SimulatorBackend:
     def _build(
         self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any], previous: TargetRuntime | None
     ) -> TargetRuntime:
-        from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedMetrics, SimulatedRouter
+        from controller.adapters.simulated.fleet import (
+            SimulatedCluster,
+            SimulatedForecaster,
+            SimulatedMetrics,
+            SimulatedRouter,
+        )
         from controller.adapters.simulated.loadtester import SimulatedLoadTester
         from controller.clock import FakeClock
         from controller.decide import OptimizerAdvisor
@@ -320,7 +330,6 @@ class SimulatorBackend:
                 estimates=self._once(("estimates", model, gpu, calibrated), lambda: EstimateCache(SHARED_ESTIMATES)),
             )
             fleet.advance(300.0)  # a first observation window of traffic before the first cycle
-        windows = spec.schedule or fleet.traffic.windows
         router: TrafficRouter = SimulatedRouter(fleet)
         events = self.events
         if spec.workload.http_route:
@@ -362,17 +371,24 @@ class SimulatorBackend:
             notifier=self.notifier or RecordingNotifier(),
             cluster=cluster,
             clock=fleet.clock,
+            forecaster=SimulatedForecaster(fleet.traffic) if self.forecast else None,
         )
-        rules = Rules.from_policy(policy, windows)
         from controller.reactor.gpu_price import gpu_price  # it maps GPU types with this module's gpu_profile
 
-        price = gpu_price(spec, self.settings)  # a decision's cost in Slack (None: GPU-hours only)
+        # the spec's windows (the traffic profile's when it names none) and, when it sets them, its replica bounds,
+        # which Shiftlight then manages on the simulated fleet as on a cluster (a spec that sets none keeps the
+        # fleet's replicas as they start); a decision's cost in Slack (None: GPU-hours only)
+        bounded = "replicas" in spec.model_fields_set
+        cycle = CycleSpec(
+            windows=tuple(spec.schedule) or tuple(fleet.traffic.windows), replicas=spec.replicas if bounded else None
+        )
+        settings = CycleSettings(gpu_price=gpu_price(spec, self.settings))
         if self.background_trials:  # on the TunedService's worker, started by one cycle and collected by a later one
             worker = self._worker((target.namespace, target.name, str(body["metadata"].get("uid", ""))))
             background = replace(ports, load_tester=BackgroundLoadTester(load_tester, executor=worker))
-            reconciler = Reconciler(background, policy, rules=rules, gpu_price=price)
+            reconciler = cycle_for(cycle, policy, settings, background)
         else:
-            reconciler = Reconciler(ports, policy, rules=rules, gpu_price=price)
+            reconciler = cycle_for(cycle, policy, settings, ports)
         log.info("%s: simulator runtime (%s on %s, %s, policy %s)", target, model, gpu, calibrated, policy.name)
         return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
 

@@ -11,13 +11,14 @@ import pytest
 
 from controller import decide
 from controller.clock import FakeClock
+from controller.decide import Rules
 from controller.policy import Policy
 from controller.reconcile import Reconciler
 from tests.support.rollout_fakes import NOW, TARGET, mid_rollout_ports, rolling
 
 
 def reconciler() -> Reconciler:
-    return Reconciler(mid_rollout_ports(FakeClock(NOW)), Policy())
+    return Reconciler(mid_rollout_ports(FakeClock(NOW)), Rules.from_policy(Policy()))
 
 
 @pytest.mark.parametrize(

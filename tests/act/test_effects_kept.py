@@ -16,7 +16,7 @@ import pytest
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
-from controller.decide import Rules, ScalingRules
+from controller.decide import Rules
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal
@@ -114,8 +114,8 @@ def run(canary: LoadTester, conflicts: int, cycles: int = 6) -> tuple[TargetStat
         cluster=ConflictingCluster(cluster, budget, events=False),
         clock=clock,
     )
-    rules = Rules.from_policy(POLICY, (), scaling=ScalingRules(min_replicas=1, max_replicas=8))
-    reconciler = Reconciler(ports, POLICY, rules=rules)
+    rules = Rules.from_policy(POLICY, (), replicas=(1, 8))
+    reconciler = Reconciler(ports, rules)
     status = trialling()
     budget.remaining = conflicts  # the cycle's Scale (after its RunTrial) is refused this many times
     for _ in range(cycles):

@@ -17,6 +17,7 @@ from controller.adapters.notify.slack_format import build_message
 from controller.cli.shiftctl import render as render
 from controller.clock import FakeClock
 from controller.crd.models import status_to_wire
+from controller.decide import Rules
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.actions import Notify, SetWeights
 from controller.domain.codes import Code
@@ -74,7 +75,7 @@ def test_a_rollout_steps_code_reaches_status_event_slack_and_explain() -> None:
     rollout = RolloutState(id="r1", from_config=STOCK, to_config=SEQS128, steps=(25, 50, 100), started_at=NOW)
     status = TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout, replicas=2, updated_at=NOW)
 
-    result = Reconciler(ports, POLICY).reconcile(TARGET, status)
+    result = Reconciler(ports, Rules.from_policy(POLICY)).reconcile(TARGET, status)
 
     # the decision: the candidate is ready, so the first step's weight goes out
     assert result.plan.codes == (Code.CANDIDATE_READY,)

@@ -12,6 +12,7 @@ from controller.adapters.notify.recording import RecordingNotifier
 from controller.cli.shiftctl import render as render
 from controller.clock import FakeClock
 from controller.crd.models import status_to_wire
+from controller.decide import Rules
 from controller.domain import STOCK, EngineConfig, Observation, Phase
 from controller.domain.codes import Code
 from controller.domain.observation import TargetRef, VariantStats
@@ -70,7 +71,7 @@ def test_a_rejected_config_is_not_asked_for_again_in_the_next_cycles() -> None:
         cluster=cluster,
         clock=clock,
     )
-    reconciler = Reconciler(ports, Policy(approval="manual"), windows=(NIGHT, DAY))
+    reconciler = Reconciler(ports, Rules.from_policy(Policy(approval="manual"), (NIGHT, DAY)))
     rollout = RolloutState(
         id="day-20261202233500",
         from_config=STOCK,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
+from controller.decide import Rules
 from controller.decide.requeue import TRIAL_POLL_S
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
@@ -121,7 +122,7 @@ def world(load_tester: InstantLoadTester | SlowLoadTester) -> World:
         cluster=cluster,
         clock=clock,
     )
-    return World(clock, cluster, advisor, Reconciler(ports, POLICY))
+    return World(clock, cluster, advisor, Reconciler(ports, Rules.from_policy(POLICY)))
 
 
 def trialling() -> TargetStatus:

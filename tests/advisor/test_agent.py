@@ -13,6 +13,7 @@ from langchain_core.messages import BaseMessage
 from controller.advisor import AgentAdvisor
 from controller.advisor.prompt import DATA_CLOSE, DATA_OPEN, read_data_block
 from controller.advisor.scripted import ScriptedChatModel, heuristic_model
+from controller.decide import Rules
 from controller.decide.search.guardrails import check_proposals
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext
@@ -46,7 +47,13 @@ OUT_OF_POLICY = {"base": "active", "changes": {**GOOD["changes"], "max_num_seqs"
 
 
 def assert_all_valid(policy: Policy, ctx: AdvisorContext, result_proposals: tuple[object, ...] | list[object]) -> None:
-    verdict = check_proposals(result_proposals, policy=policy, active=ctx.active, history=ctx.history)  # type: ignore[arg-type]
+    verdict = check_proposals(
+        result_proposals,  # type: ignore[arg-type]
+        space=policy.space,
+        budget=Rules.from_policy(policy).tuning,
+        active=ctx.active,
+        history=ctx.history,
+    )
     assert not verdict.rejected, verdict.feedback()
 
 

@@ -11,6 +11,7 @@ import pytest
 from controller.advisor import AgentAdvisor
 from controller.advisor.chat import make_chat_model
 from controller.advisor.endpoints import AdvisorEndpoint
+from controller.decide import Rules
 from controller.decide.search.guardrails import check_proposals
 from controller.domain.proposal import AdvisorContext
 from controller.policy import LlmSettings, Policy
@@ -48,7 +49,13 @@ def test_noise_from_a_real_endpoint_falls_back_and_nothing_unvalidated_runs(
         assert result.fallback_reason, result
         assert "garbage" in result.fallback_reason or "unavailable" in result.fallback_reason
         assert result.proposed_by == "optimizer" and len(result.proposals) == 2
-        verdict = check_proposals(result.proposals, policy=live, active=ctx.active, history=ctx.history)
+        verdict = check_proposals(
+            result.proposals,
+            space=live.space,
+            budget=Rules.from_policy(live).tuning,
+            active=ctx.active,
+            history=ctx.history,
+        )
         assert not verdict.rejected, verdict.feedback()
         assert all(r["by"] == "optimizer" for r in result.records if r["accepted"])
         history = (*history, *(measure(p.config) for p in result.proposals))

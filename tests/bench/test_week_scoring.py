@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bench import week
+from controller.decide import Rules
 
 
 @pytest.mark.parametrize(
@@ -272,3 +275,32 @@ def test_production_rate_held_is_per_ready_replica_within_the_slo_and_without_a_
     assert week.production_rate_held([tick(600, 600, 2), tick(600, 600, 2)]) == pytest.approx(5.0)
     assert week.production_rate_held([tick(600, 590, 2)]) is None  # 98 % within the SLO
     assert week.production_rate_held([tick(600, 600, 2, candidate=True)]) is None
+
+
+@pytest.mark.parametrize(
+    ("scenario", "policy_file", "loop"),
+    [
+        ("workstation", "week-workstation.yaml", "open"),
+        ("support-afternoon", "week-workstation.yaml", "open"),
+        ("dense-fleet", "week-dense-8b-h200.yaml", "closed"),
+        ("rag-batch", "week-dense-8b-h200.yaml", "closed"),
+        ("doc-quoting", "week-doc-quoting-3090.yaml", "closed"),
+    ],
+)
+def test_each_scenario_runs_a_policy_file_of_bench_policies(scenario: str, policy_file: str, loop: str) -> None:
+    """The week's settings live in ``bench/policies/``: its cycle's rules are the policy's, nothing set in code."""
+    s = week.SCENARIOS[scenario]
+    assert s.policy_path == week.REPO / "bench" / "policies" / policy_file
+    policy = week.week_policy(s)
+    rules = Rules.from_policy(policy, replicas=(s.min_replicas, s.max_replicas))
+    assert policy.approval == "auto"
+    assert (rules.tuning.max_trials, rules.tuning.trial_duration_s, rules.tuning.trial_warmup_s) == (6, 120.0, 10.0)
+    assert (rules.rollout.bake_s, rules.rollout.min_samples) == (600.0, 100)
+    assert rules.scaling is not None
+    assert (rules.scaling.headroom, rules.scaling.scale_down_stabilisation_s) == (0.25, 900.0)
+    assert rules.capacity_probe_loop == loop
+
+
+def test_the_probe_loop_option_replaces_the_policys() -> None:
+    s = replace(week.SCENARIOS["dense-fleet"], probe_loop="open")
+    assert week.week_policy(s).scaling.capacity_probe_loop == "open"

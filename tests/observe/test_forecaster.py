@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from controller.decide import Rules
 from controller.domain.observation import TargetRef
 from controller.domain.profile import HourSlot, TrafficProfile, window_busy_hour_shapes
 from controller.domain.traffic import TimeWindow
@@ -94,7 +95,7 @@ def test_reconciler_keeps_the_profile_in_status_across_a_restart() -> None:
             clock=FakeClock(MONDAY),
             forecaster=forecaster,
         )
-        return Reconciler(ports, Policy(), windows=WINDOWS)
+        return Reconciler(ports, Rules.from_policy(Policy(), WINDOWS))
 
     first = reconciler(ProfileForecaster(build)).reconcile(TARGET, TargetStatus())
     assert first.status.profile is not None and builds == [MONDAY]

@@ -18,6 +18,7 @@ import pytest
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
+from controller.decide import Rules
 from controller.domain import STOCK, Phase
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext, Proposal
@@ -130,7 +131,7 @@ def one_cycle(metrics: GrafanaMetrics) -> tuple[TargetStatus, list[str], Recordi
         clock=clock,
     )
     status = TargetStatus(phase=Phase.OBSERVING, active_config=STOCK, replicas=2, updated_at=END)
-    result = Reconciler(ports, Policy()).reconcile(TARGET, status)
+    result = Reconciler(ports, Rules.from_policy(Policy())).reconcile(TARGET, status)
     return result.status, [type(a).__name__ for a in result.plan.actions], notifier
 
 

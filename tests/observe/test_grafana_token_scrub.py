@@ -20,6 +20,7 @@ import pytest
 
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
+from controller.decide import Rules
 from controller.domain import STOCK, Phase
 from controller.domain.observation import TargetRef
 from controller.domain.proposal import AdvisorContext, Proposal
@@ -189,7 +190,7 @@ def one_cycle(metrics: PrometheusMetrics) -> tuple[TargetStatus, RecordingNotifi
         clock=clock,
     )
     status = TargetStatus(phase=Phase.OBSERVING, active_config=STOCK, replicas=2, updated_at=END)
-    return Reconciler(ports, Policy()).reconcile(TARGET, status).status, notifier
+    return Reconciler(ports, Rules.from_policy(Policy())).reconcile(TARGET, status).status, notifier
 
 
 @pytest.mark.parametrize("door", ["grafana", "prometheus"])

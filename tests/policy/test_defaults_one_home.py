@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from controller.crd.models import TrialBudgetSpec, TunedServiceSpec
-from controller.decide import RolloutRules, Rules, TuningRules
+from controller.decide import RolloutRules, Rules, ScalingRules, TuningRules
 from controller.domain import EngineConfig
 from controller.domain.approval import ApprovalMode, needs_approval
 from controller.policy import Policy
@@ -56,3 +56,23 @@ def test_one_approval_rule(mode: ApprovalMode, lossy: bool, waits: bool) -> None
     config = LOSSY if lossy else LOSSLESS
     assert policy.is_lossy(config) is lossy
     assert policy.needs_approval(config) is waits
+
+
+def test_the_scaling_defaults_are_the_policys() -> None:
+    """The headroom, the scale-down stabilisation and the capacity probes' loop default in the policy's ``scaling``
+    section (``controller/policy/scaling.py``); the decide layer's rules take theirs from there."""
+    scaling = Policy().scaling
+    rules = Rules.from_policy(Policy(), replicas=(1, 8))
+    assert rules.scaling == ScalingRules(min_replicas=1, max_replicas=8)
+    assert ScalingRules().headroom == scaling.headroom == 0.2
+    assert ScalingRules().scale_down_stabilisation_s == scaling.scale_down_stabilisation_seconds == 900.0
+    assert Rules().capacity_probe_loop == rules.capacity_probe_loop == scaling.capacity_probe_loop == "open"
+
+
+def test_the_trial_budget_reaches_the_rules_once() -> None:
+    """decide reads the trial budget from the rules alone: the round's trial count, its canary GPU-minutes and one
+    trial's length, all from the policy's ``trial_budget``."""
+    budget, tuning = Policy().trial_budget, Rules.from_policy(Policy()).tuning
+    assert (tuning.max_trials, tuning.canary_gpu_minutes) == (budget.max_trials, budget.canary_gpu_minutes)
+    assert (tuning.trial_duration_s, tuning.trial_warmup_s) == (budget.trial_duration_s, budget.warmup_s)
+    assert tuning.trial_startup_timeout_s == budget.startup_timeout_s

@@ -263,7 +263,7 @@ def trial_request(policy: Policy) -> TrialRequest:
         cluster=Nothing(),  # type: ignore[arg-type]
         clock=FakeClock(),
     )
-    executor = Reconciler(ports, policy).executor
+    executor = Reconciler(ports, Rules.from_policy(policy)).executor
     run_trial(RunTrial(STOCK, SHAPE, "probe"), ActContext(TARGET, executor.ports, executor.trial_settings))
     (request,) = tester.requests
     return request
@@ -315,7 +315,11 @@ def effects(policy: Policy) -> dict[str, Any]:
         "violations": tuple(tuple(policy.constraint_violations(c)) for c in PROBES),
         "in_policy": tuple(tuple(policy.validate_config(c)) for c in PROBES),
         "lossy": tuple((tuple(policy.lossy_reasons(c)), policy.needs_approval(c)) for c in PROBES),
-        "budget_left": (budget_left(policy, ()), budget_left(policy, history(policy))),
+        "budget_left": (
+            budget_left(Rules.from_policy(policy).tuning, ()),
+            budget_left(Rules.from_policy(policy).tuning, history(policy)),
+        ),
+        "scaling": repr(Rules.from_policy(policy, replicas=(1, 8)).scaling),
         "trial_request": trial_request(policy).budget,
         "prior": None if prior is None else tuple(round(prior(c, SHAPE), 6) for c in PROBES[:3]),
         "advisor": (llm.enabled, endpoint.name, chat.request_timeout, chat.max_tokens, chat.temperature),

@@ -39,11 +39,11 @@ def test_the_first_status_starts_from_the_deployments_running_config(
     assert (running.tensor_parallel_size, running.max_num_seqs, running.enable_prefix_caching) == (2, 32, False)
     assert running.gpu_memory_utilization == pytest.approx(0.85)  # the later of the two spellings wins, as in vLLM
     spec, _ = parse_tuned_service(body)
-    policy = loop.backend.runtime(TargetRef("prod", "workhorse", spec.model.name), spec, body).reconciler.policy
-    candidates = list(policy.space.configs(policy.feasibility))
+    space = loop.backend.runtime(TargetRef("prod", "workhorse", spec.model.name), spec, body).reconciler.rules.space
+    candidates = list(space.configs())
     assert candidates and {c.tensor_parallel_size for c in candidates} == {2}  # not tuned by the policy: kept
     assert {(c.enable_prefix_caching, c.gpu_memory_utilization) for c in candidates} == {(False, 0.85)}
-    assert all(policy.validate_config(c, active=running) == [] for c in candidates)
+    assert all(space.contains(c, fixed_ok=running) + space.violations(c) == [] for c in candidates)
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,7 @@ def dry_run(days: float) -> DryRunWeek:
         rollout=replace(rules.rollout, bake_s=settings.bake_s, min_samples=settings.min_samples),
         tuning=replace(rules.tuning, max_trials=6),  # short rounds: the days are about what follows them
     )
-    reconciler = Reconciler(ports, policy, rules=rules, observe_window_s=CYCLE_S)
+    reconciler = Reconciler(ports, rules, observe_window_s=CYCLE_S)
     before = production(fleet)
     status = TargetStatus(replicas=1)
     codes: list[str] = []

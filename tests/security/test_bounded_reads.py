@@ -20,6 +20,7 @@ from controller import http_bounded
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.advisor.chat import describe_failure
 from controller.clock import FakeClock
+from controller.decide import Rules
 from controller.domain import STOCK, Phase
 from controller.domain.codes import Code
 from controller.domain.observation import TargetRef
@@ -152,7 +153,7 @@ def one_cycle(metrics: PrometheusMetrics) -> TargetStatus:
         clock=clock,
     )
     status = TargetStatus(phase=Phase.OBSERVING, active_config=STOCK, replicas=2, updated_at=END)
-    return Reconciler(ports, Policy()).reconcile(TARGET, status).status
+    return Reconciler(ports, Rules.from_policy(Policy())).reconcile(TARGET, status).status
 
 
 @pytest.mark.parametrize(

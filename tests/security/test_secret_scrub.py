@@ -24,7 +24,7 @@ from controller.advisor.chat import make_chat_model
 from controller.advisor.endpoints import AdvisorEndpoint
 from controller.advisor.graph import AgentAdvisor
 from controller.clock import FakeClock
-from controller.decide import OptimizerAdvisor
+from controller.decide import OptimizerAdvisor, Rules
 from controller.domain import STOCK, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext
@@ -175,7 +175,7 @@ def test_a_key_echoed_by_the_llm_endpoint_reaches_no_reason_status_or_digest(
     )
     round_ = TuningRound(id="day-1", window="all-day", shape=SHAPE, started_at=NOW - timedelta(minutes=5), reason="x")
     status = TargetStatus(phase=Phase.TRIALLING, tuning=round_, replicas=2, updated_at=NOW)
-    cycle = Reconciler(ports, policy).reconcile(TARGET, status)
+    cycle = Reconciler(ports, Rules.from_policy(policy)).reconcile(TARGET, status)
     assert "RunTrial" in [type(a).__name__ for a in cycle.plan.actions]
     trial_reasons = [r.message for r in cycle.status.last_reasons if "optimizer takes over" in r.message]
     assert trial_reasons  # the rationale, with why the optimizer proposed, reached the status

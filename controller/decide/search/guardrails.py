@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from controller.decide.rules import TuningRules
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.proposal import Proposal
 from controller.domain.trial import TrialResult
-from controller.policy.models import Policy
+from controller.policy.space import SearchSpace
 
 
 class RejectKind(StrEnum):
@@ -97,19 +98,21 @@ def trial_gpu_minutes(result: TrialResult) -> float:
 def check_proposals(
     proposals: Iterable[Proposal],
     *,
-    policy: Policy,
+    space: SearchSpace,
+    budget: TuningRules,
     active: EngineConfig,
     history: Sequence[TrialResult] = (),
     feasibility: Callable[[EngineConfig], str | None] | None = None,
     max_accept: int | None = None,
 ) -> Verdict:
-    """Validate ``proposals`` in order. ``history`` is this re-tune's trials (for duplicates and budget);
-    ``feasibility`` adds a memory-fit oracle on top of the one the policy may carry."""
-    budget = policy.trial_budget
+    """Validate ``proposals`` in order against the policy's search space (and the constraints and memory fit bound
+    to it) and the round's trial budget (``budget.max_trials``, ``canary_gpu_minutes`` and one trial's minutes).
+    ``history`` is this re-tune's trials (for duplicates and budget); ``feasibility`` adds a memory-fit oracle on
+    top of the one the policy may carry."""
     tried = {r.config.key() for r in history}
     used_trials = len(history)
     used_minutes = sum(trial_gpu_minutes(r) for r in history)
-    per_trial = (budget.trial_duration_s + budget.warmup_s) / 60.0
+    per_trial = budget.trial_minutes
     accepted: list[Proposal] = []
     rejected: list[Rejection] = []
     records: list[ProposalRecord] = []
@@ -126,11 +129,11 @@ def check_proposals(
         elif key in seen:
             kind, reasons = RejectKind.DUPLICATE, ["proposed twice in one batch"]
         if kind is None:
-            out = policy.space.contains(cfg, fixed_ok=active)
+            out = space.contains(cfg, fixed_ok=active)
             if out:
                 kind, reasons = RejectKind.OUT_OF_POLICY, out
         if kind is None:
-            bad = policy.constraint_violations(cfg)
+            bad = space.violations(cfg)
             if feasibility is not None and (why := feasibility(cfg)):
                 bad.append(f"infeasible: {why}")
             if bad:
@@ -166,10 +169,9 @@ def check_proposals(
     return Verdict(tuple(accepted), tuple(rejected), tuple(records))
 
 
-def budget_left(policy: Policy, history: Sequence[TrialResult]) -> int:
+def budget_left(budget: TuningRules, history: Sequence[TrialResult]) -> int:
     """How many more trials the budget allows (trial count and GPU-minutes, at tensor-parallel 1)."""
-    budget = policy.trial_budget
-    per_trial = (budget.trial_duration_s + budget.warmup_s) / 60.0
+    per_trial = budget.trial_minutes
     minutes_left = budget.canary_gpu_minutes - sum(trial_gpu_minutes(r) for r in history)
     return max(0, min(budget.max_trials - len(history), int(minutes_left // per_trial)))
 

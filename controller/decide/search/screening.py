@@ -14,7 +14,6 @@ from controller.domain.phases import Phase
 from controller.domain.proposal import AdvisorContext, Proposal
 from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
-from controller.policy.models import Policy
 
 
 def advisor_context(target: TargetRef, status: TargetStatus, *, rules: Rules) -> AdvisorContext | None:
@@ -38,9 +37,10 @@ def advisor_context(target: TargetRef, status: TargetStatus, *, rules: Rules) ->
 
 
 def screen(
-    proposals: Sequence[Proposal], status: TargetStatus, *, policy: Policy, max_accept: int
+    proposals: Sequence[Proposal], status: TargetStatus, *, rules: Rules, max_accept: int
 ) -> tuple[list[Proposal], list[str]]:
-    """Guardrails: only in-policy, feasible, new, in-budget configs reach a trial.
+    """Guardrails: only in-policy (``rules.space``), feasible, new, in-budget (``rules.tuning``) configs reach a
+    trial.
 
     Returns the accepted proposals and one line per rejection (who proposed it and why it was refused).
     """
@@ -52,7 +52,8 @@ def screen(
     ]
     verdict = guardrails.check_proposals(
         [p for p in proposals if p.config.key() not in blocked],
-        policy=policy,
+        space=rules.space,
+        budget=rules.tuning,
         active=status.active_config,
         history=this_rounds_trials(status),
         max_accept=max_accept,

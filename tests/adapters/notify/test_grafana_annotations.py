@@ -22,6 +22,7 @@ from controller.adapters.notify import grafana as annotations
 from controller.adapters.notify.grafana import FanOutNotifier, GrafanaAnnotator
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.clock import FakeClock
+from controller.decide import Rules
 from controller.domain import STOCK, EngineConfig, LengthDistribution, Observation, Phase, TrafficShape
 from controller.domain.actions import Notify, Severity
 from controller.domain.codes import Code
@@ -109,7 +110,7 @@ def run_rollout(notifier: FanOutNotifier, candidate_ttft: float, cycles: int) ->
     )
     rollout = RolloutState(id="r1", from_config=STOCK, to_config=MTP1, steps=(25, 100), started_at=NOW)
     status = TargetStatus(phase=Phase.ROLLING_OUT, rollout=rollout, active_config=STOCK, replicas=4, updated_at=NOW)
-    reconciler = Reconciler(ports, Policy())
+    reconciler = Reconciler(ports, Rules.from_policy(Policy()))
     for _ in range(cycles):
         result = reconciler.reconcile(TARGET, status)
         status = result.status

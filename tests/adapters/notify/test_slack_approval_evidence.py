@@ -76,7 +76,7 @@ def test_the_operators_approval_request_carries_flags_diff_lossy_knobs_quality_a
     policy = Policy()
     rules = Rules.from_policy(policy, ())
     rules = replace(rules, rollout=replace(rules.rollout, manual_gates=(2,)))  # a human before 50 %
-    result = Reconciler(ports, policy, rules=rules).reconcile(TARGET, status)
+    result = Reconciler(ports, rules).reconcile(TARGET, status)
     assert result.status.phase is Phase.AWAITING_APPROVAL
     (asked,) = [n for _, n in ports.notifier.posted if n.code == Code.MANUAL_GATE]  # type: ignore[attr-defined]
     fields = dict(asked.fields)
@@ -165,7 +165,7 @@ def decided(gpu_price: evidence.GpuPrice | None) -> Notify:
     status = TargetStatus(phase=Phase.TRIALLING, window="day", trials=trials, tuning=round_, replicas=4)
     ports = mid_rollout_ports(FakeClock(NOW))
     rules = Rules(tuning=TuningRules(max_trials=2, min_gain=1.03, approval="manual"), windows=DAY_WINDOWS)
-    reconciler = Reconciler(ports, Policy(), rules=rules, gpu_price=gpu_price)
+    reconciler = Reconciler(ports, rules, gpu_price=gpu_price)
     reconciler.reconcile(TARGET, status)
     posted = [n for _, n in ports.notifier.posted if n.title == "New config chosen"]  # type: ignore[attr-defined]
     assert len(posted) == 1

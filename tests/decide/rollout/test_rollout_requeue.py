@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.clock import FakeClock
+from controller.decide import Rules
 from controller.domain import Phase
 from controller.policy import Policy
 from controller.reconcile import Reconciler
@@ -18,7 +19,7 @@ def test_analysis_interval_sets_the_requeue_during_a_rollout(interval: float | N
     policy = (
         Policy() if interval is None else Policy.model_validate({"rollout": {"analysis_interval_seconds": interval}})
     )
-    result = Reconciler(ports, policy).reconcile(TARGET, rolling())
+    result = Reconciler(ports, Rules.from_policy(policy)).reconcile(TARGET, rolling())
     assert result.status.phase is Phase.ROLLING_OUT
     expected = 60.0 if interval is None else interval  # the policy's default
     assert result.requeue_after_s == expected

@@ -179,6 +179,8 @@ def test_the_guardrails_refuse_a_config_only_where_it_was_rolled_back(round_wind
         blocked_in_windows=(BlockedConfig(key=STOCK.key(), window="evening"),),
     )
     policy = Policy.model_validate({"space": {"speculative_method": ["none", "mtp"], "num_speculative_tokens": [1]}})
-    taken, refused = screen([Proposal(STOCK, "stock", "optimizer")], status, policy=policy, max_accept=4)
+    taken, refused = screen(
+        [Proposal(STOCK, "stock", "optimizer")], status, rules=Rules.from_policy(policy), max_accept=4
+    )
     assert bool(taken) is accepted
     assert any("rolled back in production" in r for r in refused) is not accepted

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.decide import Rules
 from controller.decide.search.guardrails import RejectKind, budget_left, check_proposals
 from controller.domain.codes import INFO, Code
 from controller.domain.config import STOCK, EngineConfig
@@ -18,6 +19,7 @@ POLICY = parse_policy(
     "space:\n  max_num_seqs: [64, 128, 256]\n  async_scheduling: [true, false]\n"
     "trial_budget: {max_trials: 3, canary_gpu_minutes: 10, trial_duration_s: 120, warmup_s: 0}\n"
 )
+BUDGET = Rules.from_policy(POLICY).tuning
 SHAPE = TrafficShape(
     arrival_rate_rps=1,
     concurrency=8,
@@ -79,7 +81,7 @@ CASES = [
 def test_each_rejection_kind(
     proposal: Proposal, history: tuple[TrialResult, ...], active: EngineConfig, kind: RejectKind | None, fragment: str
 ) -> None:
-    verdict = check_proposals([proposal], policy=POLICY, active=active, history=history)
+    verdict = check_proposals([proposal], space=POLICY.space, budget=BUDGET, active=active, history=history)
     if kind is None:
         assert verdict.accepted == (proposal,) and not verdict.rejected
         assert verdict.records[0].accepted and verdict.records[0].proposed_by == "agent"
@@ -114,7 +116,7 @@ def test_the_rejection_kinds_codes_are_distinct() -> None:
 
 def test_batch_duplicates_and_max_accept() -> None:
     a, b, c = p(by="optimizer"), p(by="agent"), p(max_num_seqs=128, by="agent")
-    verdict = check_proposals([a, b, c], policy=POLICY, active=STOCK, max_accept=1)
+    verdict = check_proposals([a, b, c], space=POLICY.space, budget=BUDGET, active=STOCK, max_accept=1)
     assert verdict.accepted == (a,)
     kinds = [r.kind for r in verdict.rejected]
     assert kinds == [RejectKind.DUPLICATE, RejectKind.OVER_BUDGET]
@@ -123,14 +125,18 @@ def test_batch_duplicates_and_max_accept() -> None:
 
 def test_memory_oracle_rejects_infeasible() -> None:
     verdict = check_proposals(
-        [p(max_num_seqs=256)], policy=POLICY, active=STOCK, feasibility=lambda c: "KV cache does not fit"
+        [p(max_num_seqs=256)],
+        space=POLICY.space,
+        budget=BUDGET,
+        active=STOCK,
+        feasibility=lambda c: "KV cache does not fit",
     )
     assert verdict.rejected[0].kind is RejectKind.INFEASIBLE
     assert "KV cache does not fit" in verdict.rejected[0].reasons[0]
 
 
 def test_budget_left_counts_trials_and_minutes() -> None:
-    assert budget_left(POLICY, ()) == 3
-    assert budget_left(POLICY, (trial(p().config, minutes=2),)) == 2
-    assert budget_left(POLICY, (trial(p().config, minutes=9),)) == 0
-    assert budget_left(Policy(), ()) == Policy().trial_budget.max_trials
+    assert budget_left(BUDGET, ()) == 3
+    assert budget_left(BUDGET, (trial(p().config, minutes=2),)) == 2
+    assert budget_left(BUDGET, (trial(p().config, minutes=9),)) == 0
+    assert budget_left(Rules.from_policy(Policy()).tuning, ()) == Policy().trial_budget.max_trials

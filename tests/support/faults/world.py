@@ -167,7 +167,7 @@ class SimWorld:
         self.restarts = 0
 
     def build_reconciler(self) -> Reconciler:
-        return Reconciler(self.ports, self.policy, rules=self.rules, observe_window_s=self.settings.cycle_s)
+        return Reconciler(self.ports, self.rules, observe_window_s=self.settings.cycle_s)
 
     def restart(self) -> None:
         self.reconciler, self.status = restart_operator(self.status, self.build_reconciler)
