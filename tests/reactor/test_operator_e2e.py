@@ -137,6 +137,24 @@ def test_apply_trial_approve_step_restart_promote(
     (rollout_cr,) = co.list_namespaced_custom_object(G, V, "prod", "configrollouts")["items"]
     assert [a["by"] for a in rollout_cr["status"]["approvals"]] == ["alice"]
     assert done.rollout is None or [a.by for a in done.rollout.approvals] == ["alice"]
+    assert_each_step_once(kube, api)
+    assert promoted == 1
+    assert "leader=True" in health
+    assert_promotion_counted(scrape)
+    assert cycles_a > 0 and cycles_b > 0
+    # at most one guarded status write per cycle (plus one re-try per conflict with a user write); a cycle that
+    # changed nothing writes none
+    assert guarded_status_writes(kube) == writes + conflicts
+    assert writes + skipped == cycles_a + cycles_b
+    print(
+        f"\nscenario wall time {time.monotonic() - started:.1f}s; cycles a={cycles_a} b={cycles_b}; "
+        f"reconcile p50 {max(d.quantile(0.5) for d in durations) * 1000:.0f} ms, "
+        f"max {max(d.max for d in durations) * 1000:.0f} ms; status writes {writes}, idle cycles {skipped}; "
+        + ", ".join(f"{what} at {t:.1f}s" for what, t in timeline)
+    )
+
+
+def assert_each_step_once(kube: KubeAPIServer, api: client.ApiClient) -> None:
     weights = candidate_weights(kube)
     assert weights[0] == 0  # as created
     steps = [w for w in weights[1:]]
@@ -145,8 +163,9 @@ def test_apply_trial_approve_step_restart_promote(
     # one Event per step: its SetWeights and its notification share the reason (the step's code) and message
     assert len(events_about(api, "% of traffic to")) == 3
     assert not events_about(api, "rolled back")
-    assert promoted == 1
-    assert "leader=True" in health
+
+
+def assert_promotion_counted(scrape: str) -> None:
     assert "shiftlight_reconcile_duration_seconds_count" in scrape
     promotes = [line for line in scrape.splitlines() if line.startswith('shiftlight_decisions_total{action="Promote",')]
     assert len(promotes) == 1 and promotes[0].endswith(" 1.0"), promotes  # labelled with its reason code
@@ -156,9 +175,10 @@ def test_apply_trial_approve_step_restart_promote(
         if line.startswith('shiftlight_effects_total{code="within-slo",effect="Promoted"}')
     ]
     assert promoted_effects == ['shiftlight_effects_total{code="within-slo",effect="Promoted"} 1.0']  # what acting did
-    assert cycles_a > 0 and cycles_b > 0
-    # at most one guarded status write per cycle (plus one re-try per conflict with a user write); a cycle that
-    # changed nothing writes none
+
+
+def guarded_status_writes(kube: KubeAPIServer) -> int:
+    """The operator's status writes of TunedServices, each guarded by the resourceVersion it read."""
     operator_writes = [
         r
         for r in list(kube.api)
@@ -170,15 +190,7 @@ def test_apply_trial_approve_step_restart_promote(
     ]
     assert all(w.data[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": w.data[0]["value"]}
                for w in operator_writes)  # fmt: skip
-    assert len(operator_writes) == writes + conflicts
-    assert writes + skipped == cycles_a + cycles_b
-    elapsed = time.monotonic() - started
-    print(
-        f"\nscenario wall time {elapsed:.1f}s; cycles a={cycles_a} b={cycles_b}; "
-        f"reconcile p50 {max(d.quantile(0.5) for d in durations) * 1000:.0f} ms, "
-        f"max {max(d.max for d in durations) * 1000:.0f} ms; status writes {writes}, idle cycles {skipped}; "
-        + ", ".join(f"{what} at {t:.1f}s" for what, t in timeline)
-    )
+    return len(operator_writes)
 
 
 def _rollout_phase(co: client.CustomObjectsApi) -> str:

@@ -47,83 +47,8 @@ class GrafanaStandIn:
         return f"http://{host!s}:{port}"
 
     def start(self) -> GrafanaStandIn:
-        owner = self
-        lock = threading.Lock()
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                return
-
-            def answer(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def message(self, status: int, text: str) -> None:
-                self.answer(status, json.dumps({"message": text}).encode())
-
-            def authorised(self) -> bool:
-                got = self.headers.get("Authorization", "")
-                if got == f"Bearer {owner.token}":
-                    return True
-                with lock:
-                    owner.refused += 1
-                self.message(401, f"Invalid API key (got {got!r})")
-                return False
-
-            def body(self) -> bytes:
-                length = int(self.headers.get("Content-Length") or 0)
-                return self.rfile.read(length) if length else b""
-
-            def proxy(self, method: str) -> None:
-                if not self.authorised():
-                    return
-                rest = self.path[len(PROXY_PREFIX) :]
-                uid, _, path = rest.partition("/")
-                target = owner.datasources.get(uid)
-                if target is None:
-                    self.message(404, "Data source not found")
-                    return
-                with lock:
-                    owner.proxied.append(f"{uid} /{path.partition('?')[0]}")
-                headers = {"Content-Type": self.headers.get("Content-Type", "application/x-www-form-urlencoded")}
-                try:
-                    upstream = httpx.request(
-                        method, f"{target.rstrip('/')}/{path}", content=self.body(), headers=headers, timeout=30
-                    )
-                except httpx.HTTPError:
-                    self.message(502, "Bad Gateway")
-                    return
-                self.answer(upstream.status_code, upstream.content, upstream.headers.get("Content-Type", ""))
-
-            def do_GET(self) -> None:
-                if self.path.startswith(PROXY_PREFIX):
-                    self.proxy("GET")
-                else:
-                    self.message(404, "Not found")
-
-            def do_POST(self) -> None:
-                if self.path.startswith(PROXY_PREFIX):
-                    self.proxy("POST")
-                    return
-                if self.path != "/api/annotations":
-                    self.message(404, "Not found")
-                    return
-                if not self.authorised():
-                    return
-                try:
-                    annotation = json.loads(self.body())
-                except ValueError:
-                    self.message(400, "bad request data")
-                    return
-                with lock:
-                    owner.annotations.append(annotation)
-                    number = len(owner.annotations)
-                self.answer(200, json.dumps({"id": number, "message": "Annotation added"}).encode())
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        handler = type("Handler", (_Handler,), {"owner": self, "lock": threading.Lock()})
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="grafana-stand-in", daemon=True)
         self.thread.start()
@@ -135,6 +60,85 @@ class GrafanaStandIn:
             self.server.server_close()
         if self.thread is not None:
             self.thread.join(timeout=10)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Grafana's answers; ``owner`` (the stand-in it serves) and ``lock`` are set on a subclass per server."""
+
+    owner: GrafanaStandIn
+    lock: threading.Lock
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet
+        return
+
+    def answer(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def message(self, status: int, text: str) -> None:
+        self.answer(status, json.dumps({"message": text}).encode())
+
+    def authorised(self) -> bool:
+        got = self.headers.get("Authorization", "")
+        if got == f"Bearer {self.owner.token}":
+            return True
+        with self.lock:
+            self.owner.refused += 1
+        self.message(401, f"Invalid API key (got {got!r})")
+        return False
+
+    def body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def proxy(self, method: str) -> None:
+        if not self.authorised():
+            return
+        rest = self.path[len(PROXY_PREFIX) :]
+        uid, _, path = rest.partition("/")
+        target = self.owner.datasources.get(uid)
+        if target is None:
+            self.message(404, "Data source not found")
+            return
+        with self.lock:
+            self.owner.proxied.append(f"{uid} /{path.partition('?')[0]}")
+        headers = {"Content-Type": self.headers.get("Content-Type", "application/x-www-form-urlencoded")}
+        try:
+            upstream = httpx.request(
+                method, f"{target.rstrip('/')}/{path}", content=self.body(), headers=headers, timeout=30
+            )
+        except httpx.HTTPError:
+            self.message(502, "Bad Gateway")
+            return
+        self.answer(upstream.status_code, upstream.content, upstream.headers.get("Content-Type", ""))
+
+    def do_GET(self) -> None:
+        if self.path.startswith(PROXY_PREFIX):
+            self.proxy("GET")
+        else:
+            self.message(404, "Not found")
+
+    def do_POST(self) -> None:
+        if self.path.startswith(PROXY_PREFIX):
+            self.proxy("POST")
+            return
+        if self.path != "/api/annotations":
+            self.message(404, "Not found")
+            return
+        if not self.authorised():
+            return
+        try:
+            annotation = json.loads(self.body())
+        except ValueError:
+            self.message(400, "bad request data")
+            return
+        with self.lock:
+            self.owner.annotations.append(annotation)
+            number = len(self.owner.annotations)
+        self.answer(200, json.dumps({"id": number, "message": "Annotation added"}).encode())
 
 
 @contextlib.contextmanager
