@@ -18,6 +18,8 @@ import typer
 
 from controller.cli.app import App, take_debug_flag
 
+pytestmark = pytest.mark.slow  # each test runs the CLI in a fresh interpreter
+
 SHIFTLIGHT = [sys.executable, "-m", "controller.cli.main"]
 SHIFTCTL = [sys.executable, "-m", "controller.cli.shiftctl.commands"]
 
