@@ -59,9 +59,14 @@ agents by day, long documents by night), ``dense-fleet`` (a dense 8B model on H2
 space) and ``doc-quoting`` (a 27B hybrid MTP model, 4-bit, on RTX 3090s: chat by day, document quoting at night,
 where a long lookup draft pays several-fold and costs about half the speed on fresh text); and two populations
 written before the decide logic was changed for them, with their own windows and seeds: ``rag-batch`` (the dense 8B
-on H200s under ``dense-8b-h200.yaml``: long-prompt RAG chat in business hours, a synthetic-data batch job at night,
-light chat in the evening; five windows, two on half hours) and ``support-afternoon`` (the workstation's model and
-policy: support bots around the clock, coding agents in the afternoon only; four windows).
+on H200s under ``week-dense-8b-h200.yaml``: long-prompt RAG chat in business hours, a synthetic-data batch job at
+night, light chat in the evening; five windows, two on half hours) and ``support-afternoon`` (the workstation's model
+and policy: support bots around the clock, coding agents in the afternoon only; four windows).
+
+Each scenario runs a policy file of ``bench/policies/`` (``week-workstation.yaml``, ``week-dense-8b-h200.yaml``,
+``week-doc-quoting-3090.yaml``: the presets' spaces, SLOs and rollout thresholds with the bench's approval, trial
+budget, rollout bake and samples, scaling headroom and capacity probes' loop) through the operator's own recipe
+(``controller.cycle.cycle_for``); the scenario gives the replica bounds, as a TunedService's ``spec.replicas`` does.
 
 Before the final line the bench prints the schedule's realised gain against the ideal best static config and what
 switching cost (GPU-hours on rollout candidates and canary trials, promotions, rollbacks)::
