@@ -363,130 +363,183 @@ class Run:
     prometheus: PrometheusPass | None = None
 
 
+@dataclass
+class Operator:
+    """The operator process under test, its metrics port, environment and log."""
+
+    proc: subprocess.Popen[bytes] | None
+    port: int
+    env: dict[str, str]
+    work: Path
+    log: Any
+
+    def alive(self) -> None:
+        assert self.proc is not None and self.proc.poll() is None, (self.work / "operator.log").read_text()[-3000:]
+
+    def cycles(self) -> float:
+        return sample(scrape(self.port), "shiftlight_cycles_total")
+
+    def wait_cycles(self, n: float, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self.cycles() < n and time.monotonic() < deadline:
+            self.alive()
+            assert leading(self.port), "the operator lost its Lease"
+            time.sleep(1.0)
+
+
+def start_operator(work: Path, op_config: Path, time_scale: float) -> Operator:
+    port = free_port()
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(op_config),
+        "POD_NAME": "shiftlight-0",
+        "POD_NAMESPACE": "shiftlight",
+        "SHIFTLIGHT_HEALTH_PORT": str(port),
+        "SHIFTLIGHT_METRICS_PORT": str(port),
+        "SHIFTLIGHT_POLICY_DIR": str(policy_dir(work)),
+        "SHIFTLIGHT_TIME_SCALE": str(time_scale),
+        "SHIFTLIGHT_LOG_LEVEL": "error",
+        # the fake API server shares these 2 cores with everything else: a renewal answered after the chart's
+        # 10 s deadline would hand leadership back mid-run, so the Lease is given more room here
+        "SHIFTLIGHT_LEASE_DURATION_SECONDS": "120",
+        "SHIFTLIGHT_LEASE_RENEW_DEADLINE_SECONDS": "90",
+    }
+    log = (work / "operator.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.reactor.run"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    return Operator(proc, port, env, work, log)
+
+
+def fill_fleet(op: Operator, fleet: Fleet, seed: tuple[str, str], targets: int) -> None:
+    """Once the seed TunedService is tuned, create the others (2 % untuned, the rest with its status) and wait
+    until the operator holds every one."""
+
+    def steady(status: dict[str, Any]) -> bool:
+        return status.get("phase") == "Observing" and bool(status.get("history"))
+
+    deadline = time.monotonic() + 900
+    while not steady(fleet.status(seed).get("status") or {}) and time.monotonic() < deadline:
+        op.alive()
+        time.sleep(0.5)
+    tuned = fleet.status(seed).get("status") or {}
+    assert steady(tuned), f"the seed TunedService did not settle: {tuned.get('phase')}"
+    fresh = max(1, targets // 50)  # 2 % start untuned: trials and rollouts in flight from the start
+    for i in range(targets - 1):
+        fleet.create(None if i < fresh else tuned)
+    deadline = time.monotonic() + 1800
+    while sample(scrape(op.port), "shiftlight_tunedservices_held") < len(fleet.live):  # every one seen once
+        assert time.monotonic() < deadline, "the operator did not reach every TunedService in 30 minutes"
+        assert leading(op.port), "the operator lost its Lease"
+        time.sleep(1.0)
+
+
+def churn(fleet: Fleet, admin: Any, targets: int) -> dict[tuple[str, str], float]:
+    """5 % changed (a new generation), 5 % deleted, 5 % created; the seconds until each change was observed."""
+    n = max(1, targets // 20)
+    keys = list(fleet.live)
+    co = client.CustomObjectsApi(admin)
+    patched: dict[tuple[str, str], tuple[int, float]] = {}
+    for key in keys[:n]:
+        body = co.patch_namespaced_custom_object(
+            G, V, key[0], "tunedservices", key[1], {"spec": {"replicas": {"minReplicas": 1, "maxReplicas": 6}}}
+        )
+        patched[key] = (int(body["metadata"]["generation"]), time.monotonic())
+    for key in keys[-n:]:
+        fleet.delete(key)
+    for _ in range(n):
+        fleet.create()
+    reaction: dict[tuple[str, str], float] = {}
+    deadline = time.monotonic() + 600
+    while len(reaction) < len(patched) and time.monotonic() < deadline:
+        for key, (generation, at) in patched.items():
+            if key not in reaction:
+                status = fleet.status(key).get("status") or {}
+                if status.get("observedGeneration") == generation:
+                    reaction[key] = time.monotonic() - at
+        time.sleep(0.25)
+    return reaction
+
+
+@dataclass
+class IdleWrites:
+    """The status writes of TunedServices that were idle through the steady stretch (Observing, no rollout, no
+    trial and no spec change): a write there is one "when nothing changed"."""
+
+    targets: int = 0
+    writes: int = 0
+    keys: Counter[str] = field(default_factory=Counter)
+    examples: list[tuple[Any, Any]] = field(default_factory=list)
+
+
+def idle_writes(kube: KubeAPIServer, fleet: Fleet, steady_rv: int) -> IdleWrites:
+    idle = IdleWrites()
+    for key in fleet.live:
+        versions = kube.api.versions(f"tunedservices.{V}.{G}", *key)
+        late = [v for v in versions if int(v["metadata"]["resourceVersion"]) > steady_rv]
+        before = [v for v in versions if int(v["metadata"]["resourceVersion"]) <= steady_rv]
+        states = [(v.get("status") or {}) for v in before[-1:] + late]
+        quiet = all(st.get("phase") == "Observing" and not st.get("rollout") and not running(st) for st in states)
+        if states and quiet and len({v["metadata"].get("generation") for v in before[-1:] + late}) == 1:
+            idle.targets += 1
+            for a, b in itertools.pairwise(states):
+                if a != b:
+                    idle.writes += 1
+                    idle.keys.update(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                    if len(idle.examples) < 3:
+                        idle.examples.append((a.get("last_reasons"), b.get("last_reasons")))
+    return idle
+
+
+def print_status_changes(kube: KubeAPIServer, fleet: Fleet) -> None:
+    """What changed in each status write of the first TunedServices (``SCALE_DEBUG``)."""
+    for key in list(fleet.live)[:3]:
+        versions = [v.get("status") or {} for v in kube.api.versions(f"tunedservices.{V}.{G}", *key)]
+        for a, b in itertools.pairwise(versions):
+            print(key, sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)), b.get("phase"))
+
+
+def steady_stretch(op: Operator, kube: KubeAPIServer, targets: int, total: float) -> tuple[str, int, float, int]:
+    """The steady stretch: no spec changes from here on, at least one cycle per TunedService. The metrics at its
+    end, its cycles, the status writes per cycle and the resource version it began at."""
+    text = scrape(op.port)
+    total = max(total, sample(text, "shiftlight_cycles_total") + max(targets, total / 4))
+    steady_from = (sample(text, "shiftlight_cycles_total"), sample(text, "shiftlight_status_writes_total"))
+    steady_rv = kube.api.resource_version()
+    op.wait_cycles(total, 3600)
+    text = scrape(op.port)
+    steady_cycles = int(sample(text, "shiftlight_cycles_total") - steady_from[0])
+    all_writes = (sample(text, "shiftlight_status_writes_total") - steady_from[1]) / max(steady_cycles, 1)
+    return text, steady_cycles, all_writes, steady_rv
+
+
 def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float, prometheus_cycles: float) -> Run:
     work = Path(tempfile.mkdtemp(prefix="shiftlight-scale-"))
     kube = KubeAPIServer(KubeAPI(tokens={"t-operator": OPERATOR, "t-admin": "admin"}, keep_requests=1000)).start()
-    proc: subprocess.Popen[bytes] | None = None
+    op: Operator | None = None
     try:
         admin = config.new_client_from_config(str(kube.write_kubeconfig(work / "admin", user="admin", token="t-admin")))
         op_config = kube.write_kubeconfig(work / "operator", user="operator", token="t-operator")
         fleet = Fleet(admin, namespaces)
         seed = fleet.create()  # tuned by the operator first: its status is what a steady TunedService looks like
-        port = free_port()
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(op_config),
-            "POD_NAME": "shiftlight-0",
-            "POD_NAMESPACE": "shiftlight",
-            "SHIFTLIGHT_HEALTH_PORT": str(port),
-            "SHIFTLIGHT_METRICS_PORT": str(port),
-            "SHIFTLIGHT_POLICY_DIR": str(policy_dir(work)),
-            "SHIFTLIGHT_TIME_SCALE": str(time_scale),
-            "SHIFTLIGHT_LOG_LEVEL": "error",
-            # the fake API server shares these 2 cores with everything else: a renewal answered after the chart's
-            # 10 s deadline would hand leadership back mid-run, so the Lease is given more room here
-            "SHIFTLIGHT_LEASE_DURATION_SECONDS": "120",
-            "SHIFTLIGHT_LEASE_RENEW_DEADLINE_SECONDS": "90",
-        }
-        log = (work / "operator.log").open("w")
         began = time.monotonic()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "controller.reactor.run"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        total = targets * cycles_per_target
-
-        def steady(status: dict[str, Any]) -> bool:
-            return status.get("phase") == "Observing" and bool(status.get("history"))
-
-        deadline = time.monotonic() + 900
-        while not steady(fleet.status(seed).get("status") or {}) and time.monotonic() < deadline:
-            assert proc.poll() is None, (work / "operator.log").read_text()[-3000:]
-            time.sleep(0.5)
-        tuned = fleet.status(seed).get("status") or {}
-        assert steady(tuned), f"the seed TunedService did not settle: {tuned.get('phase')}"
-        fresh = max(1, targets // 50)  # 2 % start untuned: trials and rollouts in flight from the start
-        for i in range(targets - 1):
-            fleet.create(None if i < fresh else tuned)
-        seeded_cycles = sample(scrape(port), "shiftlight_cycles_total")
-        total += seeded_cycles
-
-        def cycles() -> float:
-            return sample(scrape(port), "shiftlight_cycles_total")
-
-        def wait_cycles(n: float, timeout: float) -> None:
-            deadline = time.monotonic() + timeout
-            while cycles() < n and time.monotonic() < deadline:
-                assert proc is not None and proc.poll() is None, (work / "operator.log").read_text()[-3000:]
-                assert leading(port), "the operator lost its Lease"
-                time.sleep(1.0)
-
-        deadline = time.monotonic() + 1800
-        while sample(scrape(port), "shiftlight_tunedservices_held") < len(fleet.live):  # every one seen once
-            assert time.monotonic() < deadline, "the operator did not reach every TunedService in 30 minutes"
-            assert leading(port), "the operator lost its Lease"
-            time.sleep(1.0)
-        seeded_cycles = sample(scrape(port), "shiftlight_cycles_total")
+        op = start_operator(work, op_config, time_scale)
+        assert op.proc is not None
+        pid = op.proc.pid
+        fill_fleet(op, fleet, seed, targets)
+        seeded_cycles = op.cycles()
         total = seeded_cycles + targets * cycles_per_target
-        rss_start = rss_mb(proc.pid)
+        rss_start = rss_mb(pid)
         counted_from = time.monotonic()
-        wait_cycles(seeded_cycles + (total - seeded_cycles) / 2, 3600)  # the middle of the counted cycles
-        rss_mid = rss_mb(proc.pid)
-        # churn: 5 % changed (a new generation), 5 % deleted, 5 % created
-        churn = max(1, targets // 20)
-        keys = list(fleet.live)
-        changed = keys[:churn]
-        co = client.CustomObjectsApi(admin)
-        patched: dict[tuple[str, str], tuple[int, float]] = {}
-        for key in changed:
-            body = co.patch_namespaced_custom_object(
-                G, V, key[0], "tunedservices", key[1], {"spec": {"replicas": {"minReplicas": 1, "maxReplicas": 6}}}
-            )
-            patched[key] = (int(body["metadata"]["generation"]), time.monotonic())
-        for key in keys[-churn:]:
-            fleet.delete(key)
-        for _ in range(churn):
-            fleet.create()
-        reaction: dict[tuple[str, str], float] = {}
-        deadline = time.monotonic() + 600
-        while len(reaction) < len(patched) and time.monotonic() < deadline:
-            for key, (generation, at) in patched.items():
-                if key not in reaction:
-                    status = fleet.status(key).get("status") or {}
-                    if status.get("observedGeneration") == generation:
-                        reaction[key] = time.monotonic() - at
-            time.sleep(0.25)
-        wait_cycles(seeded_cycles + (total - seeded_cycles) * 3 / 4, 3600)
-        # the steady stretch: no spec changes from here on, at least one cycle per TunedService
-        text = scrape(port)
-        total = max(total, sample(text, "shiftlight_cycles_total") + max(targets, total / 4))
-        steady_from = (sample(text, "shiftlight_cycles_total"), sample(text, "shiftlight_status_writes_total"))
-        steady_rv = kube.api.resource_version()
-        wait_cycles(total, 3600)
-        text = scrape(port)
-        rss_end = rss_mb(proc.pid)
-        steady_cycles = int(sample(text, "shiftlight_cycles_total") - steady_from[0])
-        all_writes = (sample(text, "shiftlight_status_writes_total") - steady_from[1]) / max(steady_cycles, 1)
-        # the status writes of TunedServices that were idle through the steady stretch (Observing, no rollout, no
-        # trial and no spec change): a write there is one "when nothing changed"
-        idle, idle_writes, idle_keys = 0, 0, Counter[str]()
-        idle_examples: list[tuple[Any, Any]] = []
-        for key in fleet.live:
-            versions = kube.api.versions(f"tunedservices.{V}.{G}", *key)
-            late = [v for v in versions if int(v["metadata"]["resourceVersion"]) > steady_rv]
-            before = [v for v in versions if int(v["metadata"]["resourceVersion"]) <= steady_rv]
-            states = [(v.get("status") or {}) for v in before[-1:] + late]
-            quiet = all(st.get("phase") == "Observing" and not st.get("rollout") and not running(st) for st in states)
-            if states and quiet and len({v["metadata"].get("generation") for v in before[-1:] + late}) == 1:
-                idle += 1
-                for a, b in itertools.pairwise(states):
-                    if a != b:
-                        idle_writes += 1
-                        idle_keys.update(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-                        if len(idle_examples) < 3:
-                            idle_examples.append((a.get("last_reasons"), b.get("last_reasons")))
-        idle_cycles = steady_cycles * idle / max(len(fleet.live), 1)
+        op.wait_cycles(seeded_cycles + (total - seeded_cycles) / 2, 3600)  # the middle of the counted cycles
+        rss_mid = rss_mb(pid)
+        reaction = churn(fleet, admin, targets)
+        op.wait_cycles(seeded_cycles + (total - seeded_cycles) * 3 / 4, 3600)
+        text, steady_cycles, all_writes, steady_rv = steady_stretch(op, kube, targets, total)
+        rss_end = rss_mb(pid)
+        idle = idle_writes(kube, fleet, steady_rv)
+        idle_cycles = steady_cycles * idle.targets / max(len(fleet.live), 1)
         done = sample(text, "shiftlight_cycles_total") - seeded_cycles
-        held = int(sample(text, "shiftlight_tunedservices_held"))
         # created without a status (the untuned 2 % and those created mid-run) and still without observedGeneration:
         # never cycled (the others carry the seed's copied status, so this cannot tell for them)
         never_cycled = sum(
@@ -494,26 +547,18 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
         )
         period_s = len(fleet.live) * (time.monotonic() - counted_from) / max(done, 1)
         if os.environ.get("SCALE_DEBUG"):
-            for key in list(fleet.live)[:3]:
-                versions = [v.get("status") or {} for v in kube.api.versions(f"tunedservices.{V}.{G}", *key)]
-                for a, b in itertools.pairwise(versions):
-                    print(key, sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)), b.get("phase"))
-        for a, b in idle_examples:
+            print_status_changes(kube, fleet)
+        for a, b in idle.examples:
             print(f"        an idle TunedService's status write: last_reasons {a} -> {b}")
         calls = Counter(c.verb for c in kube.api.calls if c.user == OPERATOR)
-        per_cycle = {verb: n / max(done, 1) for verb, n in sorted(calls.items())}
         wall_s = time.monotonic() - began
         prometheus = None
         if prometheus_cycles > 0:
-            stop(proc)
-            proc = None
+            stop(op.proc)
+            op.proc = None
+            live_namespaces = sorted({key[0] for key in fleet.live})
             prometheus = prometheus_pass(
-                env,
-                port,
-                work,
-                sorted({key[0] for key in fleet.live}),
-                prometheus_cycles * len(fleet.live),
-                log,
+                op.env, op.port, work, live_namespaces, prometheus_cycles * len(fleet.live), op.log
             )
         return Run(
             targets=targets,
@@ -525,14 +570,14 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
             cycle_p50_ms=1000 * quantile(text, "shiftlight_reconcile_duration_seconds", 0.5),
             cycle_p99_ms=1000 * quantile(text, "shiftlight_reconcile_duration_seconds", 0.99),
             rss=(rss_start, rss_mid, rss_end),
-            calls=per_cycle,
-            steady_writes=idle_writes / max(idle_cycles, 1),
+            calls={verb: n / max(done, 1) for verb, n in sorted(calls.items())},
+            steady_writes=idle.writes / max(idle_cycles, 1),
             steady_cycles=steady_cycles,
-            idle_targets=idle,
-            idle_keys=dict(idle_keys),
+            idle_targets=idle.targets,
+            idle_keys=dict(idle.keys),
             all_writes=all_writes,
             reaction_s=sorted(reaction.values()),
-            held_after=held,
+            held_after=int(sample(text, "shiftlight_tunedservices_held")),
             live_after=len(fleet.live),
             never_cycled=never_cycled,
             wall_s=wall_s,
@@ -541,8 +586,8 @@ def run(targets: int, cycles_per_target: int, namespaces: int, time_scale: float
             prometheus=prometheus,
         )
     finally:
-        if proc is not None:
-            stop(proc)
+        if op is not None and op.proc is not None:
+            stop(op.proc)
         kube.stop()
         shutil.rmtree(work, ignore_errors=True)
 
