@@ -50,7 +50,7 @@ def default_engine_python() -> str:
     env = os.environ.get("SHIFTLIGHT_ENGINE_PYTHON")
     if env:
         return env
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     return str(root / ".venv-engine" / "bin" / "python")
 
 

@@ -44,7 +44,7 @@ from controller.trials.loadgen.worker import (
 #: Past ``max_duration_s``, the worker may still wait for the requests in flight (each up to the request timeout)
 #: and needs a moment to start and to print its report; it is stopped once this much more has passed.
 START_AND_REPORT_S = 60.0
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 class LoadClientFailed(ShiftlightError):
@@ -159,7 +159,7 @@ def replay_in_worker(
     those cores (``os.sched_setaffinity``)."""
     job = WorkerJob(settings=settings, plan=plan).model_dump_json().encode()
     base = dict(os.environ if env is None else env)
-    base["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, base.get("PYTHONPATH", "")) if p)
+    base["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, base.get("PYTHONPATH", "")) if p)
     limit = (settings.max_duration_s or math.inf) + settings.request_timeout_s + START_AND_REPORT_S
     with tempfile.TemporaryDirectory(prefix="shiftlight-loadgen-") as tmp:
         err_path = Path(tmp) / "stderr"

@@ -40,7 +40,7 @@ from controller.errors import InvalidInput, TemporaryError
 from controller.trials.engine.launchers import default_engine_python
 from controller.trials.loadgen.replay import LoadPlan, plan_requests
 
-BENCH_LAUNCHER = Path(__file__).with_name("bench_launcher.py")
+BENCH_LAUNCHER = Path(__file__).resolve().parents[1] / "engine" / "bench_launcher.py"
 
 
 class BenchFailed(TemporaryError):
