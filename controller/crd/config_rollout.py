@@ -11,7 +11,7 @@ from pydantic import Field, field_validator
 
 from controller.crd.shared import DNS_SUBDOMAIN, Condition, WireModel
 from controller.domain.config import EngineConfig
-from controller.domain.status import AnalysisRecord, Approval
+from controller.domain.rollout import AnalysisRecord, Approval
 
 RolloutPhase = Literal["Pending", "Progressing", "AwaitingApproval", "Paused", "Succeeded", "RolledBack", "Rejected"]
 

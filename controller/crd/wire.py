@@ -35,7 +35,8 @@ from controller.crd.tuned_service import (
     StatusSummary,
     TunedServiceSpec,
 )
-from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.rollout import RolloutState
+from controller.domain.status import TargetStatus
 from controller.errors import InvalidInput
 
 _M = TypeVar("_M", bound=BaseModel)

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta
 
 from controller.decide.context import PlanContext
 from controller.decide.signals import drift as drifts
-from controller.domain.status import Approval, Rejection, RolloutState, TargetStatus
+from controller.domain.rollout import Approval, RolloutState
+from controller.domain.status import Rejection, TargetStatus
 from controller.domain.traffic import TrafficShape
 
 #: Rejections kept in status (the latest).

@@ -19,16 +19,9 @@ from controller.domain.actions import (
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import Observation, TargetRef, VariantStats
 from controller.domain.phases import VALID_TRANSITIONS, Phase, transition
+from controller.domain.rollout import AnalysisRecord, Approval, RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import (
-    AnalysisRecord,
-    Approval,
-    RolloutState,
-    ScheduledConfig,
-    ServedConfig,
-    TargetStatus,
-    TuningRound,
-)
+from controller.domain.status import ScheduledConfig, ServedConfig, TargetStatus, TuningRound
 from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
 from controller.domain.trial import Percentiles, QualityReport, SpecDecodeStats, TrialResult, TrialStatus
 

@@ -35,8 +35,9 @@ from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
+from controller.domain.rollout import Approval, RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import Approval, RolloutState, TargetStatus
+from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest
 from controller.testing.memory import InMemoryCluster, InMemoryRouter

@@ -22,7 +22,8 @@ from controller.domain import STOCK, EngineConfig, LengthDistribution, Observati
 from controller.domain.actions import Notify, SetWeights
 from controller.domain.codes import Code
 from controller.domain.observation import TargetRef, VariantStats
-from controller.domain.status import Reason, RolloutState, TargetStatus
+from controller.domain.rollout import RolloutState
+from controller.domain.status import Reason, TargetStatus
 from controller.policy import load_policy
 from controller.reconcile import Ports, Reconciler
 from controller.testing.memory import InMemoryCluster, InMemoryRouter

@@ -16,7 +16,8 @@ from controller.decide import Rules
 from controller.domain import STOCK, EngineConfig, Observation, Phase
 from controller.domain.codes import Code
 from controller.domain.observation import TargetRef, VariantStats
-from controller.domain.status import Approval, RolloutState, ScheduledConfig, TargetStatus
+from controller.domain.rollout import Approval, RolloutState
+from controller.domain.status import ScheduledConfig, TargetStatus
 from controller.domain.traffic import TimeWindow
 from controller.policy import Policy
 from controller.reconcile import Ports, Reconciler

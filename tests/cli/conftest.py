@@ -13,8 +13,9 @@ from kubernetes import client, config
 from controller.crd.models import status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
+from controller.domain.rollout import RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import RolloutState, ScheduledConfig, TargetStatus
+from controller.domain.status import ScheduledConfig, TargetStatus
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from tests.support.kube_api import KubeAPI, KubeAPIServer, running_kube_api

@@ -17,7 +17,8 @@ from controller.cli.shiftctl.patches import (
 )
 from controller.crd.models import parse_tuned_service, status_to_wire
 from controller.domain.phases import Phase
-from controller.domain.status import Approval, TargetStatus
+from controller.domain.rollout import Approval
+from controller.domain.status import TargetStatus
 
 from .conftest import awaiting_status, tuned_service
 

@@ -27,7 +27,8 @@ from controller.crd import models as crd
 from controller.crd.models import status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import AnalysisRecord, Approval, Reason, TargetStatus, TuningRound
+from controller.domain.rollout import AnalysisRecord, Approval
+from controller.domain.status import Reason, TargetStatus, TuningRound
 from controller.domain.text import BIDI_CONTROLS, block, one_line, slack_mrkdwn
 from controller.domain.trial import TrialStatus
 

@@ -14,8 +14,9 @@ import yaml
 from controller.crd import models, schema
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
+from controller.domain.rollout import Approval, RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import Approval, Reason, RolloutState, ScheduledConfig, TargetStatus
+from controller.domain.status import Reason, ScheduledConfig, TargetStatus
 from controller.domain.traffic import LengthDistribution, TrafficShape
 from controller.errors import InvalidInput
 

@@ -19,7 +19,7 @@ import celpy
 import kubernetes_validate
 import pytest
 
-from controller.domain.status import Approval
+from controller.domain.rollout import Approval
 
 from .conftest import CHART, Helm, by_kind, one
 

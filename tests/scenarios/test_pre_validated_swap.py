@@ -29,8 +29,9 @@ from controller.domain.actions import DeployCandidate, SetWeights
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, TargetRef
 from controller.domain.phases import Phase
+from controller.domain.rollout import RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.status import TargetStatus
 from controller.domain.traffic import TrafficShape
 from controller.domain.trial import TrialResult
 from controller.ports import TrialBudget, TrialRequest

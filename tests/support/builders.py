@@ -10,8 +10,9 @@ from controller.decide.context import PlanContext
 from controller.decide.rules import Rules
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation, VariantStats
+from controller.domain.rollout import RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import RolloutState, ScheduledConfig, TargetStatus
+from controller.domain.status import ScheduledConfig, TargetStatus
 from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
 from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.ports import TrialRequest

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from kubernetes import client
 
 from controller.adapters.kube.client import kube_errors
-from controller.domain.status import Approval, TargetStatus
+from controller.domain.rollout import Approval
+from controller.domain.status import TargetStatus
 from controller.errors import ShiftlightError
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ from controller.adapters.kube.crs import owner_references, rollout_name
 from controller.crd import models as crd
 from controller.domain.log_tail import bounded_log_tails
 from controller.domain.phases import Phase
-from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.rollout import RolloutState
+from controller.domain.status import TargetStatus
 from controller.errors import ClusterConflict, NotFound
 
 JSON = dict[str, Any]

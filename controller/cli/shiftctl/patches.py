@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from controller.domain.phases import Phase
-from controller.domain.status import Approval, RolloutState, TargetStatus
+from controller.domain.rollout import Approval, RolloutState
+from controller.domain.status import TargetStatus
 
 JSONPatch = list[dict[str, Any]]
 

@@ -19,7 +19,8 @@ from controller.crd.models import TunedServiceSpec, parse_tuned_service, summari
 from controller.decide import ApiPrice, describe_account, schedule_economics
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.evidence import trial_name
-from controller.domain.status import Reason, RolloutState, TargetStatus, TuningRound
+from controller.domain.rollout import RolloutState
+from controller.domain.status import Reason, TargetStatus, TuningRound
 from controller.domain.text import block, one_line
 from controller.domain.traffic import TimeWindow
 from controller.domain.trial import TrialResult

@@ -13,7 +13,8 @@ from controller.domain.approval import needs_approval
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import BlockedConfig, Rejection, RolloutState, ServedConfig
+from controller.domain.rollout import RolloutState
+from controller.domain.status import BlockedConfig, Rejection, ServedConfig
 
 
 def begin(

@@ -31,8 +31,8 @@ from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
 from controller.domain.observation import Observation
 from controller.domain.phases import Phase
+from controller.domain.rollout import AnalysisRecord, RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import AnalysisRecord, RolloutState
 
 
 @dataclass(frozen=True)

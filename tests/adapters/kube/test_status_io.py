@@ -15,7 +15,8 @@ from controller.cli.shiftctl.patches import build_approval_patch
 from controller.crd.models import parse_tuned_service, status_to_wire
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import Approval, Reason, RolloutState, TargetStatus
+from controller.domain.rollout import Approval, RolloutState
+from controller.domain.status import Reason, TargetStatus
 from tests.support.kube_api import KubeAPI, running_kube_api
 from tests.support.kube_operator import G, V, tuned_service
 

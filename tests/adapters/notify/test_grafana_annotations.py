@@ -28,7 +28,8 @@ from controller.domain.actions import Notify, Severity
 from controller.domain.codes import Code
 from controller.domain.observation import TargetRef, VariantStats
 from controller.domain.proposal import AdvisorContext, Proposal
-from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.rollout import RolloutState
+from controller.domain.status import TargetStatus
 from controller.observe import dashboard
 from controller.observe.grafana_proxy import GrafanaSettings
 from controller.policy import Policy

@@ -9,8 +9,9 @@ from controller.domain.actions import Notify, Severity
 from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
+from controller.domain.rollout import RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import RolloutState, TargetStatus
+from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from tests.support import builders
 from tests.support.builders import shape

@@ -13,7 +13,7 @@ import pytest
 from controller.domain import LengthDistribution, Observation, TargetStatus, TrafficShape
 from controller.domain.actions import Scale
 from controller.domain.codes import Code
-from controller.domain.status import RolloutState
+from controller.domain.rollout import RolloutState
 from tests.support.builders import variant
 from tests.support.planner import MTP1, NOON, SCALING, SHAPE, observation, plan, probed_day
 

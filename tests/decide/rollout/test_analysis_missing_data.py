@@ -19,7 +19,7 @@ from controller.decide.rollout.analysis import Analysis, analyse
 from controller.domain import STOCK, Observation, Phase
 from controller.domain.actions import Rollback
 from controller.domain.observation import DataProblem, VariantStats
-from controller.domain.status import RolloutState
+from controller.domain.rollout import RolloutState
 from controller.policy import Policy
 from tests.support.rollout_steps import CANDIDATE, RULES, SLO_, T0, advance, obs
 

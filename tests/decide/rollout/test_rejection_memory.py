@@ -16,8 +16,9 @@ from controller.domain.codes import Code
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import Observation
 from controller.domain.phases import Phase
+from controller.domain.rollout import Approval, RolloutState
 from controller.domain.slo import SLO
-from controller.domain.status import Approval, Rejection, RolloutState, ScheduledConfig, TargetStatus, TuningRound
+from controller.domain.status import Rejection, ScheduledConfig, TargetStatus, TuningRound
 from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
 from controller.domain.trial import TrialResult
 from controller.policy import Policy

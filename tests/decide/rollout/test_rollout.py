@@ -13,7 +13,7 @@ from controller.domain import DeployCandidate, Promote, RequestApproval, Rollbac
 from controller.domain.config import STOCK
 from controller.domain.observation import VariantStats
 from controller.domain.phases import Phase
-from controller.domain.status import Approval
+from controller.domain.rollout import Approval
 from tests.support.rollout_steps import CANDIDATE, RULES, SLO_, T0, advance, obs, start, stats
 
 

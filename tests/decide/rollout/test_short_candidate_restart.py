@@ -11,7 +11,7 @@ import pytest
 from controller.decide.rollout import steps as rollout
 from controller.domain import Phase, Promote, Rollback, SetWeights
 from controller.domain.codes import Code
-from controller.domain.status import RolloutState
+from controller.domain.rollout import RolloutState
 from tests.support.rollout_steps import RULES, T0, advance, obs, start, stats
 
 BREACH = obs(stats("candidate", 150, tpot=0.08))  # TPOT p95 80 ms against a 50 ms SLO

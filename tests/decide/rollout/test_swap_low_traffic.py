@@ -9,7 +9,7 @@ import pytest
 
 from controller.domain import Phase, Rollback, SetWeights
 from controller.domain.codes import Code
-from controller.domain.status import RolloutState
+from controller.domain.rollout import RolloutState
 from tests.support.rollout_steps import T0, advance, obs, start, stats
 
 QUIET = obs(stats("candidate", 30))  # fewer than min_samples (100), more than min_failure_samples (25)

@@ -8,7 +8,8 @@ from typing import Any
 
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.phases import Phase
-from controller.domain.status import Approval, TargetStatus
+from controller.domain.rollout import Approval
+from controller.domain.status import TargetStatus
 from tests.support.faults.world import REPO, WORLD_START, Outcome, SimWorld
 
 
@@ -46,7 +47,7 @@ def _example_cr() -> dict[str, Any]:
 
 
 def _rollout_status() -> dict[str, Any]:
-    from controller.domain.status import RolloutState
+    from controller.domain.rollout import RolloutState
 
     now = WORLD_START
     rollout = RolloutState(

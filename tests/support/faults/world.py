@@ -20,7 +20,8 @@ from controller.domain.actions import SetWeights
 from controller.domain.config import EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.phases import Phase
-from controller.domain.status import Approval, TargetStatus
+from controller.domain.rollout import Approval
+from controller.domain.status import TargetStatus
 from controller.domain.trial import TrialResult
 from controller.policy import Policy, load_policy, profile_feasibility
 from controller.ports import (
