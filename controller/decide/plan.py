@@ -20,7 +20,7 @@ from controller.decide import outcome
 from controller.decide.capacity import scaling
 from controller.decide.context import Intent, PlanContext, move, window_at
 from controller.decide.rollout import lifecycle as rolling
-from controller.decide.rollout import steps as rollouts
+from controller.decide.rollout.sizing import candidate_replicas_for
 from controller.decide.rules import Rules
 from controller.decide.schedule import account, observing
 from controller.decide.schedule.digest import digest
@@ -163,7 +163,7 @@ def follow_load(ctx: PlanContext, *, candidate_asked: int = 0) -> Intent:
     if rollout is not None and rollout.weight > 0 and rollout.surge_replicas is None:
         # a pre-validated swap's surge is sized for the coming window's whole load already
         for fleet in _scaled_to(sized.actions, "stable"):
-            need = rollouts.candidate_replicas_for(fleet, rollout.weight)
+            need = candidate_replicas_for(fleet, rollout.weight)
             if need <= candidate_asked:
                 continue  # the step asked for at least this many: scaling down would undo it
             why = f"the fleet scales to {fleet}: the candidate keeps {rollout.weight}% of it"

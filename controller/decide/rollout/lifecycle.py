@@ -7,6 +7,7 @@ from __future__ import annotations
 from controller.decide import rejections
 from controller.decide.context import Intent, PlanContext, move, observing, with_schedule
 from controller.decide.rollout import steps as rollouts
+from controller.decide.rollout.sizing import Swap
 from controller.decide.tuning.selection import expected_ratios, stable_missed_slo
 from controller.domain.actions import Action, Notify, Promote, Rollback, Severity
 from controller.domain.approval import needs_approval
@@ -25,7 +26,7 @@ def begin(
     proposed_by: str,
     gain: float | None,
     window: str | None = None,
-    swap: rollouts.Swap | None = None,
+    swap: Swap | None = None,
 ) -> Intent:
     """Start rolling ``config`` out for ``window`` (the current one when None; code ``rollout-started``, or
     ``approval-required`` when it waits for one); a pre-validated ``swap`` in its own steps, bake and surge.

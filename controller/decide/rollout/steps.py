@@ -2,12 +2,12 @@
 
 Pure: takes the rollout state, the latest observation and ``now``; returns the next state and actions. Each step's
 data is judged by :func:`controller.decide.rollout.analysis.analyse` (candidate vs stable; importable from here too).
+The candidate replicas each step runs, and a pre-validated swap's surge, are sized in
+:mod:`controller.decide.rollout.sizing`.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -15,6 +15,7 @@ from controller.decide.rollout.analysis import (
     Analysis,
     analyse,
 )
+from controller.decide.rollout.sizing import Swap, candidate_need, candidate_replicas_for
 from controller.decide.rules import RolloutRules
 from controller.domain.actions import (
     Action,
@@ -123,34 +124,6 @@ def start(
     )
 
 
-@dataclass(frozen=True)
-class Swap:
-    """A pre-validated swap's shape: its steps, its bake per step and the candidate replicas it surges at once."""
-
-    steps: tuple[int, ...]
-    bake_s: float
-    surge_replicas: int
-
-
-def candidate_replicas_for(fleet_replicas: int, weight: int) -> int:
-    """Candidate replicas that carry ``weight`` percent of a fleet of ``fleet_replicas`` at the same load each."""
-    return max(1, math.ceil(max(1, fleet_replicas) * weight / 100 - 1e-9))
-
-
-def rollout_span_s(rules: RolloutRules, cold_start_s: float, fleet_replicas: int) -> float:
-    """How long a stepped rollout takes once its first replicas are ready, on a fleet of ``fleet_replicas``: each
-    step bakes ``bake_s``, and a step that needs more candidate replicas than the one before
-    (:func:`candidate_replicas_for`) first waits for their cold start."""
-    needs = [candidate_replicas_for(fleet_replicas, w) for w in rules.steps]
-    grows = sum(1 for before, after in itertools.pairwise(needs) if after > before)
-    return len(rules.steps) * rules.bake_s + grows * cold_start_s
-
-
-def _candidate_need(state: RolloutState, index: int, fleet_replicas: int) -> int:
-    """Ready candidate replicas step ``index`` needs: a swap's whole surge, else the step's share of the fleet."""
-    return state.surge_replicas or candidate_replicas_for(fleet_replicas, state.steps[index])
-
-
 def _apply_step(state: RolloutState, index: int, now: datetime, reason: str, code: Code = Code.STEP) -> RolloutStep:
     weight = state.steps[index]
     new = state.model_copy(update={"step_index": index, "weight": weight, "step_started_at": now})
@@ -220,7 +193,7 @@ class _Cycle:
 
     def apply(self, index: int, base: RolloutState, reason: str, code: Code) -> RolloutStep:
         """Move to step ``index`` once the candidate replicas it needs are ready (scale them up first)."""
-        need = _candidate_need(base, index, self.fleet_replicas)
+        need = candidate_need(base, index, self.fleet_replicas)
         ready = self.candidate_ready_replicas
         if ready is not None and ready < need:
             why = f"step {index + 1} ({base.steps[index]}%) needs {need} ready candidate replicas, {ready} are ready"
@@ -384,7 +357,7 @@ def _short_restart(
     restarts = [r for r in state.analyses if r.step == state.step_index and r.outcome == "Inconclusive"]
     if len(restarts) >= MAX_SHORT_RESTARTS:
         return None
-    need = _candidate_need(state, state.step_index, fleet_replicas)
+    need = candidate_need(state, state.step_index, fleet_replicas)
     after_restart = bool(restarts) and restarts[-1].at == state.step_started_at
     if candidate_ready_replicas >= need and not after_restart:
         return None
@@ -405,9 +378,6 @@ def _finished(state: RolloutState) -> RolloutState:
 
 __all__ = [
     "RolloutStep",
-    "Swap",
     "advance",
-    "candidate_replicas_for",
-    "rollout_span_s",
     "start",
 ]

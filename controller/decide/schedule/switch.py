@@ -19,7 +19,7 @@ from controller.decide.context import (
     window_at,
 )
 from controller.decide.rollout.lifecycle import begin as begin_rollout
-from controller.decide.rollout.steps import Swap, rollout_span_s
+from controller.decide.rollout.sizing import Swap, rollout_span_s
 from controller.decide.signals.noise import ASSUMED, clamped
 from controller.decide.tuning.economics import SwitchWorth, switch_worth
 from controller.decide.tuning.rounds import start as start_tuning
@@ -156,7 +156,7 @@ def window_ahead(ctx: PlanContext, lead_s: float) -> TimeWindow:
 
 def ramp_span_s(ctx: PlanContext) -> float:
     """How much earlier than its cold start the next window's config is pre-warmed: the stepped rollout's span
-    (:func:`~controller.decide.rollout.steps.rollout_span_s` on today's fleet) when the next window's forecast busy
+    (:func:`~controller.decide.rollout.sizing.rollout_span_s` on today's fleet) when the next window's forecast busy
     hour brings more load than the fleet serves now (a ramp), so the steps move on today's lighter load and the
     ramp meets the config promoted, not a candidate holding half of a rising load on replicas sized for the lighter
     one. Not when every canary trial of that config on today's traffic missed the SLO: the earlier steps carry

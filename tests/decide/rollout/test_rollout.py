@@ -9,6 +9,7 @@ import pytest
 from controller.decide import RolloutRules
 from controller.decide.rollout import steps as rollout
 from controller.decide.rollout.analysis import analyse
+from controller.decide.rollout.sizing import candidate_replicas_for
 from controller.domain import DeployCandidate, Promote, RequestApproval, Rollback, Scale, SetWeights
 from controller.domain.config import STOCK
 from controller.domain.observation import VariantStats
@@ -190,7 +191,7 @@ def test_candidate_replicas_follow_the_weight_and_gate_each_step() -> None:
         fleet_replicas=8,
     )
     assert ready.rollout is not None and ready.rollout.weight == 50
-    assert rollout.candidate_replicas_for(3, 5) == 1 and rollout.candidate_replicas_for(16, 100) == 16
+    assert candidate_replicas_for(3, 5) == 1 and candidate_replicas_for(16, 100) == 16
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 from controller import decide
 from controller.decide import RolloutRules
 from controller.decide.context import PlanContext, prewarm_lead_s, window_at
-from controller.decide.rollout.steps import rollout_span_s
+from controller.decide.rollout.sizing import rollout_span_s
 from controller.decide.schedule.switch import ramp_span_s, window_ahead
 from controller.domain.status import TargetStatus
 from controller.domain.traffic import LengthDistribution, TimeWindow, TrafficShape
