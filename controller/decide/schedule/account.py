@@ -19,7 +19,7 @@ from datetime import timedelta
 from controller.decide.capacity.sizing import replicas_for
 from controller.decide.context import Intent, PlanContext
 from controller.decide.rollout.sizing import candidate_replicas_for
-from controller.decide.schedule.switch import probed_capacity
+from controller.decide.schedule.worth import probed_capacity
 from controller.domain.actions import Notify, Severity
 from controller.domain.codes import Code
 from controller.domain.config import EngineConfig

@@ -10,7 +10,7 @@ import pytest
 from controller import decide
 from controller.decide import Rules, ScalingRules, TuningRules
 from controller.decide.context import PlanContext
-from controller.decide.schedule.switch import switch_gain
+from controller.decide.schedule.worth import switch_gain
 from controller.domain.actions import RunTrial
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.slo import SLO
