@@ -6,6 +6,7 @@ start-up timeout) comes back as an ``infeasible`` result with the engine's reaso
 broken measurement (load generator, metrics, cancel) is ``failed``. The load generator runs in its own process
 (:mod:`controller.trials.loadgen.worker`); a replay in which it did not keep its plan
 (:mod:`controller.trials.verdict.validity`) is ``invalid``, retried once on a fresh engine, and never cached.
+The result each ending comes to is built in :mod:`controller.trials.results`.
 """
 
 from __future__ import annotations
@@ -18,18 +19,18 @@ from typing import Literal
 
 import httpx
 
-from controller.domain.codes import Code
 from controller.domain.config import EngineConfig
-from controller.domain.trial import Percentiles, QualityReport, TrialResult, TrialStatus
+from controller.domain.trial import Percentiles, TrialResult, TrialStatus
 from controller.errors import MetricsUnavailable, ShiftlightError
 from controller.ports import TrialRequest
 from controller.trials.cache import TrialCache, TrialKey
 from controller.trials.engine.launchers import Launch, Launcher
 from controller.trials.engine.log import engine_reason
 from controller.trials.loadgen.process import LoadClientFailed, ReplayProgress, replay_in_worker, replay_inline
-from controller.trials.loadgen.replay import LoadPlan, LoadReport, LoadSummary, plan_requests
+from controller.trials.loadgen.replay import LoadPlan, LoadReport, plan_requests
 from controller.trials.loadgen.warmup import WarmupRound, WarmupRule, WarmupVerdict, warm_until_steady
 from controller.trials.loadgen.worker import WorkerSettings
+from controller.trials.results import Verdict, cancelled, crashed, measured, none_completed
 from controller.trials.verdict.metrics_delta import GaugeSampler, MetricsDelta, delta, scrape
 from controller.trials.verdict.quality import QualityGate
 from controller.trials.verdict.validity import ValidityRules, misses
@@ -92,16 +93,6 @@ def in_engine_time(result: TrialResult, scale: float, request: TrialRequest) -> 
             "e2e_s": slower(result.e2e_s),
         }
     )
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    """What a completed replay measured: its status, why, and the quality gate's report where one ran."""
-
-    status: TrialStatus
-    reason: str = ""
-    quality: QualityReport | None = None
-    invalid_codes: tuple[Code, ...] = ()  # an invalid replay's: each way it missed its plan
 
 
 class TrialRunner:
@@ -285,11 +276,13 @@ class TrialRunner:
                 return warmed
             base = warmed  # every result from here on records the warm-up rounds
             if self._cancel.is_set():
-                return self._cancelled(base, launch)
+                return cancelled(base, launch)
             report, server = self._replay_sampled(request, launch, plan)
         except MetricsUnavailable as exc:
             if not self._alive(launch):
-                return self._crashed(base, launch, f"engine stopped answering during the trial ({exc})")
+                return crashed(
+                    base, launch, f"engine stopped answering during the trial ({exc})", self.launcher.logs(launch)
+                )
             return TrialResult(
                 **base,
                 status=TrialStatus.FAILED,
@@ -298,18 +291,18 @@ class TrialRunner:
             )
         except LoadClientFailed as exc:
             if self._cancel.is_set():
-                return self._cancelled(base, launch)
+                return cancelled(base, launch)
             return TrialResult(**base, status=TrialStatus.FAILED, reason=str(exc), startup_s=launch.startup_s)
         if report.cancelled or self._cancel.is_set():
-            return self._cancelled(base, launch)
+            return cancelled(base, launch)
         if report.failed and not self._alive(launch):
-            return self._crashed(base, launch, "engine crashed during the trial")
+            return crashed(base, launch, "engine crashed during the trial", self.launcher.logs(launch))
         if not report.completed:
-            return self._none_completed(base, launch, report)
+            return none_completed(base, launch, report, self.launcher.logs(launch))
         verdict = self._verdict(request, launch, base, report)
         if isinstance(verdict, TrialResult):
             return verdict
-        return self._measured(base, launch, report, report.summary(request.slo), server, verdict)
+        return measured(base, launch, report, report.summary(request.slo), server, verdict)
 
     def _warm_up(
         self, request: TrialRequest, launch: Launch, base: dict[str, object]
@@ -346,32 +339,26 @@ class TrialRunner:
         after = scrape(launch.endpoint)
         return report, delta(before, after, kv_peak=sampler.kv_peak)
 
-    def _none_completed(self, base: dict[str, object], launch: Launch, report: LoadReport) -> TrialResult:
-        first = report.failed[0].error if report.failed else "no request was sent"
-        return TrialResult(
-            **base,
-            status=TrialStatus.FAILED,
-            reason=f"no request completed: {first}",
-            startup_s=launch.startup_s,
-            failed=len(report.failed),
-            log_tail=self.launcher.logs(launch),
-        )
-
     def _verdict(
         self, request: TrialRequest, launch: Launch, base: dict[str, object], report: LoadReport
-    ) -> _Verdict | TrialResult:
+    ) -> Verdict | TrialResult:
         """MEASURED, INVALID (the load missed the validity rules) or REJECTED (the quality gate failed); a result
         when the quality gate could not run."""
         if missed := misses(report.adherence, self.settings.validity):
-            return _Verdict(TrialStatus.INVALID, invalid_reason(missed), invalid_codes=miss_codes(missed))
+            return Verdict(TrialStatus.INVALID, invalid_reason(missed), invalid_codes=miss_codes(missed))
         if self.quality_gate is None or not self.gated(request.config):
-            return _Verdict(TrialStatus.MEASURED)
+            return Verdict(TrialStatus.MEASURED)
         self._report("quality", 0, 1)
         try:
             quality = self.quality_gate.evaluate(launch.endpoint, launch.model)
         except ShiftlightError as exc:
             if not self._alive(launch):
-                return self._crashed(base, launch, f"engine stopped answering during the quality gate ({exc})")
+                return crashed(
+                    base,
+                    launch,
+                    f"engine stopped answering during the quality gate ({exc})",
+                    self.launcher.logs(launch),
+                )
             return TrialResult(
                 **base,
                 status=TrialStatus.FAILED,
@@ -380,67 +367,5 @@ class TrialRunner:
             )
         self._report("quality", 1, 1)
         if not quality.passed:
-            return _Verdict(TrialStatus.REJECTED, f"quality gate: {quality.reason}", quality)
-        return _Verdict(TrialStatus.MEASURED, "", quality)
-
-    def _measured(
-        self,
-        base: dict[str, object],
-        launch: Launch,
-        report: LoadReport,
-        summary: LoadSummary,
-        server: MetricsDelta,
-        verdict: _Verdict,
-    ) -> TrialResult:
-        if summary.ttft_s is None or summary.tpot_s is None:
-            return TrialResult(
-                **base,
-                status=TrialStatus.FAILED,
-                reason=f"no {'TTFT' if summary.ttft_s is None else 'TPOT'} measured over "
-                f"{len(report.completed)} completed requests",
-                startup_s=launch.startup_s,
-                completed=summary.completed,
-                failed=summary.failed,
-            )
-        return TrialResult(
-            **base,
-            status=verdict.status,
-            reason=verdict.reason,
-            invalid_codes=verdict.invalid_codes,
-            duration_s=report.duration_s,
-            startup_s=launch.startup_s,
-            completed=summary.completed,
-            failed=summary.failed,
-            output_tokens_per_s=summary.output_tokens_per_s,
-            total_tokens_per_s=summary.total_tokens_per_s,
-            request_throughput=summary.request_throughput,
-            goodput_rps=summary.goodput_rps,
-            goodput_tokens_per_s=summary.goodput_tokens_per_s,
-            ttft_s=summary.ttft_s,
-            tpot_s=summary.tpot_s,
-            itl_s=summary.itl_s,
-            e2e_s=summary.e2e_s,
-            spec_decode=server.spec_decode(),
-            preemptions=round(server.preemptions),
-            kv_cache_usage=server.kv_cache_usage_peak,
-            quality=verdict.quality,
-        )
-
-    def _crashed(self, base: dict[str, object], launch: Launch, what: str) -> TrialResult:
-        tail = self.launcher.logs(launch)
-        reason = engine_reason(what, tail)
-        return TrialResult(
-            **base,
-            status=TrialStatus.INFEASIBLE,
-            reason=reason if reason == what else f"{what}: {reason}",
-            startup_s=launch.startup_s,
-            log_tail=tail,
-        )
-
-    def _cancelled(self, base: dict[str, object], launch: Launch) -> TrialResult:
-        return TrialResult(
-            **base,
-            status=TrialStatus.FAILED,
-            reason="cancelled",
-            startup_s=launch.startup_s,
-        )
+            return Verdict(TrialStatus.REJECTED, f"quality gate: {quality.reason}", quality)
+        return Verdict(TrialStatus.MEASURED, "", quality)
