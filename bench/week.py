@@ -110,6 +110,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import yaml
+
 from controller.adapters.notify.recording import RecordingNotifier
 from controller.adapters.simulated.fleet import SimulatedCluster, SimulatedForecaster, SimulatedMetrics, SimulatedRouter
 from controller.adapters.simulated.loadtester import SimulatedLoadTester
@@ -291,6 +293,16 @@ SUPPORT_AFTERNOON = TrafficProfile.parse(
     source="bench/week.py support-afternoon",
 )
 
+
+def profile_file(name: str) -> TrafficProfile:
+    """A week's traffic profile kept as data in ``bench/profiles/NAME.yaml``."""
+    path = REPO / "bench" / "profiles" / f"{name}.yaml"
+    return TrafficProfile.parse(yaml.safe_load(path.read_text(encoding="utf-8")), source=str(path.relative_to(REPO)))
+
+
+#: Two more, written as data before any decide change for them (``bench/profiles/``): ``shift-desk``, a small
+#: operations desk's dense 8B on H200s (short triage by day, long incident summaries at night, one to three replicas);
+#: ``launch-week``, the workstation's model behind a product in its launch week (noisy weekday agents, evening reports).
 SCENARIOS: dict[str, WeekSettings] = {
     "workstation": WeekSettings(),
     "dense-fleet": WeekSettings(
@@ -321,6 +333,20 @@ SCENARIOS: dict[str, WeekSettings] = {
         profile=SUPPORT_AFTERNOON,
         seed=53,
         load_scale=3.0,
+    ),
+    "shift-desk": WeekSettings(
+        model="llama-3.1-8b",
+        gpu="h200",
+        policy_path=REPO / "bench" / "policies" / "week-dense-8b-h200.yaml",
+        profile=profile_file("shift-desk"),
+        seed=67,
+        load_scale=3.0,
+        max_replicas=16,
+    ),
+    "launch-week": WeekSettings(
+        profile=profile_file("launch-week"),
+        seed=89,
+        load_scale=2.0,
     ),
 }
 

@@ -197,10 +197,12 @@ def test_schedule_line_gives_the_realised_gain_and_the_switching_cost(
     )
 
 
-@pytest.mark.parametrize("name", ["rag-batch", "support-afternoon"])
+@pytest.mark.parametrize("name", ["rag-batch", "support-afternoon", "shift-desk", "launch-week"])
 def test_the_unseen_scenarios_bring_their_own_windows_and_seeds(name: str) -> None:
     new = week.SCENARIOS[name]
-    for old in ("workstation", "dense-fleet", "doc-quoting"):
+    for old in ("workstation", "dense-fleet", "doc-quoting", "rag-batch", "support-afternoon"):
+        if old == name:
+            continue
         base = week.SCENARIOS[old]
         assert new.seed != base.seed
         assert week.week_traffic(new).windows != week.week_traffic(base).windows
@@ -285,6 +287,8 @@ def test_production_rate_held_is_per_ready_replica_within_the_slo_and_without_a_
         ("dense-fleet", "week-dense-8b-h200.yaml", "closed"),
         ("rag-batch", "week-dense-8b-h200.yaml", "closed"),
         ("doc-quoting", "week-doc-quoting-3090.yaml", "closed"),
+        ("shift-desk", "week-dense-8b-h200.yaml", "closed"),
+        ("launch-week", "week-workstation.yaml", "open"),
     ],
 )
 def test_each_scenario_runs_a_policy_file_of_bench_policies(scenario: str, policy_file: str, loop: str) -> None:
