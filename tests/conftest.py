@@ -16,7 +16,8 @@ pytest-xdist's own ``--dist loadgroup`` reads the ``xdist_group`` marker by rena
 pytest 9 no longer lets it do; so ``--dist loadgroup`` is served here by a scheduler of our own: each worker leaves
 the group of each test it collected in a folder the controller names, and the controller's scheduler (xdist's
 loadgroup scheduler) reads the group from there instead of from the node id. The ``engine`` and ``faults`` groups
-are handed out first, since they are the longest.
+are handed out first, since they are the longest, then every unit with a test marked ``slow``, then the rest: the
+long units start early and the short ones fill in around them.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ GROUPS_DIR_INPUT = "shiftlight_xdist_groups_dir"
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     groups: dict[str, str] = {}
+    slow: list[str] = []
     for item in items:
         group = xdist_group(item)
         if group is not None:
@@ -79,11 +81,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             groups[item.nodeid] = group
         if group == ENGINE_GROUP and not item.get_closest_marker("engine"):
             item.add_marker(pytest.mark.engine)
+        if item.get_closest_marker("slow"):
+            slow.append(item.nodeid)
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and GROUPS_DIR_INPUT in workerinput:
         out = Path(workerinput[GROUPS_DIR_INPUT]) / f"{workerinput['workerid']}.json"
         partial = out.with_suffix(".partial")
-        partial.write_text(json.dumps(groups))
+        partial.write_text(json.dumps({"groups": groups, "slow": slow}))
         os.replace(partial, out)
 
 
@@ -108,20 +112,28 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         """xdist's loadgroup scheduling, with the groups the workers wrote down; the engine group first."""
 
         groups: dict[str, str] | None = None
+        slow: frozenset[str] = frozenset()
+        first: list[str] | None = None
 
         def _split_scope(self, nodeid: str) -> str:
             if self.groups is None:
                 self.groups = {}
                 directory = config.stash.get(GROUPS_DIR, None)
                 for found in sorted(directory.glob("*.json")) if directory is not None else ():
-                    self.groups.update(json.loads(found.read_text()))
+                    written = json.loads(found.read_text())
+                    self.groups.update(written["groups"])
+                    self.slow = self.slow.union(written["slow"])
             group = self.groups.get(nodeid)
             return f"@{group}" if group is not None else str(super()._split_scope(nodeid))
 
         def _assign_work_unit(self, node: Any) -> None:
-            for group in reversed(FIRST_GROUPS):
-                if f"@{group}" in self.workqueue:
-                    self.workqueue.move_to_end(f"@{group}", last=False)
+            if self.first is None:  # the long units, longest first
+                slow_units = [scope for scope, unit in self.workqueue.items() if self.slow.intersection(unit)]
+                self.first = [f"@{group}" for group in FIRST_GROUPS] + slow_units
+            while self.first and self.first[0] not in self.workqueue:
+                self.first.pop(0)
+            if self.first:
+                self.workqueue.move_to_end(self.first.pop(0), last=False)
             super()._assign_work_unit(node)
 
     return GroupScheduling(config, log)

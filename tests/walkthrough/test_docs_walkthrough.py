@@ -47,7 +47,7 @@ TIME_SCALE = "600"
 WAIT_S = 600.0
 """The most a ``-w`` waits for its phase: a bound against a hang, not a speed assertion."""
 
-pytestmark = [pytest.mark.kube, pytest.mark.helm]
+pytestmark = [pytest.mark.kube, pytest.mark.helm, pytest.mark.slow]
 
 CRDS = {
     name: (crd["spec"]["group"], crd["spec"]["versions"][0]["name"], crd["spec"]["names"]["plural"], crd)
