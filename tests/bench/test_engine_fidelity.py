@@ -9,6 +9,8 @@ import pytest
 
 from bench import engine_fidelity as fidelity
 
+pytestmark = pytest.mark.slow
+
 LINE = re.compile(
     r"^engine: throughput error median (?P<med>[\d.]+)%, worst (?P<worst>[\d.]+)% over (?P<n>\d+) points"
     r" \(held-out half: median (?P<med2>[\d.]+)%, worst (?P<worst2>[\d.]+)%\);"

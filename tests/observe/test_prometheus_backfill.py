@@ -23,7 +23,7 @@ from controller.observe.synthetic import SyntheticTarget, write_openmetrics_file
 from tests.observe.support import DelayProxy
 from tests.support.prometheus_server import PrometheusServer, backfill_openmetrics, start_prometheus
 
-pytestmark = pytest.mark.prometheus
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
 DAYS = 9
 STEP = 300.0

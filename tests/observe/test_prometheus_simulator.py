@@ -30,7 +30,7 @@ from controller.observe.report import TrafficReport
 from tests.observe.support import DelayProxy, LoadResult, poisson_load, running_simulator
 from tests.support.prometheus_server import PrometheusServer, ScrapeTarget, running_prometheus
 
-pytestmark = pytest.mark.prometheus
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
 WEIRD = 'we"ird} or {x="1\\'
 PROMPT, OUTPUT = 256, 32

@@ -28,7 +28,7 @@ from tests.support.kube_api import KubeAPIServer
 from tests.support.kube_operator import REPO, G, V, free_port, tuned_service
 from tests.support.operator_setup import operator_env
 
-pytestmark = [pytest.mark.kube, pytest.mark.security]
+pytestmark = [pytest.mark.kube, pytest.mark.security, pytest.mark.slow]
 
 TENANTS = 10
 VALUES = REPO / "charts/shiftlight/values.yaml"

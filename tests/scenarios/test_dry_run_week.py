@@ -30,6 +30,8 @@ from controller.simulator.perf import PerformanceModel
 from controller.simulator.profiles import load_gpu, load_model
 from controller.simulator.traffic.diurnal import DiurnalTraffic
 
+pytestmark = pytest.mark.slow
+
 DAYS = 7
 CYCLE_S = 300.0
 TARGET = TargetRef(namespace="demo", name="workhorse", model=DemoSettings().model)

@@ -12,6 +12,8 @@ import pytest
 from controller.domain import STOCK
 from tests.support.bench_module import load_bench
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def day() -> tuple[Any, Any]:

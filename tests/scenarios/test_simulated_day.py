@@ -11,6 +11,8 @@ from controller.demo.report import totals
 from controller.demo.run import DemoRun, simulate_day
 from controller.domain import STOCK, Phase
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def day(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:

@@ -25,7 +25,7 @@ from controller.policy import parse_policy, profile_feasibility
 from controller.policy.space import MAX_SPACE_COMBINATIONS
 from controller.simulator import perf
 
-pytestmark = pytest.mark.security
+pytestmark = [pytest.mark.security, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 TENANTS = 40
