@@ -8,8 +8,9 @@
 # The archive is keyed by a sha256 over its inputs (the files of controller/, policies/, pyproject.toml, README.md,
 # Containerfile and this script that git tracks or would track, with their content on disk) and kept in
 # ${XDG_CACHE_HOME:-$HOME/.cache}/shiftlight/image/<hash>.oci.tar, outside the checkout: a clean clone on the same
-# machine links the cached archive instead of building it again. out/image/shiftlight-<version>.oci.sha256 names
-# the inputs' hash of the archive next to it. `--print-hash` prints the inputs' hash and exits.
+# machine links the cached archive instead of building it again (the cache keeps the three newest).
+# out/image/shiftlight-<version>.oci.sha256 names the inputs' hash of the archive next to it. `--print-hash` prints
+# the inputs' hash and exits.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -114,5 +115,7 @@ buildah rmi "$name" >/dev/null  # the archive is the artifact; keep no copy in l
 mv -f "$cached.partial" "$cached"
 ln "$cached" "$archive" 2>/dev/null || cp "$cached" "$archive"
 echo "$hash" >"$stamp"
+# The cache keeps the three newest archives (each ~270 MiB).
+find "$cache" -maxdepth 1 -name '*.oci.tar' -printf '%T@ %p\n' | sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -f
 rm -rf "$work"
 echo "image: $archive ($name, $(du -m "$archive" | cut -f1) MiB, built in $(( $(date +%s) - started )) s)"
