@@ -4,12 +4,12 @@ not this one (``tests/test_errors_tree.py`` checks the drawing against the class
     ShiftlightError
     ├── TemporaryError(delay_s)             retry later; the world may fix itself
     │   ├── MetricsUnavailable              Prometheus down, slow, empty, NaN or partial
-    │   │   └── GrafanaUnavailable          observe.grafana: metrics could not be read through Grafana
+    │   │   └── GrafanaUnavailable          observe.grafana_proxy: metrics could not be read through Grafana
     │   ├── AdvisorUnavailable              the LLM endpoint failed or timed out
     │   ├── ClusterConflict                 a write lost a race (HTTP 409/422); re-read and retry
     │   ├── KubeUnavailable                 adapters.kube.client: the API server unreachable or answering 5xx
     │   ├── ActInterrupted                  act.executor: a port call failed part-way through a plan
-    │   └── BenchFailed                     trials.vllm_bench: ``vllm bench serve`` produced no result
+    │   └── BenchFailed                     trials.loadgen.vllm_bench: ``vllm bench serve`` produced no result
     ├── PermanentError                      retrying the same input cannot help
     │   ├── InvalidInput(source, field)     a CR, policy file, CLI argument or answer failed validation
     │   │   ├── PolicyError                 policy.loading: a policy file failed to parse or validate
