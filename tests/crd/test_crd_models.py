@@ -49,7 +49,7 @@ def test_example_parses_with_camel_case_spec_and_domain_field_names() -> None:
     assert [w.name for w in spec.schedule] == ["day", "night"]
     assert spec.schedule[1].contains(23.5)
     assert spec.approval_mode == "manual-for-lossy"
-    assert spec.replicas == models.ReplicaBounds(min_replicas=1, max_replicas=8)
+    assert "replicas" not in spec.model_fields_set  # the example leaves the fleet's size alone
     assert status == TargetStatus()
 
 
