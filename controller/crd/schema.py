@@ -72,9 +72,21 @@ def _flatten(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> tup
 
 
 def _convert(node: Any, defs: Mapping[str, Any], path: str) -> Any:
+    """The structural form of one schema node: its keywords converted, then its type settled and checked."""
     if not isinstance(node, Mapping):
         return node
     node, nullable = _flatten(node, defs, path)
+    out = _convert_keywords(node, defs, path)
+    _to_boolean_exclusive_bounds(out)
+    if nullable:
+        out["nullable"] = True
+    _infer_type(out)
+    _check_structural(out, path)
+    return out
+
+
+def _convert_keywords(node: Mapping[str, Any], defs: Mapping[str, Any], path: str) -> JSON:
+    """Each keyword of a flattened node in its OpenAPI v3 form, sub-schemas converted; dropped keywords left out."""
     out: JSON = {}
     for key, value in node.items():
         if key in _DROP:
@@ -82,40 +94,51 @@ def _convert(node: Any, defs: Mapping[str, Any], path: str) -> Any:
         if key == "properties":
             out[key] = {name: _convert(sub, defs, f"{path}.{name}") for name, sub in value.items()}
         elif key in ("items", "additionalProperties"):
-            if value is False:
-                continue
-            out[key] = _convert(value, defs, f"{path}[]")
+            if value is not False:
+                out[key] = _convert(value, defs, f"{path}[]")
         elif key == "prefixItems":
-            converted = [_convert(sub, defs, f"{path}[]") for sub in value]
-            if any(c != converted[0] for c in converted):
-                raise SchemaError(f"{path}: heterogeneous tuples are not structural")
-            out["items"] = converted[0]
-            out["minItems"] = out["maxItems"] = len(converted)
+            out.update(_homogeneous_items(value, defs, path))
         elif key == "const":
             out["enum"] = [value]
-        elif key == "default" and value is None:
-            continue
-        else:
+        elif not (key == "default" and value is None):
             out[key] = copy.deepcopy(value)
+    return out
+
+
+def _homogeneous_items(prefix_items: list[Any], defs: Mapping[str, Any], path: str) -> JSON:
+    """A fixed-length tuple as one ``items`` schema with ``minItems`` = ``maxItems`` = its length."""
+    converted = [_convert(sub, defs, f"{path}[]") for sub in prefix_items]
+    if any(c != converted[0] for c in converted):
+        raise SchemaError(f"{path}: heterogeneous tuples are not structural")
+    return {"items": converted[0], "minItems": len(converted), "maxItems": len(converted)}
+
+
+def _to_boolean_exclusive_bounds(out: JSON) -> None:
+    """Numeric ``exclusiveMinimum/Maximum`` (draft 2020-12) as ``minimum/maximum`` + ``exclusive…: true`` (v3.0)."""
     for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         if bound in out and not isinstance(out[bound], bool):
             out[limit] = out[bound]
             out[bound] = True
-    if nullable:
-        out["nullable"] = True
+
+
+def _infer_type(out: JSON) -> None:
+    """The ``type`` pydantic leaves implicit: ``object`` for a node with properties, ``string`` for a string enum."""
     if "properties" in out:
         out.setdefault("type", "object")
     if "enum" in out and "type" not in out:
         kinds = {type(v) for v in out["enum"]}
         if kinds == {str}:
             out["type"] = "string"
+
+
+def _check_structural(out: JSON, path: str) -> None:
+    """Raise :class:`SchemaError` unless the node has the single type (and array items) a structural schema needs."""
     if "type" not in out:
         raise SchemaError(f"{path}: no type (would need x-kubernetes-preserve-unknown-fields)")
     if isinstance(out["type"], list):
         raise SchemaError(f"{path}: multiple types {out['type']!r} are not structural")
     if out["type"] == "array" and "items" not in out:
         raise SchemaError(f"{path}: array without items")
-    return out
 
 
 def structural(model: type[BaseModel]) -> JSON:
