@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from controller.adapters.kube.canary.progress import ReportingLoadTester, TrialCRReporter
@@ -28,13 +27,16 @@ from controller.domain.observation import TargetRef
 from controller.errors import InvalidInput
 from controller.ports import LoadTester, Notifier, TrafficRouter
 from controller.reactor.policy_source import resolve_policy
-from controller.reactor.runtime import EventingCluster, MirroredRouter, TargetRuntime
+from controller.reactor.runtime import MirroredRouter, TargetRuntime
 from controller.reactor.settings import OperatorSettings
-from controller.reconcile import Ports
+from controller.reactor.simulator_fleet import Hardware, eventing_cluster, kept_fleet, load_calibration_setting
+from controller.reconcile import Ports, Reconciler
 from controller.trials.background import BackgroundLoadTester
 
 if TYPE_CHECKING:
-    from controller.calibrate.profile import Calibration
+    from controller.policy import Policy
+    from controller.simulator.fleet.service import SimulatedFleet
+    from controller.simulator.perf import PerformanceModel
 
 log = logging.getLogger(__name__)
 
@@ -160,29 +162,6 @@ def simulated_hardware(spec: TunedServiceSpec, policy_model: str | None, policy_
     return model, gpu
 
 
-def load_calibration_setting(path: Path | None) -> Calibration | None:
-    """The calibration profile the admin mounted (``SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE``), checked at start: a
-    file that cannot be read, is not a calibration profile, or is for a GPU the simulator has no profile for is
-    refused, naming the variable."""
-    if path is None:
-        return None
-    from controller.calibrate.profile import read_calibration
-    from controller.simulator.profiles import gpu_names
-
-    name = "SHIFTLIGHT_SIMULATOR_CALIBRATION_FILE"
-    try:
-        calibration = read_calibration(path)
-    except InvalidInput as exc:
-        raise InvalidInput(str(exc), source="environment", field=name) from None
-    if calibration.gpu not in gpu_names():
-        raise InvalidInput(
-            f"{path} is a calibration of GPU {calibration.gpu!r}, which has no GPU profile ({', '.join(gpu_names())})",
-            source="environment",
-            field=name,
-        )
-    return calibration
-
-
 class SimulatorBackend:
     """One simulated fleet per TunedService; production actions land on the fleet, Events in Kubernetes."""
 
@@ -279,118 +258,135 @@ class SimulatorBackend:
     def _build(
         self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any], previous: TargetRuntime | None
     ) -> TargetRuntime:
-        from controller.adapters.simulated.fleet import (
-            SimulatedCluster,
-            SimulatedForecaster,
-            SimulatedMetrics,
-            SimulatedRouter,
-        )
-        from controller.adapters.simulated.loadtester import SimulatedLoadTester
-        from controller.clock import FakeClock
+        from controller.adapters.simulated.fleet import SimulatedForecaster, SimulatedMetrics
         from controller.decide import OptimizerAdvisor
-        from controller.decide.signals.window import MAX_ANALYSIS_WINDOW_S
-        from controller.simulator.fleet.estimates import EstimateCache
-        from controller.simulator.fleet.service import SimulatedFleet
-        from controller.simulator.perf import PerformanceModel
-        from controller.simulator.profiles import load_gpu, load_model
-        from controller.simulator.traffic.diurnal import DiurnalTraffic
 
-        sim = self.settings.simulator
         policy = resolve_policy(self.api, self.settings, spec, body)
         model, gpu = simulated_hardware(spec, policy.target.model, policy.target.gpu)
-        calibration = self.calibration if self.calibration is not None and self.calibration.gpu == gpu else None
-
-        def performance() -> PerformanceModel:
-            if calibration is None:
-                return PerformanceModel(load_model(model), load_gpu(gpu))
-            return PerformanceModel(load_model(model), load_gpu(gpu), calibration, prefill_fixes=True)
-
-        calibrated = "calibrated" if calibration is not None else "constants"
-        perf = self._once(("perf", model, gpu, calibrated), performance)
-        if previous is not None and isinstance(previous.ports.cluster, EventingCluster):
-            # a spec change keeps the simulated production fleet (it is the "cluster", not the operator's)
-            inner = previous.ports.cluster.inner
-            fleet = inner.fleet if isinstance(inner, SimulatedCluster) else None
-        else:
-            fleet = None
+        hardware = Hardware.of(model, gpu, self.calibration)
+        perf = self._once(("perf", model, gpu, hardware.curves), hardware.performance)
+        fleet = kept_fleet(previous)
         if fleet is None:
-            clock = FakeClock()
-            traffic = self._once(("traffic",), lambda: DiurnalTraffic(sim.seed, sim.traffic_profile))
-            fleet = SimulatedFleet(
-                model,
-                gpu,
-                traffic,
-                clock,
-                sim.seed,
-                slo=policy.slo,
-                stable_replicas=max(1, spec.replicas.min_replicas),
-                cold_start_s=sim.cold_start_s,
-                history_s=MAX_ANALYSIS_WINDOW_S,  # the longest window a cycle reads: memory stays bounded
-                perf=perf,
-                estimates=self._once(("estimates", model, gpu, calibrated), lambda: EstimateCache(SHARED_ESTIMATES)),
-            )
-            fleet.advance(300.0)  # a first observation window of traffic before the first cycle
-        router: TrafficRouter = SimulatedRouter(fleet)
-        events = self.events
-        if spec.workload.http_route:
-            if self._gateway is None:
-                self._gateway = gateway_installed(self.api)
-            if self._gateway:
-                kube_cluster = KubeCluster(self.api, events=events)
-                mirror = GatewayRouter(
-                    self.api,
-                    kube_cluster,
-                    route=spec.workload.http_route,
-                    stable_service=spec.workload.service,
-                    candidate_service=f"{spec.workload.service}-candidate",
-                    use_gateway=True,
-                    manage_pools=False,
-                    owner=tuned_service_owner(target, body["metadata"]),
-                )
-                router = MirroredRouter(router, mirror)
-        cluster = EventingCluster(SimulatedCluster(fleet), events)
-        if isinstance(router, MirroredRouter):
-            mirrored = router.mirror
-            cluster.on_promote.append(lambda t: mirrored.set_weight(t, 0))  # the route follows the promotion
-        tester = SimulatedLoadTester(model, gpu)
-        if calibration is not None:  # trials on the same curves as the fleet (a model of their own: one per thread)
-            tester.perf = performance()
-        load_tester: LoadTester = tester
-        if self.settings.mirror_crs:  # each trial's Trial CR, written by its reporter only
-            load_tester = ReportingLoadTester(
-                load_tester,
-                TrialCRReporter(self.api, body),
-                fleet.clock,
-                min_interval_s=self.settings.trial_progress_interval_s,
-            )
+            fleet = self._new_fleet(spec, policy, hardware, perf)
+        router = self._router(target, spec, body, fleet)
+        cluster = eventing_cluster(fleet, router, self.events)
+        load_tester = self._load_tester(hardware, body, fleet)
         ports = Ports(
             metrics=SimulatedMetrics(fleet),
             load_tester=load_tester,
             router=router,
-            advisor=OptimizerAdvisor(policy, prior=lambda c, s: perf.estimate(c, s).output_tokens_per_s, seed=sim.seed),
+            advisor=OptimizerAdvisor(
+                policy, prior=lambda c, s: perf.estimate(c, s).output_tokens_per_s, seed=self.settings.simulator.seed
+            ),
             notifier=self.notifier or RecordingNotifier(),
             cluster=cluster,
             clock=fleet.clock,
             forecaster=SimulatedForecaster(fleet.traffic) if self.forecast else None,
         )
+        reconciler = self._reconciler(target, spec, body, policy, fleet, ports)
+        log.info("%s: simulator runtime (%s on %s, %s, policy %s)", target, model, gpu, hardware.curves, policy.name)
+        return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
+
+    def _new_fleet(
+        self, spec: TunedServiceSpec, policy: Policy, hardware: Hardware, perf: PerformanceModel
+    ) -> SimulatedFleet:
+        """The simulated production fleet of a new TunedService: its minimum replicas (at least one), on the shared
+        traffic, performance model and estimates, with a first observation window of traffic behind it."""
+        from controller.clock import FakeClock
+        from controller.decide.signals.window import MAX_ANALYSIS_WINDOW_S
+        from controller.simulator.fleet.estimates import EstimateCache
+        from controller.simulator.fleet.service import SimulatedFleet
+        from controller.simulator.traffic.diurnal import DiurnalTraffic
+
+        sim = self.settings.simulator
+        model, gpu = hardware.model, hardware.gpu
+        clock = FakeClock()
+        traffic = self._once(("traffic",), lambda: DiurnalTraffic(sim.seed, sim.traffic_profile))
+        fleet = SimulatedFleet(
+            model,
+            gpu,
+            traffic,
+            clock,
+            sim.seed,
+            slo=policy.slo,
+            stable_replicas=max(1, spec.replicas.min_replicas),
+            cold_start_s=sim.cold_start_s,
+            history_s=MAX_ANALYSIS_WINDOW_S,  # the longest window a cycle reads: memory stays bounded
+            perf=perf,
+            estimates=self._once(("estimates", model, gpu, hardware.curves), lambda: EstimateCache(SHARED_ESTIMATES)),
+        )
+        fleet.advance(300.0)  # a first observation window of traffic before the first cycle
+        return fleet
+
+    def _router(
+        self, target: TargetRef, spec: TunedServiceSpec, body: Mapping[str, Any], fleet: SimulatedFleet
+    ) -> TrafficRouter:
+        """The fleet's router; mirrored onto the spec's HTTPRoute when it names one and the Gateway API is
+        installed (asked once)."""
+        from controller.adapters.simulated.fleet import SimulatedRouter
+
+        router: TrafficRouter = SimulatedRouter(fleet)
+        if not spec.workload.http_route:
+            return router
+        if self._gateway is None:
+            self._gateway = gateway_installed(self.api)
+        if not self._gateway:
+            return router
+        mirror = GatewayRouter(
+            self.api,
+            KubeCluster(self.api, events=self.events),
+            route=spec.workload.http_route,
+            stable_service=spec.workload.service,
+            candidate_service=f"{spec.workload.service}-candidate",
+            use_gateway=True,
+            manage_pools=False,
+            owner=tuned_service_owner(target, body["metadata"]),
+        )
+        return MirroredRouter(router, mirror)
+
+    def _load_tester(self, hardware: Hardware, body: Mapping[str, Any], fleet: SimulatedFleet) -> LoadTester:
+        """The simulated trials, on the fleet's curves; each reports its progress in its Trial CR when the operator
+        mirrors CRs."""
+        from controller.adapters.simulated.loadtester import SimulatedLoadTester
+
+        tester = SimulatedLoadTester(hardware.model, hardware.gpu)
+        # with a calibration, trials run on the same curves as the fleet (a model of their own: one per thread)
+        if hardware.calibration is not None:
+            tester.perf = hardware.performance()
+        if not self.settings.mirror_crs:
+            return tester
+        return ReportingLoadTester(  # each trial's Trial CR, written by its reporter only
+            tester,
+            TrialCRReporter(self.api, body),
+            fleet.clock,
+            min_interval_s=self.settings.trial_progress_interval_s,
+        )
+
+    def _reconciler(
+        self,
+        target: TargetRef,
+        spec: TunedServiceSpec,
+        body: Mapping[str, Any],
+        policy: Policy,
+        fleet: SimulatedFleet,
+        ports: Ports,
+    ) -> Reconciler:
+        """The cycle of the spec's windows (the traffic profile's when it names none) and, when it sets them, its
+        replica bounds, which Shiftlight then manages on the simulated fleet as on a cluster (a spec that sets none
+        keeps the fleet's replicas as they start); a decision's cost in Slack (None: GPU-hours only). Its trials run
+        on the TunedService's worker, started by one cycle and collected by a later one, with background trials."""
         from controller.reactor.gpu_price import gpu_price  # it maps GPU types with this module's gpu_profile
 
-        # the spec's windows (the traffic profile's when it names none) and, when it sets them, its replica bounds,
-        # which Shiftlight then manages on the simulated fleet as on a cluster (a spec that sets none keeps the
-        # fleet's replicas as they start); a decision's cost in Slack (None: GPU-hours only)
         bounded = "replicas" in spec.model_fields_set
         cycle = CycleSpec(
             windows=tuple(spec.schedule) or tuple(fleet.traffic.windows), replicas=spec.replicas if bounded else None
         )
         settings = CycleSettings(gpu_price=gpu_price(spec, self.settings))
-        if self.background_trials:  # on the TunedService's worker, started by one cycle and collected by a later one
-            worker = self._worker((target.namespace, target.name, str(body["metadata"].get("uid", ""))))
-            background = replace(ports, load_tester=BackgroundLoadTester(load_tester, executor=worker))
-            reconciler = cycle_for(cycle, policy, settings, background)
-        else:
-            reconciler = cycle_for(cycle, policy, settings, ports)
-        log.info("%s: simulator runtime (%s on %s, %s, policy %s)", target, model, gpu, calibrated, policy.name)
-        return TargetRuntime(reconciler=reconciler, ports=ports, advance=fleet.advance, notifier=ports.notifier)
+        if not self.background_trials:
+            return cycle_for(cycle, policy, settings, ports)
+        worker = self._worker((target.namespace, target.name, str(body["metadata"].get("uid", ""))))
+        background = replace(ports, load_tester=BackgroundLoadTester(ports.load_tester, executor=worker))
+        return cycle_for(cycle, policy, settings, background)
 
 
 __all__ = ["SimulatorBackend"]
