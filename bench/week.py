@@ -119,7 +119,7 @@ from controller.clock import FakeClock
 from controller.crd.tuned_service import ReplicaBounds
 from controller.cycle import CycleSettings, CycleSpec, cycle_for
 from controller.decide import OptimizerAdvisor, scaled
-from controller.domain.actions import Scale
+from controller.domain.actions import Action, Scale
 from controller.domain.config import STOCK, EngineConfig
 from controller.domain.observation import TargetRef
 from controller.domain.slo import SLO
@@ -130,7 +130,7 @@ from controller.errors import MetricsUnavailable
 from controller.policy import Policy, load_policy, profile_feasibility
 from controller.policy.scaling import ProbeLoop
 from controller.ports import LoadTester, TrialRequest
-from controller.reconcile import Ports
+from controller.reconcile import Ports, Reconciler
 from controller.simulator import perf as perf_module
 from controller.simulator.fleet.records import FleetTick
 from controller.simulator.fleet.service import SimulatedFleet
@@ -848,10 +848,28 @@ def run_plan(
     return result
 
 
-def run_shiftlight(
-    s: WeekSettings, policy: Policy, perf: PerformanceModel, first_replicas: int, scaling_mode: str
-) -> Result:
-    fleet, clock = _fleet(s, STOCK, first_replicas, policy)
+@dataclass(frozen=True)
+class _ShiftlightRig:
+    """The Reconciler on the simulated fleet, and the ports the bench reads back after the week."""
+
+    reconciler: Reconciler
+    metrics: SimulatedMetrics
+    cluster: SimulatedCluster
+    tester: CountingLoadTester
+
+
+def _shiftlight_rig(
+    s: WeekSettings,
+    policy: Policy,
+    perf: PerformanceModel,
+    fleet: SimulatedFleet,
+    clock: FakeClock,
+    target: TargetRef,
+    *,
+    hpa: bool,
+) -> _ShiftlightRig:
+    """The simulated ports around ``fleet`` and the cycle the operator's recipe builds from the policy file and the
+    scenario's replica bounds; ``hpa``: an HPA object owns the replicas."""
     metrics = SimulatedMetrics(fleet)
     cluster = SimulatedCluster(fleet)
     advisor = OptimizerAdvisor(
@@ -868,9 +886,7 @@ def run_shiftlight(
         clock=clock,
         forecaster=SimulatedForecaster(fleet.traffic),
     )
-    capacity = scaling_mode == "capacity"
-    target = TargetRef("bench", "shiftlight", s.model)
-    if not capacity:  # an HPA owns the replicas: Shiftlight sees it and defers (it still tunes for elastic replicas)
+    if hpa:  # an HPA owns the replicas: Shiftlight sees it and defers (it still tunes for elastic replicas)
         cluster.autoscalers[str(target)] = "HorizontalPodAutoscaler/vllm"
     # the policy file sizes the replicas (headroom, scale-down stabilisation) and loads the capacity probes;
     # the scenario bounds them, as a TunedService's spec.replicas does
@@ -878,85 +894,150 @@ def run_shiftlight(
         windows=fleet.traffic.windows, replicas=ReplicaBounds(min_replicas=s.min_replicas, max_replicas=s.max_replicas)
     )
     reconciler = cycle_for(spec, policy, CycleSettings(observe_window_s=s.cycle_s), ports)
+    return _ShiftlightRig(reconciler, metrics, cluster, tester)
+
+
+@dataclass
+class _CapacityEvidence:
+    """Per window, what the probes and production show one replica holds: the capacity probed for the config serving
+    the window, and production's highest per-replica rate in a cycle within the SLO on a mix no lighter than the
+    probe's."""
+
+    held: dict[str, float] = field(default_factory=dict)  # window -> production's highest rate within the SLO
+    probed: dict[str, tuple[float, str]] = field(default_factory=dict)  # window -> (capacity probed, config)
+
+    def observe(self, window: str, status: TargetStatus, ticks: Sequence[FleetTick]) -> None:
+        """One cycle's ticks in ``window``, while the config serving it is the one its schedule entry probed."""
+        entry = status.schedule_for(window)
+        if entry is None or not entry.capacity_rps or entry.config.key() != status.active_config.key():
+            return
+        self.probed[window] = (entry.capacity_rps, entry.config.label())
+        rate = production_rate_held(ticks)
+        if rate is not None and ticks and tokens_per_request(ticks[-1].shape) >= 0.99 * tokens_per_request(entry.shape):
+            self.held[window] = max(self.held.get(window, 0.0), rate)
+
+    def notes(self) -> list[str]:
+        """One note per window with either figure."""
+        notes = []
+        for name in sorted(set(self.held) | set(self.probed)):
+            probe = f"{self.probed[name][0]:.2f} req/s ({self.probed[name][1]})" if name in self.probed else "none"
+            prod = f"{self.held[name]:.2f} req/s" if name in self.held else "none"
+            notes.append(
+                f"capacity per replica, window {name}: probe {probe}; production held {prod} (the most per ready "
+                f"replica over a cycle within the SLO on a mix no lighter than the probe's)"
+            )
+        return notes
+
+
+def _track_trajectory(
+    trajectory: dict[WindowKey, tuple[str, int]], ticks: Sequence[FleetTick], window_names: Callable[[datetime], str]
+) -> None:
+    """Per window of each day: the stable config at the last tick and the most replicas (all variants) in a tick."""
+    for t in ticks:
+        key = (t.start.date().isoformat(), window_names(t.start))
+        stable_tick = t.variants.get("stable")
+        label = stable_tick.config.label() if stable_tick and stable_tick.config else "-"
+        replicas = sum(v.replicas for v in t.variants.values())
+        trajectory[key] = (label, max(trajectory.get(key, (label, 0))[1], replicas))
+
+
+def _record_scale_reasons(
+    result: Result, peaks: dict[WindowKey, int], key: WindowKey, actions: Sequence[Action]
+) -> None:
+    """The reason of the stable variant's largest scaling in the window ``key`` so far (the latest on a tie)."""
+    for action in actions:
+        if isinstance(action, Scale) and action.variant == "stable":
+            peak = peaks.get(key, 0)
+            if action.replicas >= peak:
+                peaks[key] = action.replicas
+                result.scale_reasons[key] = f"{action.replicas}: {action.reason}"
+
+
+@dataclass
+class _HpaOwner:
+    """An HPA on the stable Deployment beside Shiftlight: it scales on the stable variant's share of the load,
+    rollout or not, towards a target set from the active config's capacity on the week's busiest shape."""
+
+    s: WeekSettings
+    perf: PerformanceModel
+    slo: SLO
+    busiest: TrafficShape
+    hpa: Hpa
+    targets: dict[str, float] = field(default_factory=dict)  # config key -> in-flight requests per replica
+
+    def scale(
+        self, fleet: SimulatedFleet, metrics: SimulatedMetrics, target: TargetRef, now: datetime, status: TargetStatus
+    ) -> TargetStatus:
+        """One HPA evaluation at ``now``; the status with the replicas it set (``status`` when it keeps them)."""
+        active = status.active_config
+        if active.key() not in self.targets:
+            self.targets[active.key()] = self.s.hpa_utilisation * capacity_streams(
+                self.perf, active, self.busiest, self.slo
+            )
+        self.hpa.target = max(self.targets[active.key()], 0.5)
+        stable = fleet.variant("stable")
+        assert stable is not None
+        share = (100 - fleet.candidate_weight) / 100
+        conc = _observed_concurrency(metrics, target, now, self.s.cycle_s) * share
+        want = self.hpa.desired(now, stable.replicas, fleet.ready_replicas("stable"), conc)
+        if want == stable.replicas:
+            return status
+        fleet.scale("stable", want)
+        return status.model_copy(update={"replicas": want})
+
+
+def _shiftlight_notes(
+    result: Result, status: TargetStatus, tester: CountingLoadTester, evidence: _CapacityEvidence, scaling_mode: str
+) -> list[str]:
+    """The week's schedule, switching and trial cost, capacity evidence and rollbacks (the trajectory aside)."""
+    windows = ", ".join(f"{e.window}={e.config.label()}" for e in status.schedule)
+    notes = [
+        f"schedule: {windows}",
+        f"{result.switches} promotions, {result.rollbacks} rollbacks, scaling: {scaling_mode}; "
+        f"{result.candidate_gpu_seconds / 3600:.1f} GPU-hours on rollout candidates, "
+        f"{result.trial_gpu_seconds / 3600:.1f} on {result.trials} canary trials (counted), "
+        f"mean {result.replica_seconds / max(result.seconds, 1):.1f} replicas",
+    ]
+    if tester.by_kind:
+        notes.append("canary trials by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(tester.by_kind.items())))
+    notes.extend(evidence.notes())
+    notes.extend(line[:300] for line in status.history if "rolled back" in line)
+    return notes
+
+
+def run_shiftlight(
+    s: WeekSettings, policy: Policy, perf: PerformanceModel, first_replicas: int, scaling_mode: str
+) -> Result:
+    fleet, clock = _fleet(s, STOCK, first_replicas, policy)
+    capacity = scaling_mode == "capacity"
+    target = TargetRef("bench", "shiftlight", s.model)
+    rig = _shiftlight_rig(s, policy, perf, fleet, clock, target, hpa=not capacity)
     status = TargetStatus(replicas=first_replicas)
-    busiest = peak_shape(fleet.traffic)
-    targets: dict[str, float] = {}
     hpa = Hpa(1.0, s.min_replicas, s.max_replicas, s.hpa_tolerance, s.hpa_scale_down_window_s)
+    owner = _HpaOwner(s, perf, policy.slo, peak_shape(fleet.traffic), hpa)
     result = _result("shiftlight" if capacity else "shiftlight+hpa", "per window", fleet)
     trajectory: dict[WindowKey, tuple[str, int]] = {}
     peaks: dict[WindowKey, int] = {}
-    held: dict[str, float] = {}  # window -> production's highest per-replica rate in a cycle within the SLO
-    probed: dict[str, tuple[float, str]] = {}  # window -> the capacity probed for the config serving it
+    evidence = _CapacityEvidence()
     end = WEEK_START + timedelta(days=s.days)
     while clock.now() < end:
         before = clock.now()
         fleet.advance(s.cycle_s)
         ticks = fleet.ticks_between(before, clock.now())
         result.add(ticks)
-        name = result.window_names(before)
-        entry = status.schedule_for(name)
-        if entry is not None and entry.capacity_rps and entry.config.key() == status.active_config.key():
-            probed[name] = (entry.capacity_rps, entry.config.label())
-            rate = production_rate_held(ticks)
-            if (
-                rate is not None
-                and ticks
-                and tokens_per_request(ticks[-1].shape) >= 0.99 * tokens_per_request(entry.shape)
-            ):
-                held[name] = max(held.get(name, 0.0), rate)
-        for t in ticks:
-            key = (t.start.date().isoformat(), result.window_names(t.start))
-            stable_tick = t.variants.get("stable")
-            label = stable_tick.config.label() if stable_tick and stable_tick.config else "-"
-            replicas = sum(v.replicas for v in t.variants.values())
-            trajectory[key] = (label, max(trajectory.get(key, (label, 0))[1], replicas))
-        cycle = reconciler.reconcile(target, status)
+        evidence.observe(result.window_names(before), status, ticks)
+        _track_trajectory(trajectory, ticks, result.window_names)
+        cycle = rig.reconciler.reconcile(target, status)
         status = cycle.status
         key = (clock.now().date().isoformat(), result.window_names(clock.now()))
-        for action in cycle.plan.actions:
-            if isinstance(action, Scale) and action.variant == "stable":
-                peak = peaks.get(key, 0)
-                if action.replicas >= peak:
-                    peaks[key] = action.replicas
-                    result.scale_reasons[key] = f"{action.replicas}: {action.reason}"
+        _record_scale_reasons(result, peaks, key, cycle.plan.actions)
         if not capacity:  # the HPA scales the stable Deployment on its share of the load, rollout or not
-            active = status.active_config
-            if active.key() not in targets:
-                targets[active.key()] = s.hpa_utilisation * capacity_streams(perf, active, busiest, policy.slo)
-            hpa.target = max(targets[active.key()], 0.5)
-            stable = fleet.variant("stable")
-            assert stable is not None
-            share = (100 - fleet.candidate_weight) / 100
-            conc = _observed_concurrency(metrics, target, clock.now(), s.cycle_s) * share
-            want = hpa.desired(clock.now(), stable.replicas, fleet.ready_replicas("stable"), conc)
-            if want != stable.replicas:
-                fleet.scale("stable", want)
-                status = status.model_copy(update={"replicas": want})
-    result.switches = sum(1 for c in cluster.calls if c.op == "promote")
+            status = owner.scale(fleet, rig.metrics, target, clock.now(), status)
+    result.switches = sum(1 for c in rig.cluster.calls if c.op == "promote")
     result.rollbacks = sum(1 for h in status.history if "rolled back" in h)
-    result.trial_gpu_seconds = tester.gpu_seconds
-    result.trials = tester.trials
-    windows = ", ".join(f"{e.window}={e.config.label()}" for e in status.schedule)
-    result.notes.append(f"schedule: {windows}")
-    result.notes.append(
-        f"{result.switches} promotions, {result.rollbacks} rollbacks, scaling: {scaling_mode}; "
-        f"{result.candidate_gpu_seconds / 3600:.1f} GPU-hours on rollout candidates, "
-        f"{result.trial_gpu_seconds / 3600:.1f} on {result.trials} canary trials (counted), "
-        f"mean {result.replica_seconds / max(result.seconds, 1):.1f} replicas"
-    )
-    if tester.by_kind:
-        result.notes.append(
-            "canary trials by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(tester.by_kind.items()))
-        )
-    for name in sorted(set(held) | set(probed)):
-        probe = f"{probed[name][0]:.2f} req/s ({probed[name][1]})" if name in probed else "none"
-        prod = f"{held[name]:.2f} req/s" if name in held else "none"
-        result.notes.append(
-            f"capacity per replica, window {name}: probe {probe}; production held {prod} (the most per ready "
-            f"replica over a cycle within the SLO on a mix no lighter than the probe's)"
-        )
-    for line in (h for h in status.history if "rolled back" in h):
-        result.notes.append(line[:300])
+    result.trial_gpu_seconds = rig.tester.gpu_seconds
+    result.trials = rig.tester.trials
+    result.notes.extend(_shiftlight_notes(result, status, rig.tester, evidence, scaling_mode))
     result.trajectory = trajectory
     result.notes.append(
         "trajectory (window: stable config at its end, peak replicas): "
