@@ -36,6 +36,8 @@ def test_a_shell_string_deployment_gets_a_condition_and_nothing_is_deployed(
     for part in ("deployment prod/workhorse", "container mistral-7b", "--max-num-batched-tokens"):
         assert part in accepted["message"]
     events = [e for e in client.CoreV1Api(api).list_namespaced_event("prod").items if e.type == "Warning"]
-    assert events and all("--max-num-batched-tokens" in e.message for e in events)
+    assert events and all("--max-num-batched-tokens" in e.message for e in events), [
+        (e.reason, e.message) for e in events
+    ]
     assert [d.metadata.name for d in client.AppsV1Api(api).list_namespaced_deployment("prod").items] == ["workhorse"]
     assert client.CoreV1Api(api).list_namespaced_pod("prod").items == []
